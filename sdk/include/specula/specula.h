@@ -1,0 +1,358 @@
+/*
+ * specula.h - the one C ABI of Specula (C99).
+ *
+ * Threading contract (applies to every function unless its comment says otherwise):
+ *   - A specula_model is immutable after load and reference counted. Every specula_model_* function is
+ *     thread-safe; many sessions on many threads may share one model.
+ *   - A specula_session is single-threaded: call its functions from one thread at a time. The one exception
+ *     is specula_session_cancel(), which any thread (or a signal handler) may call at any time.
+ *   - specula_log_set() is thread-safe, but messages already being delivered may still reach the old callback.
+ *   - Callbacks run on the thread that made the call that triggers them. They must not throw or unwind
+ *     (C++ exceptions, Rust panics) through the library, and must not call back into the same session.
+ *
+ * Errors: fallible functions return a specula_status and take a last argument `specula_error **err`.
+ * On failure, if err is not NULL, *err receives a new error object (status + message) that the caller frees
+ * with specula_error_destroy(). On success *err is set to NULL. Passing err = NULL is always allowed.
+ * No function aborts, exits, throws, or writes to stdout; log output goes to the callback set by
+ * specula_log_set() and nowhere by default.
+ *
+ * Options structs begin with `uint32_t struct_size`; initialise them with the matching *_init() function
+ * (which sets struct_size = sizeof(struct) of the header you compiled against) and pass them by pointer.
+ * The library reads only the fields within struct_size, so fields may be appended in later minor versions.
+ * Passing NULL for an options pointer means "all defaults".
+ *
+ * Ownership: "borrowed" pointers returned by the library stay owned by the library; each comment says how
+ * long they stay valid. Every *_destroy() accepts NULL.
+ */
+#ifndef SPECULA_H
+#define SPECULA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#  if defined(SPECULA_BUILD)
+#    define SPECULA_API __declspec(dllexport)
+#  elif defined(SPECULA_SHARED)
+#    define SPECULA_API __declspec(dllimport)
+#  else
+#    define SPECULA_API
+#  endif
+#else
+#  define SPECULA_API __attribute__((visibility("default")))
+#endif
+
+#define SPECULA_VERSION_MAJOR 0
+#define SPECULA_VERSION_MINOR 1
+#define SPECULA_VERSION_PATCH 0
+/* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
+#define SPECULA_ABI_VERSION 1
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Versions                                                                                               */
+
+/* Library version as (major << 16) | (minor << 8) | patch. Thread-safe. */
+SPECULA_API uint32_t specula_version(void);
+/* Library version as "MAJOR.MINOR.PATCH"; static storage. Thread-safe. */
+SPECULA_API const char *specula_version_string(void);
+/* ABI version of the loaded library; bindings compare it with SPECULA_ABI_VERSION. Thread-safe. */
+SPECULA_API uint32_t specula_abi_version(void);
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Status codes and error objects                                                                          */
+
+typedef enum specula_status {
+    SPECULA_OK = 0,
+    SPECULA_ERR_INVALID_ARGUMENT = 1, /* NULL handle, out-of-range value, bad options struct            */
+    SPECULA_ERR_IO = 2,               /* file missing, unreadable, mmap failure                           */
+    SPECULA_ERR_FORMAT = 3,           /* malformed or hostile file: bad magic, offsets, counts, shapes    */
+    SPECULA_ERR_UNSUPPORTED = 4,      /* well-formed but not supported: architecture, tensor type, version */
+    SPECULA_ERR_OUT_OF_MEMORY = 5,
+    SPECULA_ERR_CANCELLED = 6,        /* a progress callback or specula_session_cancel() stopped the call */
+    SPECULA_ERR_CONTEXT_FULL = 7,     /* the session's context has no room for the tokens asked for       */
+    SPECULA_ERR_INVALID_TOKEN = 8,    /* a token id outside [0, n_vocab)                                   */
+    SPECULA_ERR_INCOMPATIBLE = 9,     /* two objects that do not belong together (e.g. draft vs target)   */
+    SPECULA_ERR_BUFFER_TOO_SMALL = 10,/* two-call pattern: the needed size was returned, call again       */
+    SPECULA_ERR_BACKEND = 11,         /* a compute backend failed                                         */
+    SPECULA_ERR_INTERNAL = 12         /* a bug in Specula; please report it with the message              */
+} specula_status;
+
+typedef struct specula_error specula_error;
+
+/* Short English name of a status ("SPECULA_ERR_FORMAT"); static storage; never NULL. Thread-safe. */
+SPECULA_API const char *specula_status_string(specula_status status);
+/* Status carried by an error; SPECULA_OK for NULL. */
+SPECULA_API specula_status specula_error_status(const specula_error *err);
+/* Human-readable message; borrowed, valid until specula_error_destroy(err). "" for NULL. */
+SPECULA_API const char *specula_error_message(const specula_error *err);
+/* Frees an error object. Accepts NULL. */
+SPECULA_API void specula_error_destroy(specula_error *err);
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Logging                                                                                                */
+
+typedef enum specula_log_level {
+    SPECULA_LOG_DEBUG = 0,
+    SPECULA_LOG_INFO = 1,
+    SPECULA_LOG_WARN = 2,
+    SPECULA_LOG_ERROR = 3
+} specula_log_level;
+
+/* message is borrowed for the duration of the call and has no trailing newline. */
+typedef void (*specula_log_fn)(specula_log_level level, const char *message, void *user_data);
+
+/* Routes library log messages at or above min_level to fn. fn = NULL silences the library (the default).
+ * Global for the process; thread-safe. */
+SPECULA_API void specula_log_set(specula_log_fn fn, specula_log_level min_level, void *user_data);
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Models                                                                                                 */
+
+typedef struct specula_model specula_model;
+
+/* Called during load with progress in [0, 1]. Return 1 to continue, 0 to cancel the load
+ * (specula_model_load then returns SPECULA_ERR_CANCELLED and frees everything). */
+typedef int32_t (*specula_progress_fn)(float progress, void *user_data);
+
+typedef struct specula_model_options {
+    uint32_t struct_size;
+    int32_t use_mmap;                /* 1 (default): map the file read-only, no copy; 0: read it into memory */
+    specula_progress_fn progress;    /* optional */
+    void *progress_user_data;
+} specula_model_options;
+
+/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_model_options). */
+SPECULA_API void specula_model_options_init(specula_model_options *opts);
+
+/* Loads a GGUF model. On success *out holds one reference, released with specula_model_destroy().
+ * Statuses: INVALID_ARGUMENT (NULL path/out), IO, FORMAT, UNSUPPORTED, OUT_OF_MEMORY, CANCELLED. Thread-safe. */
+SPECULA_API specula_status specula_model_load(const char *path, const specula_model_options *opts,
+                                              specula_model **out, specula_error **err);
+/* Adds a reference (for bindings that share the handle); returns model. Thread-safe. */
+SPECULA_API specula_model *specula_model_retain(specula_model *model);
+/* Drops the caller's reference. The model is freed when the last reference goes; sessions created from it hold
+ * their own reference, so destroying the model before its sessions is allowed. Accepts NULL. Thread-safe. */
+SPECULA_API void specula_model_destroy(specula_model *model);
+
+/* Model information. All thread-safe; return 0 / "" for a NULL model. Strings are borrowed and valid while
+ * the model lives. */
+SPECULA_API const char *specula_model_arch(const specula_model *model);       /* "llama", "qwen2" */
+SPECULA_API const char *specula_model_name(const specula_model *model);       /* general.name or "" */
+SPECULA_API int32_t specula_model_n_vocab(const specula_model *model);
+SPECULA_API int32_t specula_model_n_ctx_train(const specula_model *model);
+SPECULA_API int32_t specula_model_n_layer(const specula_model *model);
+SPECULA_API int32_t specula_model_n_embd(const specula_model *model);
+SPECULA_API int32_t specula_model_n_head(const specula_model *model);
+SPECULA_API int32_t specula_model_n_head_kv(const specula_model *model);
+SPECULA_API int32_t specula_model_n_ff(const specula_model *model);
+SPECULA_API uint64_t specula_model_n_params(const specula_model *model);
+SPECULA_API uint64_t specula_model_file_size(const specula_model *model);
+/* The tensor type that holds most of the weight bytes ("F16", "Q8_0", ...). */
+SPECULA_API const char *specula_model_weight_type(const specula_model *model);
+
+typedef struct specula_tensor_info {
+    uint32_t struct_size;
+    const char *name;      /* borrowed, valid while the model lives */
+    const char *type;      /* "F32", "Q4_0", ... borrowed, static */
+    int32_t n_dims;
+    int64_t dims[4];       /* ggml order: dims[0] is the contiguous (row) dimension */
+    uint64_t offset;       /* byte offset of the data in the file */
+    uint64_t n_bytes;
+} specula_tensor_info;
+
+SPECULA_API int32_t specula_model_tensor_count(const specula_model *model);
+/* Fills *info (set info->struct_size first) for tensor index in [0, count). */
+SPECULA_API specula_status specula_model_tensor_info(const specula_model *model, int32_t index,
+                                                     specula_tensor_info *info, specula_error **err);
+
+/* GGUF metadata, for inspection. Values are rendered as text (arrays abbreviated after max_array items). */
+SPECULA_API int32_t specula_model_meta_count(const specula_model *model);
+/* Key of entry index; borrowed, valid while the model lives; NULL if out of range. */
+SPECULA_API const char *specula_model_meta_key(const specula_model *model, int32_t index);
+/* Two-call pattern: writes at most buf_size bytes including the NUL terminator and sets *len to the full text
+ * length (without NUL). Returns BUFFER_TOO_SMALL (with *len set) when buf_size <= *len. */
+SPECULA_API specula_status specula_model_meta_value(const specula_model *model, int32_t index, int32_t max_array,
+                                                    char *buf, size_t buf_size, size_t *len, specula_error **err);
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Vocabulary and tokenization (thread-safe on a shared model)                                            */
+
+#define SPECULA_TOKEN_NULL (-1)
+
+SPECULA_API int32_t specula_model_token_bos(const specula_model *model); /* SPECULA_TOKEN_NULL if none */
+SPECULA_API int32_t specula_model_token_eos(const specula_model *model);
+/* 1 if token ends generation (EOS, EOT and the like), else 0. */
+SPECULA_API int32_t specula_model_token_is_eog(const specula_model *model, int32_t token);
+
+enum {
+    SPECULA_TOKENIZE_ADD_SPECIAL = 1,   /* add BOS/EOS as the model's metadata asks */
+    SPECULA_TOKENIZE_PARSE_SPECIAL = 2  /* recognise control tokens such as "<s>" written in the text */
+};
+
+/* Tokenizes len bytes of UTF-8 text. Two-call pattern: *n_tokens receives the number of tokens; if it exceeds
+ * capacity, nothing useful is written and BUFFER_TOO_SMALL is returned. tokens may be NULL when capacity is 0. */
+SPECULA_API specula_status specula_model_tokenize(const specula_model *model, const char *text, size_t len,
+                                                  int32_t flags, int32_t *tokens, size_t capacity,
+                                                  size_t *n_tokens, specula_error **err);
+/* Text of a sequence of tokens (special tokens rendered only when render_special is 1). Two-call pattern as
+ * specula_model_meta_value. */
+SPECULA_API specula_status specula_model_detokenize(const specula_model *model, const int32_t *tokens,
+                                                    size_t n_tokens, int32_t render_special, char *buf,
+                                                    size_t buf_size, size_t *len, specula_error **err);
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Sessions                                                                                               */
+
+typedef struct specula_session specula_session;
+
+typedef struct specula_session_options {
+    uint32_t struct_size;
+    int32_t n_ctx;      /* context length in tokens; 0 = min(n_ctx_train, 4096) */
+    int32_t n_threads;  /* compute threads; 0 = number of cores (at most 8) */
+    int32_t n_batch;    /* prompt tokens evaluated per forward pass; 0 = 64 */
+} specula_session_options;
+
+SPECULA_API void specula_session_options_init(specula_session_options *opts);
+
+typedef struct specula_sampler_options {
+    uint32_t struct_size;
+    float temperature;       /* <= 0: greedy (argmax, ties to the lowest id). Default 0.8 */
+    int32_t top_k;           /* <= 0: off. Default 40 */
+    float top_p;             /* >= 1: off. Default 0.95 */
+    float min_p;             /* <= 0: off. Default 0.05 */
+    float repeat_penalty;    /* 1: off (default). Divides positive logits of recent tokens, multiplies negative */
+    float presence_penalty;  /* 0: off (default). Subtracted once from the logit of every recent token */
+    float frequency_penalty; /* 0: off (default). Subtracted once per occurrence of a recent token */
+    int32_t penalty_last_n;  /* window of recent tokens the penalties look at; default 64; -1 = whole context */
+    uint64_t seed;           /* RNG seed; same seed + same inputs = same output */
+} specula_sampler_options;
+
+SPECULA_API void specula_sampler_options_init(specula_sampler_options *opts);
+
+/* Creates a session on model (which it retains). sampler may be NULL for defaults.
+ * Statuses: INVALID_ARGUMENT, OUT_OF_MEMORY. Thread-safe with respect to the model. */
+SPECULA_API specula_status specula_session_create(specula_model *model, const specula_session_options *opts,
+                                                  const specula_sampler_options *sampler,
+                                                  specula_session **out, specula_error **err);
+/* Frees the session and drops its model reference. Accepts NULL. Must not race with other calls on the same
+ * session, except specula_session_cancel() issued before this call returns to the caller of cancel. */
+SPECULA_API void specula_session_destroy(specula_session *session);
+
+/* Replaces the sampler settings (and reseeds). */
+SPECULA_API specula_status specula_session_set_sampler(specula_session *session,
+                                                       const specula_sampler_options *sampler,
+                                                       specula_error **err);
+
+/* Appends UTF-8 text to the context, tokenized with flags (SPECULA_TOKENIZE_*; ADD_SPECIAL adds BOS only when
+ * the context is empty). Evaluation happens lazily on the next generate/next call.
+ * Statuses: INVALID_ARGUMENT, CONTEXT_FULL (nothing appended). */
+SPECULA_API specula_status specula_session_append_text(specula_session *session, const char *text, size_t len,
+                                                       int32_t flags, specula_error **err);
+/* Appends token ids. Statuses: INVALID_TOKEN (id outside [0, n_vocab); nothing appended), CONTEXT_FULL. */
+SPECULA_API specula_status specula_session_append_tokens(specula_session *session, const int32_t *tokens,
+                                                         size_t n_tokens, specula_error **err);
+/* Truncates the context to its first n_tokens tokens (0 clears it). Cheap: cached keys/values are kept.
+ * Also resets the streaming text state and the generated-token counter. */
+SPECULA_API specula_status specula_session_rewind(specula_session *session, int32_t n_tokens,
+                                                  specula_error **err);
+
+SPECULA_API int32_t specula_session_n_ctx(const specula_session *session);
+SPECULA_API int32_t specula_session_n_tokens(const specula_session *session);
+/* Copies the context's token ids (two-call pattern on n_tokens). */
+SPECULA_API specula_status specula_session_tokens(const specula_session *session, int32_t *tokens,
+                                                  size_t capacity, size_t *n_tokens, specula_error **err);
+
+typedef enum specula_stop_reason {
+    SPECULA_STOP_NONE = 0,         /* not stopped: a token was produced and generation may go on */
+    SPECULA_STOP_MAX_TOKENS = 1,
+    SPECULA_STOP_EOS = 2,          /* an end-of-generation token was sampled (it is not added or emitted) */
+    SPECULA_STOP_STOP_STRING = 3,  /* a stop string appeared; text from it on is not emitted */
+    SPECULA_STOP_CANCELLED = 4,
+    SPECULA_STOP_CONTEXT_FULL = 5,
+    SPECULA_STOP_CALLBACK = 6      /* the token callback returned 0 */
+} specula_stop_reason;
+
+SPECULA_API const char *specula_stop_reason_string(specula_stop_reason reason);
+
+typedef struct specula_generate_options {
+    uint32_t struct_size;
+    int32_t max_tokens;               /* tokens to generate per generate call; < 0: until the context is full.
+                                         Default 256. For specula_session_next it counts since the last
+                                         append/rewind. */
+    int32_t stop_at_eog;              /* 1 (default): stop when an end-of-generation token is sampled */
+    const char *const *stop_strings;  /* optional; borrowed for the duration of the call */
+    int32_t n_stop_strings;
+    int32_t top_logits;               /* report the K largest raw logits with each token (0 = none, max 64) */
+} specula_generate_options;
+
+SPECULA_API void specula_generate_options_init(specula_generate_options *opts);
+
+typedef struct specula_stats {
+    uint32_t struct_size;
+    int32_t n_prompt_tokens;      /* tokens evaluated as prompt (not generated) since the session began */
+    int32_t n_generated;          /* tokens generated since the session began */
+    int32_t n_ctx_used;           /* tokens in the context now */
+    double load_ms;               /* model load time */
+    double prompt_ms;             /* time spent evaluating prompt tokens */
+    double decode_ms;             /* time spent producing generated tokens */
+    double ttft_ms;               /* time to first token of the last generate/next run */
+    double prompt_tokens_per_s;
+    double decode_tokens_per_s;
+} specula_stats;
+
+typedef struct specula_token_event {
+    uint32_t struct_size;
+    int32_t token;                 /* the generated token id */
+    const char *text;              /* complete UTF-8 made available by this token (may be empty: held back
+                                      until a character or a possible stop string is complete). NUL-terminated.*/
+    size_t text_len;
+    int32_t n_top;                 /* number of entries in top_ids / top_logits */
+    const int32_t *top_ids;        /* the K largest raw logits of the distribution the token came from */
+    const float *top_logits;
+    int32_t drafted;               /* 1 if the token was proposed by a drafter and accepted (speculative) */
+    specula_stop_reason stop;      /* SPECULA_STOP_NONE while generation goes on */
+    const specula_stats *stats;    /* running stats */
+} specula_token_event;
+/* All pointers in a specula_token_event are borrowed: valid during the callback, or for specula_session_next
+ * until the next call on the session. */
+
+/* Return 1 to continue, 0 to stop (stop reason SPECULA_STOP_CALLBACK). */
+typedef int32_t (*specula_token_fn)(const specula_token_event *event, void *user_data);
+
+/* Evaluates pending context tokens, then generates tokens, calling on_token for each (on_token may be NULL).
+ * *stop_reason (optional) receives why it stopped. Returns OK for normal stops, CANCELLED if
+ * specula_session_cancel() was called (before or during the call; the cancel request is consumed), or
+ * CONTEXT_FULL when no token could be generated because the context is full. Generated tokens stay in the
+ * context; text held back for a stop string that never completed is flushed with the last event. */
+SPECULA_API specula_status specula_session_generate(specula_session *session, const specula_generate_options *opts,
+                                                    specula_token_fn on_token, void *user_data,
+                                                    specula_stop_reason *stop_reason, specula_error **err);
+
+/* Pull-style generation: produces at most one token into *event (set event->struct_size first).
+ * event->stop == SPECULA_STOP_NONE means a token was produced and more may follow; otherwise generation has
+ * stopped (event->token is the last token or SPECULA_TOKEN_NULL, and event->text may carry flushed text).
+ * Status semantics as specula_session_generate. */
+SPECULA_API specula_status specula_session_next(specula_session *session, const specula_generate_options *opts,
+                                                specula_token_event *event, specula_error **err);
+
+/* Requests that the running (or next) generate/next/prompt evaluation stop at the next step boundary.
+ * Thread-safe and async-signal-safe; callable from any thread. */
+SPECULA_API void specula_session_cancel(specula_session *session);
+
+/* Fills *stats (set stats->struct_size first). */
+SPECULA_API specula_status specula_session_stats(const specula_session *session, specula_stats *stats,
+                                                 specula_error **err);
+
+/* Raw logits (n_vocab floats) of the last evaluated position; borrowed, valid until the next call on the
+ * session; NULL when none is available (nothing evaluated yet, or after a rewind). */
+SPECULA_API const float *specula_session_logits(const specula_session *session);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPECULA_H */
