@@ -1,0 +1,115 @@
+// The forward pass of the llama family on the CPU, written to be read top to bottom (as llama2.c):
+//   x = embed(tokens)
+//   per layer: x += Wo · attention(rope(Wq·norm(x) [+bq]), rope(Wk·norm(x) [+bk]), Wv·norm(x) [+bv])
+//              x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
+//   logits = Wout · norm(x)
+// `llama` and `qwen2` are this same pass; qwen2 adds the Q/K/V biases and rotates with NEOX pairing, both taken
+// from the hyperparameters. An architecture that differs in structure gets its own file beside this one.
+#include "cpu_runner.h"
+
+#include "backends/cpu/ops.h"
+#include "model/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace specula::internal {
+namespace {
+
+template <typename T> void ensure(std::vector<T> &v, size_t n) {
+    if (v.size() < n) v.resize(n);
+}
+
+const float *as_floats(const WeightView &w) { return reinterpret_cast<const float *>(w.data); }
+
+}  // namespace
+
+CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads)
+    : model_(std::move(model)),
+      kv_(model_->hparams().n_layer, n_ctx, model_->hparams().n_embd_kv()),
+      pool_(n_threads) {}
+
+void CpuRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
+    const HParams &hp = model_->hparams();
+    const ModelWeights &w = model_->weights();
+    const int64_t d = hp.n_embd, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), dff = hp.n_ff;
+    ensure(x_, size_t(n * d));
+    ensure(xb_, size_t(n * std::max(d, dq)));
+    ensure(q_, size_t(n * dq));
+    ensure(k_, size_t(n * dkv));
+    ensure(v_, size_t(n * dkv));
+    ensure(att_out_, size_t(n * dq));
+    ensure(ffn_gate_, size_t(n * dff));
+    ensure(ffn_up_, size_t(n * dff));
+    float *x = x_.data(), *xb = xb_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data();
+
+    for (int32_t i = 0; i < n; ++i) get_row(w.token_embd, tokens[i], x + i * d);
+
+    for (int32_t il = 0; il < hp.n_layer; ++il) {
+        const LayerWeights &l = w.layers[size_t(il)];
+
+        // Attention block.
+        for (int32_t i = 0; i < n; ++i) rmsnorm(xb + i * d, x + i * d, as_floats(l.attn_norm), d, hp.norm_eps);
+        matmul(pool_, l.wq, xb, n, q, quant_scratch_);
+        matmul(pool_, l.wk, xb, n, k, quant_scratch_);
+        matmul(pool_, l.wv, xb, n, v, quant_scratch_);
+        for (int32_t i = 0; i < n; ++i) {
+            if (l.bq) add(q + i * dq, as_floats(l.bq), dq);
+            if (l.bk) add(k + i * dkv, as_floats(l.bk), dkv);
+            if (l.bv) add(v + i * dkv, as_floats(l.bv), dkv);
+            rope(q + i * dq, hp.n_head, hp, w.rope_freq_factors, n_past + i);
+            rope(k + i * dkv, hp.n_head_kv, hp, w.rope_freq_factors, n_past + i);
+            std::copy(k + i * dkv, k + (i + 1) * dkv, kv_.k(il, n_past + i));
+            std::copy(v + i * dkv, v + (i + 1) * dkv, kv_.v(il, n_past + i));
+        }
+        attention(il, n, n_past);
+        matmul(pool_, l.wo, att_out_.data(), n, xb, quant_scratch_);
+        add(x, xb, n * d);
+
+        // Feed-forward block (SwiGLU).
+        for (int32_t i = 0; i < n; ++i) rmsnorm(xb + i * d, x + i * d, as_floats(l.ffn_norm), d, hp.norm_eps);
+        matmul(pool_, l.ffn_gate, xb, n, ffn_gate_.data(), quant_scratch_);
+        matmul(pool_, l.ffn_up, xb, n, ffn_up_.data(), quant_scratch_);
+        swiglu(ffn_gate_.data(), ffn_up_.data(), n * dff);
+        matmul(pool_, l.ffn_down, ffn_gate_.data(), n, xb, quant_scratch_);
+        add(x, xb, n * d);
+    }
+
+    // Output head, only for the rows whose logits are wanted.
+    const int32_t first = all_logits ? 0 : n - 1;
+    const int32_t rows = n - first;
+    for (int32_t i = first; i < n; ++i) rmsnorm(xb + (i - first) * d, x + i * d, as_floats(w.output_norm), d, hp.norm_eps);
+    matmul(pool_, w.output, xb, rows, logits, quant_scratch_);
+}
+
+// Causal multi-head attention of the n new queries over KV slots [0, n_past + i]; grouped-query heads share
+// their KV head. One task per query head; each thread has its own score buffer.
+void CpuRunner::attention(int layer, int32_t n, int32_t n_past) {
+    const HParams &hp = model_->hparams();
+    const int32_t hd = hp.head_dim, dq = hp.n_embd_q(), group = hp.n_head / hp.n_head_kv;
+    const float scale = 1.0f / std::sqrt(float(hd));
+    ensure(scores_, size_t(pool_.size()) * size_t(n_past + n));
+    pool_.run(hp.n_head, [&](int64_t h, int thread) {
+        float *scores = scores_.data() + size_t(thread) * size_t(n_past + n);
+        const int32_t kv_head = int32_t(h) / group;
+        for (int32_t i = 0; i < n; ++i) {
+            const float *qv = q_.data() + int64_t(i) * dq + h * hd;
+            const int32_t n_keys = n_past + i + 1;
+            for (int32_t t = 0; t < n_keys; ++t) {
+                const float *kv = kv_.k(layer, t) + kv_head * hd;
+                float dot = 0.0f;
+                for (int32_t j = 0; j < hd; ++j) dot += qv[j] * kv[j];
+                scores[t] = dot * scale;
+            }
+            softmax(scores, n_keys);
+            float *out = att_out_.data() + int64_t(i) * dq + h * hd;
+            std::fill(out, out + hd, 0.0f);
+            for (int32_t t = 0; t < n_keys; ++t) {
+                const float *vv = kv_.v(layer, t) + kv_head * hd;
+                for (int32_t j = 0; j < hd; ++j) out[j] += scores[t] * vv[j];
+            }
+        }
+    });
+}
+
+}  // namespace specula::internal

@@ -1,0 +1,85 @@
+#include "ops.h"
+
+#include "backends/cpu/types/type_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace specula::internal {
+
+void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float eps) {
+    double sum = 0.0;  // ggml sums squares in double
+    for (int64_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
+    const float scale = 1.0f / std::sqrt(float(sum / double(n)) + eps);
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] * scale) * weight[i];
+}
+
+void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &freq_factors, int32_t pos) {
+    // theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i, computed by repeated multiplication as ggml does.
+    const int half = hp.rope_dim / 2;
+    const float theta_scale = std::pow(hp.rope_freq_base, -2.0f / float(hp.rope_dim));
+    float cos_t[1024], sin_t[1024];  // rope_dim <= head_dim <= 2048 is checked at load
+    float theta = float(pos);
+    for (int i = 0; i < half; ++i) {
+        const float factor = freq_factors.empty() ? 1.0f : freq_factors[size_t(i)];
+        const float t = hp.rope_freq_scale * (theta / factor);
+        cos_t[i] = std::cos(t);
+        sin_t[i] = std::sin(t);
+        theta *= theta_scale;
+    }
+    for (int h = 0; h < n_heads; ++h) {
+        float *v = x + int64_t(h) * hp.head_dim;
+        for (int i = 0; i < half; ++i) {
+            // NORM pairs neighbours (2i, 2i+1); NEOX pairs the two halves (i, i + rope_dim/2).
+            const int a = hp.rope_type == RopeType::Norm ? 2 * i : i;
+            const int b = hp.rope_type == RopeType::Norm ? 2 * i + 1 : i + half;
+            const float x0 = v[a], x1 = v[b];
+            v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+            v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+        }
+    }
+}
+
+void softmax(float *x, int64_t n) {
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = float(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void add(float *x, const float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_rows_x, float *y, std::vector<uint8_t> &scratch) {
+    const TypeKernels &kw = *cpu_type_kernels(w.type);
+    const TypeKernels &kx = *cpu_type_kernels(kw.dot_type);
+    const size_t x_row_bytes = cpu_type_row_bytes(kx, w.cols);
+    if (scratch.size() < x_row_bytes * size_t(n_rows_x)) scratch.resize(x_row_bytes * size_t(n_rows_x));
+    for (int64_t m = 0; m < n_rows_x; ++m) kx.from_float(x + m * w.cols, scratch.data() + size_t(m) * x_row_bytes, w.cols);
+
+    // Tasks are blocks of weight rows: each weight row is read once per call, whatever n_rows_x is.
+    constexpr int64_t kRowsPerTask = 16;
+    const int64_t n_tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+    const uint8_t *xq = scratch.data();
+    pool.run(n_tasks, [&](int64_t task, int) {
+        const int64_t r_end = std::min(w.rows, (task + 1) * kRowsPerTask);
+        for (int64_t r = task * kRowsPerTask; r < r_end; ++r) {
+            const uint8_t *row = w.row(r);
+            for (int64_t m = 0; m < n_rows_x; ++m) y[m * w.rows + r] = kw.vec_dot(w.cols, row, xq + size_t(m) * x_row_bytes);
+        }
+    });
+}
+
+void get_row(const WeightView &w, int64_t r, float *out) { cpu_type_kernels(w.type)->to_float(w.row(r), out, w.cols); }
+
+}  // namespace specula::internal

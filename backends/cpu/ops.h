@@ -1,0 +1,35 @@
+// The CPU reference operators. Plain loops, F32 accumulation, arithmetic ordered like ggml's CPU backend so
+// that results agree with llama.cpp to float rounding. Every other backend is tested against these.
+#pragma once
+
+#include "backends/cpu/thread_pool.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace specula::internal {
+
+// out = x / sqrt(mean(x^2) + eps) * weight, for one row of n values.
+void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float eps);
+
+// Rotary embedding of one row holding n_heads heads of head_dim values at absolute position `pos`. Only the
+// first hp.rope_dim values of each head rotate. freq_factors (rope_dim/2 values) may be empty.
+void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &freq_factors, int32_t pos);
+
+void softmax(float *x, int64_t n);
+
+// gate = silu(gate) * up, element-wise.
+void swiglu(float *gate, const float *up, int64_t n);
+
+void add(float *x, const float *y, int64_t n);
+
+// Y[m][r] = dot(W row r, X[m]) for m < n_rows_x, r < W.rows. X rows have W.cols floats, Y rows W.rows floats.
+// Activations are first converted to the weight type's dot type (scratch holds them), as ggml does.
+void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_rows_x, float *y, std::vector<uint8_t> &scratch);
+
+// Dequantizes row `r` of W into out (W.cols floats): an embedding lookup.
+void get_row(const WeightView &w, int64_t r, float *out);
+
+}  // namespace specula::internal

@@ -1,0 +1,53 @@
+// Q8_0: blocks of 32 int8 values with one fp16 scale (ggml block_q8_0). Also the dot type of Q8_0 and Q4_0.
+#include "q8_0.h"
+
+#include "half.h"
+#include "type_kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace specula::internal {
+namespace {
+
+void q8_0_to_float(const void *src, float *dst, int64_t n) {
+    const BlockQ8_0 *blocks = static_cast<const BlockQ8_0 *>(src);
+    for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
+        const float d = half_to_float(blocks[b].d);
+        for (int j = 0; j < kQ8_0Block; ++j) dst[b * kQ8_0Block + j] = float(blocks[b].qs[j]) * d;
+    }
+}
+
+// As ggml's x86 quantize_row_q8_0 (the path llama.cpp runs on this hardware): scale d = max|x| / 127, values
+// x * (127 / max|x|) rounded to nearest even. (The portable reference multiplies by 1 / d instead, which
+// rounds a few values differently and costs bit-parity with llama.cpp.)
+void q8_0_from_float(const float *src, void *dst, int64_t n) {
+    BlockQ8_0 *blocks = static_cast<BlockQ8_0 *>(dst);
+    for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
+        const float *x = src + b * kQ8_0Block;
+        float amax = 0.0f;
+        for (int j = 0; j < kQ8_0Block; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        blocks[b].d = float_to_half(d);
+        for (int j = 0; j < kQ8_0Block; ++j) blocks[b].qs[j] = int8_t(std::nearbyint(x[j] * id));
+    }
+}
+
+float q8_0_vec_dot(int64_t n, const void *row, const void *x) {
+    const BlockQ8_0 *a = static_cast<const BlockQ8_0 *>(row);
+    const BlockQ8_0 *b = static_cast<const BlockQ8_0 *>(x);
+    float sum = 0.0f;
+    for (int64_t k = 0; k < n / kQ8_0Block; ++k) {
+        int32_t isum = 0;
+        for (int j = 0; j < kQ8_0Block; ++j) isum += int32_t(a[k].qs[j]) * int32_t(b[k].qs[j]);
+        sum += float(isum) * (half_to_float(a[k].d) * half_to_float(b[k].d));
+    }
+    return sum;
+}
+
+}  // namespace
+
+extern const TypeKernels kQ8_0Kernels = {8, kQ8_0Block, sizeof(BlockQ8_0), 8, q8_0_to_float, q8_0_from_float, q8_0_vec_dot};
+
+}  // namespace specula::internal

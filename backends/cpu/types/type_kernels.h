@@ -1,0 +1,33 @@
+// Per-tensor-type kernels of the CPU backend, looked up by ggml type id. Adding a type (the K-quants come next)
+// means adding one file that registers a TypeKernels entry in type_registry.cpp.
+//
+// As in ggml, each weight type names the `dot_type` its activations are converted to before a dot product:
+// F32 -> F32, F16 -> F16, BF16 -> BF16, Q8_0/Q4_0 -> Q8_0 (llama.cpp quantizes activations to Q8_0 for
+// quantized weights). Mirroring that keeps our logits within float rounding of llama.cpp's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace specula::internal {
+
+struct TypeKernels {
+    uint32_t type;           // ggml type id
+    uint32_t block_size;     // elements per block
+    uint32_t type_size;      // bytes per block
+    uint32_t dot_type;       // type activations are converted to for vec_dot
+    // Dequantize n elements (n a multiple of block_size) to floats.
+    void (*to_float)(const void *src, float *dst, int64_t n);
+    // Convert n floats into this type; nullptr where the type is never a dot_type.
+    void (*from_float)(const float *src, void *dst, int64_t n);
+    // Dot product of n elements of a row of this type with n elements of `dot_type` data.
+    float (*vec_dot)(int64_t n, const void *row, const void *x);
+};
+
+// Kernels for a type, or nullptr if the CPU backend cannot compute with it.
+const TypeKernels *cpu_type_kernels(uint32_t type);
+
+// Bytes needed to hold n elements of a type (n a multiple of its block size).
+size_t cpu_type_row_bytes(const TypeKernels &kernels, int64_t n);
+
+}  // namespace specula::internal

@@ -1,0 +1,86 @@
+#include "hparams.h"
+
+#include "core/error.h"
+
+namespace specula::internal {
+namespace {
+
+int32_t required_int(const GgufFile &file, const std::string &key, int64_t lo, int64_t hi) {
+    const auto v = file.get_int(key);
+    require(v.has_value(), SPECULA_ERR_FORMAT, "model: required metadata '" + key + "' is missing");
+    require(*v >= lo && *v <= hi, SPECULA_ERR_FORMAT,
+            "model: metadata '" + key + "' = " + std::to_string(*v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return int32_t(*v);
+}
+
+int32_t optional_int(const GgufFile &file, const std::string &key, int32_t fallback, int64_t lo, int64_t hi) {
+    return file.find(key) ? required_int(file, key, lo, hi) : fallback;
+}
+
+float optional_float(const GgufFile &file, const std::string &key, float fallback) {
+    const auto v = file.get_float(key);
+    return v ? float(*v) : fallback;
+}
+
+}  // namespace
+
+HParams read_hparams(const GgufFile &file) {
+    HParams hp;
+    const auto arch = file.get_string("general.architecture");
+    require(arch.has_value(), SPECULA_ERR_FORMAT, "model: metadata 'general.architecture' is missing");
+    hp.arch_name = *arch;
+    if (hp.arch_name == "llama") {
+        hp.arch = Architecture::Llama;
+        hp.rope_type = RopeType::Norm;
+    } else if (hp.arch_name == "qwen2") {
+        hp.arch = Architecture::Qwen2;
+        hp.rope_type = RopeType::Neox;
+        hp.has_qkv_bias = true;
+    } else {
+        throw Error(SPECULA_ERR_UNSUPPORTED, "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2)");
+    }
+    const std::string a = hp.arch_name + ".";
+    constexpr int64_t kBig = int64_t(1) << 24;
+    hp.n_embd = required_int(file, a + "embedding_length", 1, kBig);
+    hp.n_layer = required_int(file, a + "block_count", 1, 4096);
+    hp.n_ff = required_int(file, a + "feed_forward_length", 1, kBig);
+    hp.n_head = required_int(file, a + "attention.head_count", 1, 4096);
+    hp.n_head_kv = optional_int(file, a + "attention.head_count_kv", hp.n_head, 1, 4096);
+    hp.n_ctx_train = optional_int(file, a + "context_length", 2048, 1, int64_t(1) << 30);
+    require(hp.n_head % hp.n_head_kv == 0, SPECULA_ERR_FORMAT,
+            "model: head_count " + std::to_string(hp.n_head) + " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
+    require(hp.n_embd % hp.n_head == 0 || file.find(a + "attention.key_length"), SPECULA_ERR_FORMAT,
+            "model: embedding_length is not a multiple of head_count");
+    hp.head_dim = optional_int(file, a + "attention.key_length", hp.n_embd / hp.n_head, 1, 2048);
+    require(hp.head_dim >= 2 && hp.head_dim <= 2048, SPECULA_ERR_UNSUPPORTED, "model: head size " + std::to_string(hp.head_dim) + " is outside [2, 2048]");
+    const int32_t value_dim = optional_int(file, a + "attention.value_length", hp.head_dim, 1, 65536);
+    require(value_dim == hp.head_dim, SPECULA_ERR_UNSUPPORTED, "model: key_length != value_length is not supported");
+    hp.rope_dim = optional_int(file, a + "rope.dimension_count", hp.head_dim, 2, hp.head_dim);
+    require(hp.rope_dim % 2 == 0, SPECULA_ERR_FORMAT, "model: rope.dimension_count must be even");
+    hp.rope_freq_base = optional_float(file, a + "rope.freq_base", 10000.0f);
+    require(hp.rope_freq_base > 0, SPECULA_ERR_FORMAT, "model: rope.freq_base must be positive");
+    hp.norm_eps = optional_float(file, a + "attention.layer_norm_rms_epsilon", 1e-5f);
+    require(hp.norm_eps >= 0 && hp.norm_eps < 1, SPECULA_ERR_FORMAT, "model: layer_norm_rms_epsilon out of range");
+
+    // RoPE scaling, as llama.cpp reads it: rope.scaling.type (none/linear/llama3/yarn), rope.scaling.factor,
+    // and the older rope.scale_linear.
+    const std::string scaling = file.get_string(a + "rope.scaling.type").value_or("");
+    float factor = optional_float(file, a + "rope.scaling.factor", 0.0f);
+    if (factor == 0.0f) factor = optional_float(file, a + "rope.scale_linear", 0.0f);
+    if (scaling == "linear" || (scaling.empty() && factor > 0.0f && factor != 1.0f)) {
+        require(factor > 0.0f, SPECULA_ERR_FORMAT, "model: linear rope scaling needs a positive factor");
+        hp.rope_scaling = RopeScaling::Linear;
+        hp.rope_freq_scale = 1.0f / factor;
+    } else if (scaling == "llama3") {
+        hp.rope_scaling = RopeScaling::Llama3;
+        hp.rope_scaling_factor = factor > 0.0f ? factor : 8.0f;
+        hp.rope_low_freq_factor = optional_float(file, a + "rope.scaling.low_freq_factor", 1.0f);
+        hp.rope_high_freq_factor = optional_float(file, a + "rope.scaling.high_freq_factor", 4.0f);
+        hp.rope_original_ctx = optional_int(file, a + "rope.scaling.original_context_length", 8192, 1, int64_t(1) << 30);
+    } else if (!scaling.empty() && scaling != "none") {
+        throw Error(SPECULA_ERR_UNSUPPORTED, "model: rope scaling type '" + scaling + "' is not supported");
+    }
+    return hp;
+}
+
+}  // namespace specula::internal

@@ -1,0 +1,51 @@
+// Hyperparameters of a decoder-only transformer, read from GGUF metadata with llama.cpp's defaults for absent keys.
+#pragma once
+
+#include "gguf/gguf_file.h"
+
+#include <cstdint>
+#include <string>
+
+namespace specula::internal {
+
+enum class Architecture { Llama, Qwen2 };
+
+// How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]) (llama), NEOX rotates (x[i], x[i + d/2]) (qwen2).
+enum class RopeType { Norm, Neox };
+
+// Position scaling: none; linear (positions * 1/factor); llama3 (per-frequency factors, see rope_freqs).
+enum class RopeScaling { None, Linear, Llama3 };
+
+struct HParams {
+    Architecture arch = Architecture::Llama;
+    std::string arch_name;
+    int32_t n_vocab = 0;
+    int32_t n_ctx_train = 0;
+    int32_t n_embd = 0;
+    int32_t n_layer = 0;
+    int32_t n_head = 0;
+    int32_t n_head_kv = 0;
+    int32_t n_ff = 0;
+    int32_t head_dim = 0;      // per-head size of queries and keys/values
+    int32_t rope_dim = 0;      // leading dimensions of each head that RoPE rotates
+    float rope_freq_base = 10000.0f;
+    float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+    RopeType rope_type = RopeType::Norm;
+    RopeScaling rope_scaling = RopeScaling::None;
+    // llama3 scaling parameters (used only to compute frequency factors when the file has no rope_freqs tensor)
+    float rope_scaling_factor = 1.0f;
+    float rope_low_freq_factor = 1.0f;
+    float rope_high_freq_factor = 4.0f;
+    int32_t rope_original_ctx = 8192;
+    float norm_eps = 1e-5f;
+    bool has_qkv_bias = false;
+
+    int32_t n_embd_q() const { return n_head * head_dim; }
+    int32_t n_embd_kv() const { return n_head_kv * head_dim; }
+};
+
+// Reads and checks the hyperparameters. n_vocab is filled later from the tokenizer / embedding shape.
+// Throws Error(UNSUPPORTED) for an unknown architecture and Error(FORMAT) for missing or inconsistent keys.
+HParams read_hparams(const GgufFile &file);
+
+}  // namespace specula::internal

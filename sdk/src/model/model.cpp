@@ -1,0 +1,52 @@
+#include "model.h"
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/timer.h"
+
+#include <map>
+
+namespace specula::internal {
+
+std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOptions &options) {
+    const double t0 = now_ms();
+    // Progress: reading the bytes is 0..0.8 of the work without mmap; parsing and binding the rest.
+    auto report = [&](float p) {
+        if (options.progress && !options.progress(p)) throw Error(SPECULA_ERR_CANCELLED, "model load cancelled");
+    };
+    report(0.0f);
+    FileBytes bytes = FileBytes::open(path, options.use_mmap, options.progress ? [&](float p) { return options.progress(0.8f * p); } : FileBytes::Progress{});
+
+    std::shared_ptr<Model> model(new Model());
+    model->file_ = GgufFile::parse(std::move(bytes));
+    report(0.85f);
+    const GgufFile &file = model->file_;
+    model->hparams_ = read_hparams(file);
+    model->weights_ = bind_weights(file, model->hparams_);
+    report(0.9f);
+    model->vocab_ = Vocab::load(file);
+    require(model->vocab_.n_tokens() == model->hparams_.n_vocab, SPECULA_ERR_FORMAT,
+            "model: the tokenizer has " + std::to_string(model->vocab_.n_tokens()) + " tokens but the embedding has " +
+                std::to_string(model->hparams_.n_vocab) + " rows");
+    model->name_ = file.get_string("general.name").value_or("");
+
+    // Parameter count and the type that holds most weight bytes, for info and stats.
+    std::map<uint32_t, uint64_t> bytes_by_type;
+    for (const TensorInfo &t : file.tensors()) {
+        model->n_params_ += uint64_t(t.n_elements());
+        bytes_by_type[t.type] += t.n_bytes;
+    }
+    uint64_t most = 0;
+    for (const auto &[type, n] : bytes_by_type)
+        if (n > most) {
+            most = n;
+            model->weight_type_ = tensor_type_name(type);
+        }
+    report(1.0f);
+    model->load_ms_ = now_ms() - t0;
+    log(SPECULA_LOG_INFO, "loaded %s: %s, %d layers, n_embd %d, vocab %d, %s, %.1f ms", path.c_str(), model->hparams_.arch_name.c_str(),
+        model->hparams_.n_layer, model->hparams_.n_embd, model->hparams_.n_vocab, model->weight_type_, model->load_ms_);
+    return model;
+}
+
+}  // namespace specula::internal

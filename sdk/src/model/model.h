@@ -1,0 +1,48 @@
+// A loaded model: the parsed GGUF file (weights stay in the mapped bytes), its hyperparameters, weight views and
+// tokenizer. Immutable after load, so any number of sessions on any threads may share one through shared_ptr.
+#pragma once
+
+#include "gguf/gguf_file.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+#include "tokenizer/vocab.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace specula::internal {
+
+struct LoadOptions {
+    bool use_mmap = true;
+    std::function<bool(float)> progress;  // return false to cancel
+};
+
+class Model {
+public:
+    // Throws Error (IO, FORMAT, UNSUPPORTED, OUT_OF_MEMORY, CANCELLED).
+    static std::shared_ptr<const Model> load(const std::string &path, const LoadOptions &options);
+
+    const GgufFile &file() const { return file_; }
+    const HParams &hparams() const { return hparams_; }
+    const ModelWeights &weights() const { return weights_; }
+    const Vocab &vocab() const { return vocab_; }
+    const std::string &name() const { return name_; }
+    const char *weight_type() const { return weight_type_; }
+    uint64_t n_params() const { return n_params_; }
+    double load_ms() const { return load_ms_; }
+
+private:
+    Model() = default;
+
+    GgufFile file_;
+    HParams hparams_;
+    ModelWeights weights_;
+    Vocab vocab_;
+    std::string name_;
+    const char *weight_type_ = "";
+    uint64_t n_params_ = 0;
+    double load_ms_ = 0;
+};
+
+}  // namespace specula::internal

@@ -1,0 +1,117 @@
+#include "weights.h"
+
+#include "backends/cpu/types/type_kernels.h"
+#include "core/error.h"
+#include "gguf/gguf_file.h"
+
+#include <cmath>
+
+namespace specula::internal {
+namespace {
+
+std::string shape_text(const TensorInfo &t) {
+    std::string s = "[";
+    for (uint32_t d = 0; d < t.n_dims; ++d) s += (d ? ", " : "") + std::to_string(t.dims[d]);
+    return s + "]";
+}
+
+// A tensor that must exist with exactly shape {cols} (vector) or {cols, rows} (matrix).
+WeightView bind_tensor(const GgufFile &file, const std::string &name, int64_t cols, int64_t rows, bool vector, bool optional = false) {
+    const TensorInfo *t = file.find_tensor(name);
+    if (t == nullptr) {
+        require(optional, SPECULA_ERR_FORMAT, "model: tensor '" + name + "' is missing");
+        return {};
+    }
+    const bool shape_ok = vector ? (t->n_dims == 1 && t->dims[0] == cols)
+                                 : (t->n_dims == 2 && t->dims[0] == cols && t->dims[1] == rows);
+    require(shape_ok, SPECULA_ERR_FORMAT,
+            "model: tensor '" + name + "' has shape " + shape_text(*t) + ", expected [" + std::to_string(cols) +
+                (vector ? "" : ", " + std::to_string(rows)) + "]");
+    require(cpu_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
+            "model: tensor '" + name + "' has type " + tensor_type_name(t->type) + ", which the CPU backend does not support yet");
+    // Norm weights and biases are read as plain floats.
+    require(!vector || t->type == uint32_t(TensorType::F32), SPECULA_ERR_UNSUPPORTED,
+            "model: vector tensor '" + name + "' must be F32, not " + tensor_type_name(t->type));
+    WeightView w;
+    w.data = t->data;
+    w.type = t->type;
+    w.cols = cols;
+    w.rows = vector ? 1 : rows;
+    w.row_bytes = size_t(t->n_bytes / uint64_t(w.rows));
+    return w;
+}
+
+// llama3 rope scaling as llama.cpp's converter computes rope_freqs: long wavelengths are divided by `factor`,
+// short ones kept, and the band between interpolated smoothly.
+std::vector<float> llama3_freq_factors(const HParams &hp) {
+    std::vector<float> factors(size_t(hp.rope_dim / 2));
+    const double low_wavelen = hp.rope_original_ctx / hp.rope_low_freq_factor;
+    const double high_wavelen = hp.rope_original_ctx / hp.rope_high_freq_factor;
+    for (size_t i = 0; i < factors.size(); ++i) {
+        const double freq = 1.0 / std::pow(double(hp.rope_freq_base), 2.0 * double(i) / hp.rope_dim);
+        const double wavelen = 2.0 * M_PI / freq;
+        if (wavelen < high_wavelen) {
+            factors[i] = 1.0f;
+        } else if (wavelen > low_wavelen) {
+            factors[i] = hp.rope_scaling_factor;
+        } else {
+            const double smooth = (hp.rope_original_ctx / wavelen - hp.rope_low_freq_factor) / (hp.rope_high_freq_factor - hp.rope_low_freq_factor);
+            factors[i] = float(1.0 / ((1.0 - smooth) / hp.rope_scaling_factor + smooth));
+        }
+    }
+    return factors;
+}
+
+}  // namespace
+
+ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
+    ModelWeights w;
+    const TensorInfo *embd = file.find_tensor("token_embd.weight");
+    require(embd != nullptr, SPECULA_ERR_FORMAT, "model: tensor 'token_embd.weight' is missing");
+    require(embd->n_dims == 2 && embd->dims[0] == hp.n_embd, SPECULA_ERR_FORMAT,
+            "model: tensor 'token_embd.weight' has shape " + shape_text(*embd) + ", expected [" + std::to_string(hp.n_embd) + ", n_vocab]");
+    require(embd->dims[1] <= (int64_t(1) << 24), SPECULA_ERR_FORMAT, "model: vocabulary of " + std::to_string(embd->dims[1]) + " tokens is absurd");
+    hp.n_vocab = int32_t(embd->dims[1]);
+
+    w.token_embd = bind_tensor(file, "token_embd.weight", hp.n_embd, hp.n_vocab, false);
+    w.output_norm = bind_tensor(file, "output_norm.weight", hp.n_embd, 1, true);
+    w.output = bind_tensor(file, "output.weight", hp.n_embd, hp.n_vocab, false, /*optional=*/true);
+    if (!w.output) {
+        w.output = w.token_embd;
+        w.tied_output = true;
+    }
+
+    if (const TensorInfo *rf = file.find_tensor("rope_freqs.weight")) {
+        require(rf->type == uint32_t(TensorType::F32) && rf->n_dims == 1 && rf->dims[0] == hp.rope_dim / 2, SPECULA_ERR_FORMAT,
+                "model: tensor 'rope_freqs.weight' must be F32 of shape [" + std::to_string(hp.rope_dim / 2) + "]");
+        const float *f = reinterpret_cast<const float *>(rf->data);
+        w.rope_freq_factors.assign(f, f + hp.rope_dim / 2);
+        hp.rope_scaling = RopeScaling::Llama3;
+    } else if (hp.rope_scaling == RopeScaling::Llama3) {
+        w.rope_freq_factors = llama3_freq_factors(hp);
+    }
+
+    const int64_t q = hp.n_embd_q(), kv = hp.n_embd_kv();
+    for (int32_t il = 0; il < hp.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        LayerWeights l;
+        l.attn_norm = bind_tensor(file, p + "attn_norm.weight", hp.n_embd, 1, true);
+        l.wq = bind_tensor(file, p + "attn_q.weight", hp.n_embd, q, false);
+        l.wk = bind_tensor(file, p + "attn_k.weight", hp.n_embd, kv, false);
+        l.wv = bind_tensor(file, p + "attn_v.weight", hp.n_embd, kv, false);
+        l.wo = bind_tensor(file, p + "attn_output.weight", q, hp.n_embd, false);
+        if (hp.has_qkv_bias) {
+            l.bq = bind_tensor(file, p + "attn_q.bias", q, 1, true);
+            l.bk = bind_tensor(file, p + "attn_k.bias", kv, 1, true);
+            l.bv = bind_tensor(file, p + "attn_v.bias", kv, 1, true);
+        }
+        l.ffn_norm = bind_tensor(file, p + "ffn_norm.weight", hp.n_embd, 1, true);
+        l.ffn_gate = bind_tensor(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false);
+        l.ffn_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff, false);
+        l.ffn_down = bind_tensor(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd, false);
+        w.layers.push_back(l);
+    }
+    return w;
+}
+
+}  // namespace specula::internal

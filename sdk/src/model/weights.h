@@ -1,0 +1,47 @@
+// Views of a model's weight tensors inside the mapped GGUF bytes (no copies). A matrix view follows ggml:
+// `cols` (ne0) is the contiguous input dimension, `rows` (ne1) the output dimension, so y = W x computes
+// one dot product per row.
+#pragma once
+
+#include "model/hparams.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace specula::internal {
+
+struct WeightView {
+    const uint8_t *data = nullptr;
+    uint32_t type = 0;      // ggml type id
+    int64_t cols = 0;       // ne0
+    int64_t rows = 1;       // ne1
+    size_t row_bytes = 0;
+
+    explicit operator bool() const { return data != nullptr; }
+    const uint8_t *row(int64_t r) const { return data + size_t(r) * row_bytes; }
+};
+
+struct LayerWeights {
+    WeightView attn_norm;
+    WeightView wq, wk, wv, wo;
+    WeightView bq, bk, bv;  // qwen2 only
+    WeightView ffn_norm;
+    WeightView ffn_gate, ffn_up, ffn_down;
+};
+
+struct ModelWeights {
+    WeightView token_embd;
+    WeightView output_norm;
+    WeightView output;       // == token_embd when the output is tied
+    bool tied_output = false;
+    std::vector<float> rope_freq_factors;  // empty, or rope_dim/2 divisors of the rotation frequencies (llama3)
+    std::vector<LayerWeights> layers;
+};
+
+class GgufFile;
+
+// Binds every tensor the architecture needs, checking names, shapes and that the CPU backend can compute with
+// each type. Throws Error(FORMAT) for a missing or misshapen tensor, Error(UNSUPPORTED) for a type it cannot use.
+ModelWeights bind_weights(const GgufFile &file, HParams &hp);
+
+}  // namespace specula::internal
