@@ -1,0 +1,50 @@
+// A sampler: the configured chain of steps plus a seeded random generator. Greedy (temperature <= 0) takes the
+// argmax after the penalties, ties to the lowest id, as llama.cpp.
+#pragma once
+
+#include "sampling/candidates.h"
+#include "sampling/sampler_steps.h"
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace specula::internal {
+
+struct SamplerConfig {
+    float temperature = 0.8f;
+    int32_t top_k = 40;
+    float top_p = 0.95f;
+    float min_p = 0.05f;
+    float repeat_penalty = 1.0f;
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    int32_t penalty_last_n = 64;
+    uint64_t seed = 0;
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplerConfig &config);
+
+    const SamplerConfig &config() const { return config_; }
+    bool greedy() const { return config_.temperature <= 0.0f; }
+
+    // The distribution the next token is drawn from: the chain applied to the logits, normalized. For greedy
+    // sampling it holds the single argmax token with p = 1.
+    void distribution(const float *logits, int32_t n_vocab, std::span<const int32_t> history, Candidates &out) const;
+    // Draws the next token (advances the random generator unless greedy).
+    int32_t sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history);
+    // A uniform draw in [0, 1) from this sampler's generator (reproducible for a given seed).
+    double uniform();
+
+private:
+    SamplerConfig config_;
+    std::vector<std::unique_ptr<SamplerStep>> steps_;
+    std::mt19937_64 rng_;
+    Candidates scratch_;
+};
+
+}  // namespace specula::internal
