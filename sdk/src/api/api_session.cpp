@@ -1,0 +1,233 @@
+// specula_session_*: creation, context edits, generation (push and pull), cancel and stats.
+#include "handles.h"
+
+using namespace specula::internal;
+
+namespace {
+
+Session &get(specula_session *s) {
+    require_arg(s != nullptr && s->session != nullptr, "session is NULL");
+    return *s->session;
+}
+
+SamplerConfig to_config(const specula_sampler_options *user) {
+    specula_sampler_options defaults;
+    specula_sampler_options_init(&defaults);
+    const specula_sampler_options o = read_options(user, defaults, "sampler");
+    require_arg(o.top_p >= 0.0f && o.min_p >= 0.0f && o.min_p <= 1.0f, "sampler: top_p must be >= 0 and min_p in [0, 1]");
+    require_arg(o.repeat_penalty > 0.0f, "sampler: repeat_penalty must be > 0");
+    require_arg(o.penalty_last_n >= -1, "sampler: penalty_last_n must be >= -1");
+    SamplerConfig c;
+    c.temperature = o.temperature;
+    c.top_k = o.top_k;
+    c.top_p = o.top_p;
+    c.min_p = o.min_p;
+    c.repeat_penalty = o.repeat_penalty;
+    c.presence_penalty = o.presence_penalty;
+    c.frequency_penalty = o.frequency_penalty;
+    c.penalty_last_n = o.penalty_last_n;
+    c.seed = o.seed;
+    return c;
+}
+
+GenerateConfig to_config(const specula_generate_options *user) {
+    specula_generate_options defaults;
+    specula_generate_options_init(&defaults);
+    const specula_generate_options o = read_options(user, defaults, "opts");
+    require_arg(o.n_stop_strings >= 0 && o.n_stop_strings <= 64, "opts: n_stop_strings must be in [0, 64]");
+    require_arg(o.n_stop_strings == 0 || o.stop_strings != nullptr, "opts: stop_strings is NULL");
+    require_arg(o.top_logits >= 0 && o.top_logits <= 64, "opts: top_logits must be in [0, 64]");
+    GenerateConfig c;
+    c.max_tokens = o.max_tokens;
+    c.stop_at_eog = o.stop_at_eog != 0;
+    c.top_logits = o.top_logits;
+    for (int32_t i = 0; i < o.n_stop_strings; ++i) {
+        require_arg(o.stop_strings[i] != nullptr, "opts: a stop string is NULL");
+        c.stop_strings.emplace_back(o.stop_strings[i]);
+    }
+    return c;
+}
+
+// Fills a caller's event struct from a step result (pointers borrowed from `step`).
+void fill_event(specula_token_event *ev, const StepResult &step, const specula_stats *stats) {
+    specula_token_event full{};
+    full.struct_size = ev->struct_size;
+    full.token = step.token;
+    full.text = step.text.c_str();
+    full.text_len = step.text.size();
+    full.n_top = int32_t(step.top_ids.size());
+    full.top_ids = step.top_ids.empty() ? nullptr : step.top_ids.data();
+    full.top_logits = step.top_logits.empty() ? nullptr : step.top_logits.data();
+    full.drafted = 0;
+    full.stop = step.stop;
+    full.stats = stats;
+    std::memcpy(ev, &full, std::min<size_t>(ev->struct_size, sizeof full));
+}
+
+}  // namespace
+
+extern "C" {
+
+void specula_session_options_init(specula_session_options *opts) {
+    if (opts == nullptr) return;
+    *opts = specula_session_options{};
+    opts->struct_size = sizeof *opts;
+    opts->n_batch = 64;
+}
+
+void specula_sampler_options_init(specula_sampler_options *opts) {
+    if (opts == nullptr) return;
+    const SamplerConfig d;
+    *opts = specula_sampler_options{};
+    opts->struct_size = sizeof *opts;
+    opts->temperature = d.temperature;
+    opts->top_k = d.top_k;
+    opts->top_p = d.top_p;
+    opts->min_p = d.min_p;
+    opts->repeat_penalty = d.repeat_penalty;
+    opts->presence_penalty = d.presence_penalty;
+    opts->frequency_penalty = d.frequency_penalty;
+    opts->penalty_last_n = d.penalty_last_n;
+    opts->seed = d.seed;
+}
+
+void specula_generate_options_init(specula_generate_options *opts) {
+    if (opts == nullptr) return;
+    *opts = specula_generate_options{};
+    opts->struct_size = sizeof *opts;
+    opts->max_tokens = 256;
+    opts->stop_at_eog = 1;
+}
+
+const char *specula_stop_reason_string(specula_stop_reason reason) {
+    switch (reason) {
+    case SPECULA_STOP_NONE: return "none";
+    case SPECULA_STOP_MAX_TOKENS: return "max_tokens";
+    case SPECULA_STOP_EOS: return "eos";
+    case SPECULA_STOP_STOP_STRING: return "stop_string";
+    case SPECULA_STOP_CANCELLED: return "cancelled";
+    case SPECULA_STOP_CONTEXT_FULL: return "context_full";
+    case SPECULA_STOP_CALLBACK: return "callback";
+    }
+    return "unknown";
+}
+
+specula_status specula_session_create(specula_model *model, const specula_session_options *opts, const specula_sampler_options *sampler,
+                                      specula_session **out, specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(out != nullptr, "out is NULL");
+        *out = nullptr;
+        require_arg(model != nullptr && model->model != nullptr, "model is NULL");
+        specula_session_options defaults;
+        specula_session_options_init(&defaults);
+        const specula_session_options o = read_options(opts, defaults, "opts");
+        SessionConfig config;
+        config.n_ctx = o.n_ctx;
+        config.n_threads = o.n_threads;
+        config.n_batch = o.n_batch == 0 ? 64 : o.n_batch;
+        auto handle = std::make_unique<specula_session>();
+        handle->session = std::make_unique<Session>(model->model, config, to_config(sampler));
+        *out = handle.release();
+    });
+}
+
+void specula_session_destroy(specula_session *session) { delete session; }
+
+specula_status specula_session_set_sampler(specula_session *session, const specula_sampler_options *sampler, specula_error **err) {
+    return guarded(err, [&] { get(session).set_sampler(to_config(sampler)); });
+}
+
+specula_status specula_session_append_text(specula_session *session, const char *text, size_t len, int32_t flags, specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(text != nullptr || len == 0, "text is NULL");
+        get(session).append_text(std::string_view(text ? text : "", len), (flags & SPECULA_TOKENIZE_ADD_SPECIAL) != 0,
+                                 (flags & SPECULA_TOKENIZE_PARSE_SPECIAL) != 0);
+    });
+}
+
+specula_status specula_session_append_tokens(specula_session *session, const int32_t *tokens, size_t n_tokens, specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(tokens != nullptr || n_tokens == 0, "tokens is NULL");
+        get(session).append_tokens(tokens, n_tokens);
+    });
+}
+
+specula_status specula_session_rewind(specula_session *session, int32_t n_tokens, specula_error **err) {
+    return guarded(err, [&] { get(session).rewind(n_tokens); });
+}
+
+int32_t specula_session_n_ctx(const specula_session *s) { return s && s->session ? s->session->n_ctx() : 0; }
+int32_t specula_session_n_tokens(const specula_session *s) { return s && s->session ? int32_t(s->session->tokens().size()) : 0; }
+
+specula_status specula_session_tokens(const specula_session *session, int32_t *tokens, size_t capacity, size_t *n_tokens, specula_error **err) {
+    return guarded(err, [&] {
+        const std::vector<int32_t> &ids = get(const_cast<specula_session *>(session)).tokens();
+        if (n_tokens != nullptr) *n_tokens = ids.size();
+        if (ids.size() > capacity) throw Error(SPECULA_ERR_BUFFER_TOO_SMALL, "token buffer of " + std::to_string(capacity) + " is too small for " + std::to_string(ids.size()));
+        require_arg(tokens != nullptr || ids.empty(), "tokens is NULL");
+        std::copy(ids.begin(), ids.end(), tokens);
+    });
+}
+
+specula_status specula_session_generate(specula_session *session, const specula_generate_options *opts, specula_token_fn on_token,
+                                        void *user_data, specula_stop_reason *stop_reason, specula_error **err) {
+    if (stop_reason != nullptr) *stop_reason = SPECULA_STOP_NONE;
+    specula_status result = SPECULA_OK;
+    const specula_status status = guarded(err, [&] {
+        Session &s = get(session);
+        s.configure_run(to_config(opts));
+        s.begin_run();
+        StepResult &step = session->last_step;
+        for (;;) {
+            result = s.step(step);
+            const bool produced = step.token != SPECULA_TOKEN_NULL;
+            if ((produced || !step.text.empty()) && on_token != nullptr) {
+                session->last_stats = s.stats();
+                specula_token_event ev{};
+                ev.struct_size = sizeof ev;
+                fill_event(&ev, step, &session->last_stats);
+                if (on_token(&ev, user_data) == 0 && step.stop == SPECULA_STOP_NONE) step.stop = SPECULA_STOP_CALLBACK;
+            }
+            if (step.stop != SPECULA_STOP_NONE) break;
+        }
+        if (stop_reason != nullptr) *stop_reason = step.stop;
+        if (result != SPECULA_OK) {
+            throw Error(result, result == SPECULA_ERR_CANCELLED ? "generation cancelled" : "the context is full (n_ctx " + std::to_string(s.n_ctx()) + ")");
+        }
+    });
+    return status;
+}
+
+specula_status specula_session_next(specula_session *session, const specula_generate_options *opts, specula_token_event *event,
+                                    specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(event != nullptr && event->struct_size >= sizeof(uint32_t), "event is NULL or its struct_size is unset");
+        Session &s = get(session);
+        s.configure_run(to_config(opts));
+        const specula_status result = s.step(session->last_step);
+        session->last_stats = s.stats();
+        fill_event(event, session->last_step, &session->last_stats);
+        if (result != SPECULA_OK)
+            throw Error(result, result == SPECULA_ERR_CANCELLED ? "generation cancelled" : "the context is full (n_ctx " + std::to_string(s.n_ctx()) + ")");
+    });
+}
+
+void specula_session_cancel(specula_session *session) {
+    if (session != nullptr && session->session != nullptr) session->session->cancel();
+}
+
+specula_status specula_session_stats(const specula_session *session, specula_stats *stats, specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(stats != nullptr && stats->struct_size >= sizeof(uint32_t), "stats is NULL or its struct_size is unset");
+        const specula_stats full = get(const_cast<specula_session *>(session)).stats();
+        const uint32_t size = stats->struct_size;
+        std::memcpy(stats, &full, std::min<size_t>(size, sizeof full));
+        stats->struct_size = size;
+    });
+}
+
+const float *specula_session_logits(const specula_session *session) {
+    return session && session->session ? session->session->logits() : nullptr;
+}
+
+}  // extern "C"

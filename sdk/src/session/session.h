@@ -1,0 +1,104 @@
+// A generation session: the token context, its KV cache on a backend, the sampler, and streaming state.
+// Single-threaded, except cancel(), which any thread may call.
+//
+// Lifecycle of a token: append_* puts tokens in the context (not yet evaluated). A generation step first
+// evaluates every pending token in batches (prompt processing), samples the next token from the last logits,
+// appends it to the context (it is evaluated at the start of the next step), and streams its text.
+#pragma once
+
+#include "backends/cpu/cpu_runner.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "session/stop_strings.h"
+#include "tokenizer/stream_decoder.h"
+
+#include <specula/specula.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace specula::internal {
+
+struct SessionConfig {
+    int32_t n_ctx = 0;      // 0 = min(n_ctx_train, 4096)
+    int32_t n_threads = 0;  // 0 = cores, at most 8
+    int32_t n_batch = 64;
+};
+
+struct GenerateConfig {
+    int32_t max_tokens = 256;  // < 0: until the context is full
+    bool stop_at_eog = true;
+    std::vector<std::string> stop_strings;
+    int32_t top_logits = 0;
+};
+
+// One step's result; the strings and arrays stay valid until the next call on the session.
+struct StepResult {
+    int32_t token = SPECULA_TOKEN_NULL;
+    std::string text;
+    specula_stop_reason stop = SPECULA_STOP_NONE;
+    std::vector<int32_t> top_ids;
+    std::vector<float> top_logits;
+};
+
+class Session {
+public:
+    Session(std::shared_ptr<const Model> model, const SessionConfig &config, const SamplerConfig &sampler);
+
+    const Model &model() const { return *model_; }
+    int32_t n_ctx() const { return runner_.n_ctx(); }
+    const std::vector<int32_t> &tokens() const { return tokens_; }
+
+    void set_sampler(const SamplerConfig &config);
+    // Throws Error(INVALID_TOKEN / CONTEXT_FULL); nothing is appended on error.
+    void append_tokens(const int32_t *tokens, size_t n);
+    void append_text(std::string_view text, bool add_special, bool parse_special);
+    void rewind(int32_t n_tokens);
+
+    // Sets max tokens, stop conditions and top-logit reporting for the following steps.
+    void configure_run(const GenerateConfig &config);
+    // Starts a generation run (a generate call): resets the per-run token count and the time-to-first-token
+    // clock. Appends and rewinds do the same, so pull-style next() counts from the last of those.
+    void begin_run();
+    // Produces at most one token. stop != NONE ends the run (the token, if any, is the last one). Returns the
+    // status to report: OK, CANCELLED or CONTEXT_FULL.
+    specula_status step(StepResult &out);
+
+    void cancel() { cancel_requested_.store(true, std::memory_order_relaxed); }
+    specula_stats stats() const;
+    // Raw logits of the last evaluated position, or nullptr.
+    const float *logits() const { return logits_valid_ ? logits_.data() : nullptr; }
+
+private:
+    // Evaluates every context token without KV yet. Returns false if cancelled (progress is kept).
+    bool evaluate_pending();
+    bool take_cancel() { return cancel_requested_.exchange(false, std::memory_order_relaxed); }
+    void reset_stream();
+    void fill_top_logits(int32_t k, StepResult &out) const;
+
+    std::shared_ptr<const Model> model_;
+    SessionConfig config_;
+    CpuRunner runner_;
+    Sampler sampler_;
+    GenerateConfig run_;
+    std::vector<int32_t> tokens_;
+    int32_t n_evaluated_ = 0;
+    bool last_token_generated_ = false;  // the unevaluated tail is one generated token (decode, not prompt)
+    std::vector<float> logits_;
+    bool logits_valid_ = false;
+    StreamDecoder decoder_;
+    StopStrings stops_;
+    int32_t n_run_generated_ = 0;
+    bool run_first_token_ = true;
+    double run_start_ms_ = 0;
+    std::atomic<bool> cancel_requested_{false};
+
+    // Stats.
+    int32_t n_prompt_tokens_ = 0;
+    int32_t n_generated_ = 0;
+    double prompt_ms_ = 0, decode_ms_ = 0, ttft_ms_ = 0;
+};
+
+}  // namespace specula::internal
