@@ -2,8 +2,8 @@
 // means adding one file that registers a TypeKernels entry in type_registry.cpp.
 //
 // As in ggml, each weight type names the `dot_type` its activations are converted to before a dot product:
-// F32 -> F32, F16 -> F16, BF16 -> BF16, Q8_0/Q4_0 -> Q8_0 (llama.cpp quantizes activations to Q8_0 for
-// quantized weights). Mirroring that keeps our logits within float rounding of llama.cpp's.
+// F32/F16/BF16 -> F32, Q8_0/Q4_0 -> Q8_0, K-quants -> Q8_K (llama.cpp quantizes activations for quantized
+// weights). Mirroring what llama.cpp computes keeps our logits within float rounding of its own.
 #pragma once
 
 #include <cstddef>
