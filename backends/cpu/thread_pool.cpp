@@ -15,14 +15,14 @@ ThreadPool::~ThreadPool() {
     for (std::thread &t : workers_) t.join();
 }
 
-// Claims tasks one at a time until none are left; the lock is held between tasks, released while one runs.
+// Claims tasks with an atomic counter until none are left; the lock is released while tasks run.
 void ThreadPool::drain(std::unique_lock<std::mutex> &lock, int thread) {
-    while (next_task_ < n_tasks_) {
-        const int64_t task = next_task_++;
-        lock.unlock();
-        (*job_)(task, thread);
-        lock.lock();
-    }
+    const int64_t n = n_tasks_;
+    const auto *job = job_;
+    lock.unlock();
+    for (int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed); task < n; task = next_task_.fetch_add(1, std::memory_order_relaxed))
+        (*job)(task, thread);
+    lock.lock();
 }
 
 void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)> &fn) {
@@ -34,7 +34,7 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)> &f
     std::unique_lock<std::mutex> lock(mutex_);
     job_ = &fn;
     n_tasks_ = n_tasks;
-    next_task_ = 0;
+    next_task_.store(0, std::memory_order_relaxed);
     busy_ = int(workers_.size());  // every worker takes part in every run, so run() can wait for all of them
     ++generation_;
     wake_.notify_all();

@@ -3,6 +3,7 @@
 // task use per-thread scratch memory. One pool per session; not re-entrant.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -32,7 +33,7 @@ private:
     std::condition_variable wake_, done_;
     const std::function<void(int64_t, int)> *job_ = nullptr;
     int64_t n_tasks_ = 0;
-    int64_t next_task_ = 0;
+    std::atomic<int64_t> next_task_{0};  // claimed without the lock
     int busy_ = 0;
     uint64_t generation_ = 0;
     bool stop_ = false;

@@ -46,7 +46,7 @@ template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)> struct Half1
     }
 };
 
-using F16 = Half16<half_to_float, float_to_half>;
+using F16 = Half16<half_to_float_lookup, float_to_half>;
 using BF16 = Half16<bf16_to_float, float_to_bf16>;
 
 }  // namespace

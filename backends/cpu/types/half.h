@@ -53,6 +53,10 @@ inline uint16_t float_to_half(float f) {
     return uint16_t((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
 
+// fp16 -> fp32 through a 64K-entry table (256 KiB, built once): the conversion sits in the innermost loop of
+// every F16 dot product and every K-/Q-quant block scale.
+float half_to_float_lookup(uint16_t h);
+
 inline float bf16_to_float(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }
 
 // fp32 -> bf16 with round-to-nearest-even and quiet NaNs, as ggml_compute_fp32_to_bf16.

@@ -66,8 +66,8 @@ void scale_min_k4(int j, const uint8_t *q, int32_t &scale, int32_t &min) {
 
 void unpack(const BlockQ4_K &b, Unpacked &u) {
     u.group = 32;
-    u.d = half_to_float(b.d);
-    u.dmin = half_to_float(b.dmin);
+    u.d = half_to_float_lookup(b.d);
+    u.dmin = half_to_float_lookup(b.dmin);
     for (int j = 0; j < 8; ++j) scale_min_k4(j, b.scales, u.scale[j], u.min[j]);
     // Each 32 bytes of qs hold two sub-blocks: low nibbles first, then high nibbles.
     for (int chunk = 0; chunk < 4; ++chunk)
@@ -79,8 +79,8 @@ void unpack(const BlockQ4_K &b, Unpacked &u) {
 
 void unpack(const BlockQ5_K &b, Unpacked &u) {
     u.group = 32;
-    u.d = half_to_float(b.d);
-    u.dmin = half_to_float(b.dmin);
+    u.d = half_to_float_lookup(b.d);
+    u.dmin = half_to_float_lookup(b.dmin);
     for (int j = 0; j < 8; ++j) scale_min_k4(j, b.scales, u.scale[j], u.min[j]);
     for (int chunk = 0; chunk < 4; ++chunk)
         for (int l = 0; l < 32; ++l) {
@@ -92,7 +92,7 @@ void unpack(const BlockQ5_K &b, Unpacked &u) {
 
 void unpack(const BlockQ6_K &b, Unpacked &u) {
     u.group = 16;
-    u.d = half_to_float(b.d);
+    u.d = half_to_float_lookup(b.d);
     u.dmin = 0.0f;
     for (int j = 0; j < 16; ++j) {
         u.scale[j] = b.scales[j];

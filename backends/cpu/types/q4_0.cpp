@@ -18,7 +18,7 @@ static_assert(sizeof(BlockQ4_0) == 18, "ggml block_q4_0 is 18 bytes");
 void q4_0_to_float(const void *src, float *dst, int64_t n) {
     const BlockQ4_0 *blocks = static_cast<const BlockQ4_0 *>(src);
     for (int64_t b = 0; b < n / kQ4_0Block; ++b) {
-        const float d = half_to_float(blocks[b].d);
+        const float d = half_to_float_lookup(blocks[b].d);
         for (int j = 0; j < kQ4_0Block / 2; ++j) {
             dst[b * kQ4_0Block + j] = float((blocks[b].qs[j] & 0x0F) - 8) * d;
             dst[b * kQ4_0Block + j + kQ4_0Block / 2] = float((blocks[b].qs[j] >> 4) - 8) * d;
@@ -37,7 +37,7 @@ float q4_0_vec_dot(int64_t n, const void *row, const void *x) {
             isum += ((a[k].qs[j] & 0x0F) - 8) * int32_t(b[k].qs[j]);
             isum += ((a[k].qs[j] >> 4) - 8) * int32_t(b[k].qs[j + kQ4_0Block / 2]);
         }
-        sum += float(isum) * (half_to_float(a[k].d) * half_to_float(b[k].d));
+        sum += float(isum) * (half_to_float_lookup(a[k].d) * half_to_float_lookup(b[k].d));
     }
     return sum;
 }

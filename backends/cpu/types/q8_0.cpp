@@ -13,7 +13,7 @@ namespace {
 void q8_0_to_float(const void *src, float *dst, int64_t n) {
     const BlockQ8_0 *blocks = static_cast<const BlockQ8_0 *>(src);
     for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
-        const float d = half_to_float(blocks[b].d);
+        const float d = half_to_float_lookup(blocks[b].d);
         for (int j = 0; j < kQ8_0Block; ++j) dst[b * kQ8_0Block + j] = float(blocks[b].qs[j]) * d;
     }
 }
@@ -41,7 +41,7 @@ float q8_0_vec_dot(int64_t n, const void *row, const void *x) {
     for (int64_t k = 0; k < n / kQ8_0Block; ++k) {
         int32_t isum = 0;
         for (int j = 0; j < kQ8_0Block; ++j) isum += int32_t(a[k].qs[j]) * int32_t(b[k].qs[j]);
-        sum += float(isum) * (half_to_float(a[k].d) * half_to_float(b[k].d));
+        sum += float(isum) * (half_to_float_lookup(a[k].d) * half_to_float_lookup(b[k].d));
     }
     return sum;
 }
