@@ -4,6 +4,8 @@
 #include "q8_0.h"
 #include "type_kernels.h"
 
+#include <cmath>
+
 namespace specula::internal {
 namespace {
 
@@ -26,7 +28,7 @@ void q4_0_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
-// Dot with Q8_0 activations, as ggml_vec_dot_q4_0_q8_0.
+// Dot with Q8_0 activations: the integer block dot of ggml_vec_dot_q4_0_q8_0, accumulated as the AMX kernels do.
 float q4_0_vec_dot(int64_t n, const void *row, const void *x) {
     const BlockQ4_0 *a = static_cast<const BlockQ4_0 *>(row);
     const BlockQ8_0 *b = static_cast<const BlockQ8_0 *>(x);
@@ -37,7 +39,8 @@ float q4_0_vec_dot(int64_t n, const void *row, const void *x) {
             isum += ((a[k].qs[j] & 0x0F) - 8) * int32_t(b[k].qs[j]);
             isum += ((a[k].qs[j] >> 4) - 8) * int32_t(b[k].qs[j + kQ4_0Block / 2]);
         }
-        sum += float(isum) * (half_to_float_lookup(a[k].d) * half_to_float_lookup(b[k].d));
+        // Fused multiply-add per block, as llama.cpp's AMX kernels do (see q8_0_vec_dot in q8_0.cpp).
+        sum = std::fma(float(isum), half_to_float_lookup(a[k].d) * half_to_float_lookup(b[k].d), sum);
     }
     return sum;
 }

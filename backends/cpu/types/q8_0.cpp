@@ -41,7 +41,12 @@ float q8_0_vec_dot(int64_t n, const void *row, const void *x) {
     for (int64_t k = 0; k < n / kQ8_0Block; ++k) {
         int32_t isum = 0;
         for (int j = 0; j < kQ8_0Block; ++j) isum += int32_t(a[k].qs[j]) * int32_t(b[k].qs[j]);
-        sum += float(isum) * (half_to_float_lookup(a[k].d) * half_to_float_lookup(b[k].d));
+        // One fused multiply-add per block, in block order, as llama.cpp's AMX kernels (ggml-cpu/amx/mmq.cpp:
+        // tinygemm_kernel_vnni for one activation row, acc_C after the tile multiply for several) that ran the
+        // Q8_0/Q4_0 references on an AMX-INT8 CPU: `_mm512_fmadd_ps(float(isum), d_w * d_x, acc)`. A separately
+        // rounded `sum += isum * d` differs in the last bit, and the next Q8_0 quantization can turn that bit
+        // into a 1e-3 logit difference (synth-llama-q8_0/b.json missed 45 of its 48 steps that way).
+        sum = std::fma(float(isum), half_to_float_lookup(a[k].d) * half_to_float_lookup(b[k].d), sum);
     }
     return sum;
 }

@@ -58,10 +58,13 @@ void Session::rewind(int32_t n_tokens) {
     require(n_tokens >= 0 && size_t(n_tokens) <= tokens_.size(), SPECULA_ERR_INVALID_ARGUMENT,
             "rewind to " + std::to_string(n_tokens) + " is outside [0, " + std::to_string(tokens_.size()) + "]");
     tokens_.resize(size_t(n_tokens));
-    // KV slots beyond n_tokens are simply overwritten later. The last kept token is re-evaluated so that the
-    // next step has its logits.
-    n_evaluated_ = std::min(n_evaluated_, std::max(n_tokens - 1, 0));
-    logits_valid_ = false;
+    // KV slots beyond n_tokens are simply overwritten later. If the cut removes evaluated tokens, the last kept
+    // token is evaluated again so that the next step has its logits; otherwise the KV cache and the logits of
+    // the last evaluated position stay as they are.
+    if (n_tokens < n_evaluated_) {
+        n_evaluated_ = std::max(n_tokens - 1, 0);
+        logits_valid_ = false;
+    }
     last_token_generated_ = false;
     n_run_generated_ = 0;
     run_first_token_ = true;
