@@ -151,7 +151,8 @@ SPECULA_API int32_t specula_model_n_head_kv(const specula_model *model);
 SPECULA_API int32_t specula_model_n_ff(const specula_model *model);
 SPECULA_API uint64_t specula_model_n_params(const specula_model *model);
 SPECULA_API uint64_t specula_model_file_size(const specula_model *model);
-/* The tensor type that holds most of the weight bytes ("F16", "Q8_0", ...). */
+/* The model's weight format: the file's declared quantization (general.file_type: "Q4_K_M", "F16", ...), or else
+ * the tensor type that holds most of the weight bytes. */
 SPECULA_API const char *specula_model_weight_type(const specula_model *model);
 
 typedef struct specula_tensor_info {

@@ -7,6 +7,22 @@
 #include <map>
 
 namespace specula::internal {
+namespace {
+
+// llama.cpp's `enum llama_ftype` (general.file_type): how the file was quantized as a whole.
+const char *file_type_name(int64_t ftype) {
+    static const std::map<int64_t, const char *> names = {
+        {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},    {9, "Q5_1"},
+        {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"}, {15, "Q4_K_M"}, {16, "Q5_K_S"},
+        {17, "Q5_K_M"}, {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"}, {21, "Q2_K_S"}, {22, "IQ3_XS"}, {23, "IQ3_XXS"},
+        {24, "IQ1_S"},  {25, "IQ4_NL"}, {26, "IQ3_S"},  {27, "IQ3_M"},  {28, "IQ2_S"},  {29, "IQ2_M"},  {30, "IQ4_XS"},
+        {31, "IQ1_M"},  {32, "BF16"},   {36, "TQ1_0"},  {37, "TQ2_0"},
+    };
+    auto it = names.find(ftype);
+    return it == names.end() ? nullptr : it->second;
+}
+
+}  // namespace
 
 std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOptions &options) {
     const double t0 = now_ms();
@@ -30,7 +46,7 @@ std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOpti
                 std::to_string(model->hparams_.n_vocab) + " rows");
     model->name_ = file.get_string("general.name").value_or("");
 
-    // Parameter count and the type that holds most weight bytes, for info and stats.
+    // Parameter count and the weight type: the file's declared quantization, else the type holding most bytes.
     std::map<uint32_t, uint64_t> bytes_by_type;
     for (const TensorInfo &t : file.tensors()) {
         model->n_params_ += uint64_t(t.n_elements());
@@ -42,6 +58,8 @@ std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOpti
             most = n;
             model->weight_type_ = tensor_type_name(type);
         }
+    if (const Value *ftype = file.find("general.file_type"); ftype != nullptr && ftype->is_integer())
+        if (const char *name = file_type_name(*file.get_int("general.file_type"))) model->weight_type_ = name;
     report(1.0f);
     model->load_ms_ = now_ms() - t0;
     log(SPECULA_LOG_INFO, "loaded %s: %s, %d layers, n_embd %d, vocab %d, %s, %.1f ms", path.c_str(), model->hparams_.arch_name.c_str(),
