@@ -13,6 +13,9 @@ namespace {
 // Limits that no real model comes near; they stop hostile counts from turning into huge allocations.
 constexpr uint64_t kMaxStringLength = uint64_t(1) << 30;
 constexpr uint32_t kMaxArrayDepth = 4;
+// Array elements over all metadata. Each parsed value costs ~88 bytes of memory, so this bounds what a hostile
+// file can make the parser allocate (~1.5 GiB) far above real needs (a 256K vocabulary plus its merges is ~0.6M).
+constexpr uint64_t kMaxMetadataValues = uint64_t(1) << 24;
 constexpr uint32_t kMaxDims = 4;
 
 [[noreturn]] void fail(const std::string &message) { throw Error(SPECULA_ERR_FORMAT, "GGUF: " + message); }
@@ -42,10 +45,17 @@ public:
         return s;
     }
 
+    // Accounts for `count` more array elements against kMaxMetadataValues.
+    void spend_values(uint64_t count) {
+        if (count > values_left_) fail("metadata holds more than " + std::to_string(kMaxMetadataValues) + " array elements");
+        values_left_ -= count;
+    }
+
 private:
     const uint8_t *data_;
     size_t size_;
     size_t pos_ = 0;
+    uint64_t values_left_ = kMaxMetadataValues;
 };
 
 // Smallest number of bytes one value of this type occupies in a file; used to reject counts that cannot fit.
@@ -92,6 +102,7 @@ Value read_value(Cursor &cur, ValueType type, uint32_t depth) {
         const uint64_t count = cur.read<uint64_t>("array length");
         if (count > cur.remaining() / min_encoded_size(v.element_type))
             fail("array of " + std::to_string(count) + " elements cannot fit in the " + std::to_string(cur.remaining()) + " bytes left");
+        cur.spend_values(count);
         v.items.reserve(static_cast<size_t>(count));
         for (uint64_t k = 0; k < count; ++k) v.items.push_back(read_value(cur, v.element_type, depth + 1));
         break;
@@ -165,7 +176,12 @@ GgufFile GgufFile::parse(FileBytes bytes) {
         if (key.empty()) fail("empty metadata key");
         const uint32_t type = cur.read<uint32_t>("metadata value type");
         if (!known_value_type(type)) fail("metadata '" + key + "' has unknown value type " + std::to_string(type));
-        Value value = read_value(cur, ValueType(type), 0);
+        Value value;
+        try {
+            value = read_value(cur, ValueType(type), 0);
+        } catch (const Error &e) {  // name the key: "unknown array element type 13" alone does not say where
+            throw Error(e.status(), std::string(e.what()) + " (metadata '" + key + "')");
+        }
         if (file.metadata_index_.count(key)) fail("duplicate metadata key '" + key + "'");
         file.metadata_index_[key] = file.metadata_.size();
         file.metadata_.emplace_back(std::move(key), std::move(value));
@@ -203,7 +219,10 @@ GgufFile GgufFile::parse(FileBytes bytes) {
         }
         if (t.dims[0] % layout->block_size != 0)
             fail("tensor '" + t.name + "' row length " + std::to_string(t.dims[0]) + " is not a multiple of the " + layout->name + " block size " + std::to_string(layout->block_size));
-        t.n_bytes = elements / layout->block_size * layout->type_size;
+        // The byte count must not wrap either (8-byte types reach 2^64 below 2^62 elements).
+        const uint64_t blocks = elements / layout->block_size;
+        if (blocks > std::numeric_limits<uint64_t>::max() / layout->type_size) fail("tensor '" + t.name + "' has too many elements");
+        t.n_bytes = blocks * layout->type_size;
         if (t.offset % file.alignment_ != 0) fail("tensor '" + t.name + "' offset " + std::to_string(t.offset) + " is not aligned to " + std::to_string(file.alignment_));
         if (file.tensor_index_.count(t.name)) fail("duplicate tensor name '" + t.name + "'");
         file.tensor_index_[t.name] = file.tensors_.size();
