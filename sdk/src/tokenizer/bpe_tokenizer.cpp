@@ -1,5 +1,6 @@
 #include "tokenizer/bpe_tokenizer.h"
 
+#include "tokenizer/merge_symbol.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab_data.h"
 
@@ -10,13 +11,7 @@
 namespace specula::internal {
 namespace {
 
-// A run of bytes of the word being merged, linked to its neighbours; merged-away symbols keep n = 0.
-struct Symbol {
-    int prev;
-    int next;
-    size_t offset;
-    size_t n;
-};
+using Symbol = MergeSymbol;
 
 struct Bigram {
     int left;

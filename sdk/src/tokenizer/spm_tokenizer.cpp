@@ -1,6 +1,7 @@
 #include "tokenizer/spm_tokenizer.h"
 
 #include "core/error.h"
+#include "tokenizer/merge_symbol.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab_data.h"
 
@@ -12,12 +13,7 @@
 namespace specula::internal {
 namespace {
 
-struct Symbol {
-    int prev;
-    int next;
-    size_t offset;
-    size_t n;
-};
+using Symbol = MergeSymbol;
 
 struct Bigram {
     int left;
