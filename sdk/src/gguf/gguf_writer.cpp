@@ -25,9 +25,9 @@ public:
     explicit Out(std::vector<uint8_t> &bytes) : bytes_(bytes) {}
 
     template <typename T> void put(T v) {
-        uint8_t raw[sizeof(T)];
-        std::memcpy(raw, &v, sizeof(T));
-        bytes_.insert(bytes_.end(), raw, raw + sizeof(T));
+        const size_t at = bytes_.size();
+        bytes_.resize(at + sizeof(T));
+        std::memcpy(bytes_.data() + at, &v, sizeof(T));
     }
     void put_string(const std::string &s) {
         put<uint64_t>(s.size());
