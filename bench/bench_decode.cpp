@@ -1,0 +1,257 @@
+// bench_decode: prefill and decode throughput through the public C API, printed as a markdown table.
+//
+//   bench_decode [--threads 1,2] [--reps 5] [--model NAME_OR_PATH]...
+//
+// For each model (the bundled stories260K plus the fixture models that exist) and each thread count:
+//   prefill - a 128-token prompt of random valid ids is evaluated; tokens / wall time of that evaluation.
+//   decode  - 128 greedy tokens after that prompt (end-of-generation ignored); tokens / wall time.
+// Each figure is the median over --reps runs, after one warm-up run that is not counted. Every run uses a fresh
+// session so no run benefits from the previous one's KV cache. Times are measured here, around the API calls,
+// not taken from the library's own stats, so the bench also checks what a caller actually experiences.
+#include <specula/specula.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int kPromptTokens = 128;
+constexpr int kDecodeTokens = 128;
+
+struct BenchModel {
+    std::string name;
+    std::string path;
+};
+
+struct Args {
+    std::vector<int> threads = {1, 2};
+    int reps = 5;
+    std::vector<std::string> models;  // names or paths; empty = all
+};
+
+[[noreturn]] void usage(const char *msg) {
+    std::fprintf(stderr,
+                 "bench_decode: %s\n"
+                 "usage: bench_decode [--threads N[,N...]] [--reps N] [--model NAME_OR_PATH]...\n"
+                 "  --threads  thread counts to measure (default 1,2)\n"
+                 "  --reps     measured runs per figure; the median is reported (default 5)\n"
+                 "  --model    restrict to models whose name contains NAME, or bench a GGUF file (repeatable)\n",
+                 msg);
+    std::exit(2);
+}
+
+int parse_positive(const std::string &s, const char *what) {
+    char *end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (end == s.c_str() || *end != '\0' || v <= 0 || v > 1024) usage((std::string("bad ") + what + ": " + s).c_str());
+    return static_cast<int>(v);
+}
+
+Args parse_args(int argc, char **argv) {
+    Args a;
+    bool threads_given = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage((arg + " needs a value").c_str());
+            return argv[++i];
+        };
+        if (arg == "--threads") {
+            if (!threads_given) a.threads.clear();
+            threads_given = true;
+            std::string list = value();
+            size_t start = 0;
+            while (start <= list.size()) {
+                const size_t comma = std::min(list.find(',', start), list.size());
+                a.threads.push_back(parse_positive(list.substr(start, comma - start), "--threads"));
+                start = comma + 1;
+            }
+        } else if (arg == "--reps") {
+            a.reps = parse_positive(value(), "--reps");
+        } else if (arg == "--model") {
+            a.models.push_back(value());
+        } else if (arg == "-h" || arg == "--help") {
+            usage("prefill and decode throughput");
+        } else {
+            usage(("unknown argument: " + arg).c_str());
+        }
+    }
+    return a;
+}
+
+std::vector<BenchModel> select_models(const Args &args) {
+    const std::string fx = std::string(SPECULA_FIXTURES_DIR) + "/models/";
+    const std::vector<BenchModel> known = {
+        {"stories260K", SPECULA_DEFAULT_MODEL},
+        {"synth-llama-gqa-f16", fx + "synth-llama-gqa-f16.gguf"},
+        {"synth-qwen2-bias-f32", fx + "synth-qwen2-bias-f32.gguf"},
+        {"synth-llama-q8_0", fx + "synth-llama-q8_0.gguf"},
+        {"synth-llama-q4_0", fx + "synth-llama-q4_0.gguf"},
+        {"synth-llama-q4_k_m", fx + "synth-llama-q4_k_m.gguf"},
+        {"code-7m", fx + "code-7m/model.gguf"},
+    };
+    std::vector<BenchModel> out;
+    std::error_code ec;
+    for (const BenchModel &m : known) {
+        bool wanted = args.models.empty();
+        for (const std::string &f : args.models) wanted = wanted || m.name.find(f) != std::string::npos;
+        if (wanted && std::filesystem::is_regular_file(m.path, ec)) out.push_back(m);
+    }
+    // --model may also name a file outside the known set.
+    for (const std::string &f : args.models) {
+        if (std::filesystem::is_regular_file(f, ec)) out.push_back({std::filesystem::path(f).stem().string(), f});
+    }
+    return out;
+}
+
+// Throws with the library's message on failure.
+void check(specula_status st, specula_error *err, const char *what) {
+    if (st == SPECULA_OK) return;
+    std::string msg = std::string(what) + ": " + specula_status_string(st) + ": " + specula_error_message(err);
+    specula_error_destroy(err);
+    throw std::runtime_error(msg);
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Result {
+    double prefill_tps = 0;
+    double decode_tps = 0;
+};
+
+// One measured run: fresh session, prefill kPromptTokens, then decode kDecodeTokens.
+Result run_once(specula_model *model, int threads, const std::vector<int32_t> &prompt) {
+    specula_session_options so;
+    specula_session_options_init(&so);
+    so.n_ctx = kPromptTokens + kDecodeTokens + 8;
+    so.n_threads = threads;
+    so.n_batch = kPromptTokens;  // the whole prompt in one pass, as a prefill benchmark should
+    specula_sampler_options sp;
+    specula_sampler_options_init(&sp);
+    sp.temperature = 0.0f;
+    specula_session *s = nullptr;
+    specula_error *err = nullptr;
+    check(specula_session_create(model, &so, &sp, &s, &err), err, "session_create");
+    struct Guard {
+        specula_session *s;
+        ~Guard() { specula_session_destroy(s); }
+    } guard{s};
+
+    check(specula_session_append_tokens(s, prompt.data(), prompt.size(), &err), err, "append_tokens");
+
+    // Prefill: generate exactly one token. The call evaluates the prompt and samples from its last logits; the
+    // sampled token is evaluated only by the next call, so this times the prompt plus one sampling step.
+    specula_generate_options go;
+    specula_generate_options_init(&go);
+    go.max_tokens = 1;
+    go.stop_at_eog = 0;
+    double t0 = now_s();
+    check(specula_session_generate(s, &go, nullptr, nullptr, nullptr, &err), err, "prefill");
+    const double prefill_s = now_s() - t0;
+
+    // Decode: each step evaluates the previous token and samples the next one.
+    go.max_tokens = kDecodeTokens;
+    int32_t produced = 0;
+    t0 = now_s();
+    check(specula_session_generate(
+              s, &go,
+              [](const specula_token_event *ev, void *user) -> int32_t {
+                  if (ev->token != SPECULA_TOKEN_NULL) ++*static_cast<int32_t *>(user);
+                  return 1;
+              },
+              &produced, nullptr, &err),
+          err, "decode");
+    const double decode_s = now_s() - t0;
+    if (produced != kDecodeTokens)
+        throw std::runtime_error("decode produced " + std::to_string(produced) + " tokens, expected " +
+                                 std::to_string(kDecodeTokens));
+    return Result{kPromptTokens / prefill_s, kDecodeTokens / decode_s};
+}
+
+std::string fmt(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return buf;
+}
+
+std::string params_text(uint64_t n) {
+    char buf[32];
+    if (n >= 1000000) std::snprintf(buf, sizeof buf, "%.2fM", n / 1e6);
+    else std::snprintf(buf, sizeof buf, "%.1fK", n / 1e3);
+    return buf;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const Args args = parse_args(argc, argv);
+    const std::vector<BenchModel> models = select_models(args);
+    if (models.empty()) {
+        std::fprintf(stderr, "bench_decode: no model found%s\n", args.models.empty() ? "" : " matching --model");
+        return 1;
+    }
+
+    std::printf("specula %s | prompt %d tokens, decode %d tokens (greedy) | median of %d reps after 1 warm-up\n\n",
+                specula_version_string(), kPromptTokens, kDecodeTokens, args.reps);
+    std::printf("| model | arch | weights | params | threads | prefill tok/s | decode tok/s |\n");
+    std::printf("|---|---|---|---:|---:|---:|---:|\n");
+    std::fflush(stdout);
+
+    for (const BenchModel &bm : models) {
+        specula_model *model = nullptr;
+        specula_error *err = nullptr;
+        const specula_status st = specula_model_load(bm.path.c_str(), nullptr, &model, &err);
+        if (st != SPECULA_OK) {
+            // Unsupported tensor types (or anything else the loader refuses) get a row instead of a figure.
+            const char *what = st == SPECULA_ERR_UNSUPPORTED ? "unsupported" : "cannot load";
+            std::printf("| %s | | | | | %s: %s | |\n", bm.name.c_str(), what, specula_error_message(err));
+            specula_error_destroy(err);
+            std::fflush(stdout);
+            continue;
+        }
+
+        // Random but fixed prompt ids: the same prompt for every thread count and rep.
+        std::mt19937 rng(42);
+        std::uniform_int_distribution<int32_t> dist(0, specula_model_n_vocab(model) - 1);
+        std::vector<int32_t> prompt(kPromptTokens);
+        for (int32_t &t : prompt) t = dist(rng);
+
+        for (int threads : args.threads) {
+            try {
+                run_once(model, threads, prompt);  // warm-up: page in weights, spin up threads
+                std::vector<double> prefill, decode;
+                for (int r = 0; r < args.reps; ++r) {
+                    const Result res = run_once(model, threads, prompt);
+                    prefill.push_back(res.prefill_tps);
+                    decode.push_back(res.decode_tps);
+                }
+                std::printf("| %s | %s | %s | %s | %d | %s | %s |\n", bm.name.c_str(), specula_model_arch(model),
+                            specula_model_weight_type(model), params_text(specula_model_n_params(model)).c_str(),
+                            threads, fmt(median(prefill)).c_str(), fmt(median(decode)).c_str());
+            } catch (const std::exception &e) {
+                std::printf("| %s | %s | %s | | %d | failed: %s | |\n", bm.name.c_str(), specula_model_arch(model),
+                            specula_model_weight_type(model), threads, e.what());
+            }
+            std::fflush(stdout);
+        }
+        specula_model_destroy(model);
+    }
+    return 0;
+}

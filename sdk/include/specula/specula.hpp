@@ -1,0 +1,485 @@
+/*
+ * specula.hpp - header-only C++17 RAII wrapper over the C ABI in specula.h.
+ *
+ * Everything here is inline and calls only the exported specula_* functions, so it adds no ABI of its own:
+ * an application built against this header keeps working with any libspecula.so of the same ABI version.
+ *
+ *   specula::Model model = specula::Model::load("model.gguf");
+ *   specula::Session session(model);
+ *   session.append_text("Once upon a time");
+ *   session.generate({}, [](const specula_token_event &ev) { std::cout << ev.text; return true; });
+ *
+ * Errors become specula::Error exceptions (carrying the specula_status). Cancellation and a full context are
+ * normal outcomes of generation, so generate()/next() report them through the stop reason instead of throwing.
+ * The threading contract of specula.h applies unchanged: a Model may be shared by many threads, a Session is
+ * used by one thread at a time, and Session::cancel() may be called from anywhere (including signal handlers).
+ */
+#ifndef SPECULA_HPP
+#define SPECULA_HPP
+
+#ifndef __cplusplus
+#error "specula.hpp is the C++ wrapper; C code includes <specula/specula.h> instead"
+#endif
+
+#include "specula.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace specula {
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Errors                                                                                                 */
+
+/// A failed specula_* call: what() is the library's message, status() its specula_status.
+class Error : public std::runtime_error {
+public:
+    Error(specula_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
+    specula_status status() const noexcept { return status_; }
+
+private:
+    specula_status status_;
+};
+
+/// Takes ownership of err. Does nothing for SPECULA_OK; otherwise throws Error with the library's message
+/// (or the status name when the library gave none).
+/// Call it with a status already computed: in `check(specula_x(..., &err), err)` the compiler may read err
+/// before specula_x has set it (argument evaluation order is unspecified), losing the message.
+inline void check(specula_status status, specula_error *err) {
+    if (status == SPECULA_OK) {
+        specula_error_destroy(err);
+        return;
+    }
+    std::string message = err != nullptr ? specula_error_message(err) : "";
+    specula_error_destroy(err);
+    if (message.empty()) message = specula_status_string(status);
+    throw Error(status, message);
+}
+
+/// Library version as "MAJOR.MINOR.PATCH".
+inline std::string version() { return specula_version_string(); }
+
+namespace detail {
+
+// The C API wants a non-NULL pointer even for empty text; std::string_view::data() may be NULL when empty.
+inline const char *text_ptr(std::string_view text) noexcept { return text.data() != nullptr ? text.data() : ""; }
+
+// Two-call pattern for the text getters: try a stack-sized buffer first (enough for nearly every call),
+// then retry once with the exact size the library reported.
+template <class Fn>
+std::string fetch_text(Fn &&call) {
+    std::string out(256, '\0');
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        size_t len = 0;
+        specula_error *err = nullptr;
+        specula_status st = call(out.data(), out.size(), &len, &err);
+        if (st == SPECULA_OK) {
+            specula_error_destroy(err);
+            out.resize(len);
+            return out;
+        }
+        if (st != SPECULA_ERR_BUFFER_TOO_SMALL || attempt == 1) check(st, err);
+        specula_error_destroy(err);
+        out.assign(len + 1, '\0');
+    }
+    return out;  // unreachable
+}
+
+}  // namespace detail
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Options                                                                                                */
+// SessionOptions and SamplerOptions are the C structs, pre-filled by the library's *_init() so that new
+// fields added in later versions get their defaults. ModelOptions and GenerateOptions carry C++ types
+// (std::function, std::string) and are translated into the C structs at call time.
+
+/// specula_session_options with library defaults (n_ctx, n_threads, n_batch).
+struct SessionOptions : specula_session_options {
+    SessionOptions() noexcept : specula_session_options() { specula_session_options_init(this); }
+};
+
+/// specula_sampler_options with library defaults (temperature 0.8, top_k 40, ...). temperature <= 0: greedy.
+struct SamplerOptions : specula_sampler_options {
+    SamplerOptions() noexcept : specula_sampler_options() { specula_sampler_options_init(this); }
+    /// Convenience: greedy decoding (argmax).
+    static SamplerOptions greedy() noexcept {
+        SamplerOptions s;
+        s.temperature = 0.0f;
+        return s;
+    }
+};
+
+/// Options for Model::load.
+struct ModelOptions {
+    bool use_mmap = true;
+    /// Called with progress in [0, 1]; return false to cancel the load (Error with SPECULA_ERR_CANCELLED).
+    /// If it throws, the load is cancelled and the exception is rethrown from Model::load.
+    std::function<bool(float)> progress;
+};
+
+/// Options for Session::generate / Session::next. Defaults are the library's.
+struct GenerateOptions {
+    int32_t max_tokens;                    ///< < 0: until the context is full
+    bool stop_at_eog;                      ///< stop when an end-of-generation token is sampled
+    std::vector<std::string> stop_strings; ///< generation stops before the first occurrence of any of these
+    int32_t top_logits;                    ///< report the K largest raw logits with each token (0..64)
+
+    GenerateOptions() {
+        specula_generate_options c;
+        specula_generate_options_init(&c);
+        max_tokens = c.max_tokens;
+        stop_at_eog = c.stop_at_eog != 0;
+        top_logits = c.top_logits;
+    }
+    explicit GenerateOptions(int32_t max) : GenerateOptions() { max_tokens = max; }
+};
+
+namespace detail {
+// A specula_generate_options whose stop_strings point into the GenerateOptions it was built from.
+struct CGenerateOptions {
+    specula_generate_options c;
+    std::vector<const char *> stops;
+
+    explicit CGenerateOptions(const GenerateOptions &o) {
+        specula_generate_options_init(&c);
+        c.max_tokens = o.max_tokens;
+        c.stop_at_eog = o.stop_at_eog ? 1 : 0;
+        c.top_logits = o.top_logits;
+        for (const std::string &s : o.stop_strings) stops.push_back(s.c_str());
+        c.stop_strings = stops.empty() ? nullptr : stops.data();
+        c.n_stop_strings = static_cast<int32_t>(stops.size());
+    }
+    CGenerateOptions(const CGenerateOptions &) = delete;  // c.stop_strings points into stops
+    CGenerateOptions &operator=(const CGenerateOptions &) = delete;
+};
+}  // namespace detail
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Model                                                                                                  */
+
+/// One tensor of a model file, as reported by specula_model_tensor_info.
+struct TensorInfo {
+    std::string name;
+    std::string type;           ///< "F32", "Q4_0", ...
+    std::vector<int64_t> dims;  ///< ggml order: dims[0] is the contiguous (row) dimension
+    uint64_t offset = 0;        ///< byte offset of the data in the file
+    uint64_t n_bytes = 0;
+};
+
+/// A loaded model: a shared, immutable, reference-counted handle. Copying retains, destruction releases;
+/// a moved-from or default-constructed Model is empty. All const members are thread-safe.
+class Model {
+public:
+    Model() noexcept = default;
+    /// Adopts one reference the caller owns (e.g. from specula_model_load).
+    explicit Model(specula_model *adopt) noexcept : m_(adopt) {}
+    Model(const Model &o) noexcept : m_(o.m_ != nullptr ? specula_model_retain(o.m_) : nullptr) {}
+    Model(Model &&o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
+    Model &operator=(const Model &o) noexcept {
+        if (this != &o) reset(o.m_ != nullptr ? specula_model_retain(o.m_) : nullptr);
+        return *this;
+    }
+    Model &operator=(Model &&o) noexcept {
+        if (this != &o) reset(std::exchange(o.m_, nullptr));
+        return *this;
+    }
+    ~Model() { specula_model_destroy(m_); }
+
+    /// Loads a GGUF file; throws Error (IO, FORMAT, UNSUPPORTED, OUT_OF_MEMORY, CANCELLED).
+    static Model load(const std::string &path, const ModelOptions &opts = {}) {
+        struct Progress {
+            const std::function<bool(float)> *fn;
+            std::exception_ptr error;
+            // Exceptions must not unwind through the C library: park them and cancel the load instead.
+            static int32_t trampoline(float p, void *user) noexcept {
+                auto *self = static_cast<Progress *>(user);
+                try {
+                    return (*self->fn)(p) ? 1 : 0;
+                } catch (...) {
+                    self->error = std::current_exception();
+                    return 0;
+                }
+            }
+        } progress{&opts.progress, nullptr};
+
+        specula_model_options c;
+        specula_model_options_init(&c);
+        c.use_mmap = opts.use_mmap ? 1 : 0;
+        if (opts.progress) {
+            c.progress = &Progress::trampoline;
+            c.progress_user_data = &progress;
+        }
+        specula_model *out = nullptr;
+        specula_error *err = nullptr;
+        specula_status st = specula_model_load(path.c_str(), &c, &out, &err);
+        if (progress.error) {
+            specula_error_destroy(err);
+            specula_model_destroy(out);
+            std::rethrow_exception(progress.error);
+        }
+        check(st, err);
+        return Model(out);
+    }
+
+    specula_model *get() const noexcept { return m_; }
+    explicit operator bool() const noexcept { return m_ != nullptr; }
+    /// Gives up ownership of the reference without releasing it.
+    specula_model *release() noexcept { return std::exchange(m_, nullptr); }
+    void reset(specula_model *adopt = nullptr) noexcept { specula_model_destroy(std::exchange(m_, adopt)); }
+
+    std::string arch() const { return specula_model_arch(m_); }
+    std::string name() const { return specula_model_name(m_); }
+    int32_t n_vocab() const noexcept { return specula_model_n_vocab(m_); }
+    int32_t n_ctx_train() const noexcept { return specula_model_n_ctx_train(m_); }
+    int32_t n_layer() const noexcept { return specula_model_n_layer(m_); }
+    int32_t n_embd() const noexcept { return specula_model_n_embd(m_); }
+    int32_t n_head() const noexcept { return specula_model_n_head(m_); }
+    int32_t n_head_kv() const noexcept { return specula_model_n_head_kv(m_); }
+    int32_t n_ff() const noexcept { return specula_model_n_ff(m_); }
+    uint64_t n_params() const noexcept { return specula_model_n_params(m_); }
+    uint64_t file_size() const noexcept { return specula_model_file_size(m_); }
+    std::string weight_type() const { return specula_model_weight_type(m_); }
+
+    int32_t token_bos() const noexcept { return specula_model_token_bos(m_); }
+    int32_t token_eos() const noexcept { return specula_model_token_eos(m_); }
+    bool token_is_eog(int32_t token) const noexcept { return specula_model_token_is_eog(m_, token) != 0; }
+
+    int32_t tensor_count() const noexcept { return specula_model_tensor_count(m_); }
+    TensorInfo tensor(int32_t index) const {
+        specula_tensor_info c{};
+        c.struct_size = sizeof c;
+        specula_error *err = nullptr;
+        const specula_status status = specula_model_tensor_info(m_, index, &c, &err);
+        check(status, err);
+        TensorInfo t;
+        t.name = c.name != nullptr ? c.name : "";
+        t.type = c.type != nullptr ? c.type : "";
+        for (int32_t d = 0; d < c.n_dims && d < 4; ++d) t.dims.push_back(c.dims[d]);
+        t.offset = c.offset;
+        t.n_bytes = c.n_bytes;
+        return t;
+    }
+    std::vector<TensorInfo> tensors() const {
+        std::vector<TensorInfo> out;
+        for (int32_t i = 0, n = tensor_count(); i < n; ++i) out.push_back(tensor(i));
+        return out;
+    }
+
+    int32_t meta_count() const noexcept { return specula_model_meta_count(m_); }
+    /// Key of metadata entry index ("" when out of range).
+    std::string meta_key(int32_t index) const {
+        const char *k = specula_model_meta_key(m_, index);
+        return k != nullptr ? k : "";
+    }
+    /// Value of metadata entry index rendered as text; arrays abbreviated after max_array items.
+    std::string meta_value(int32_t index, int32_t max_array = 8) const {
+        return detail::fetch_text([&](char *buf, size_t size, size_t *len, specula_error **err) {
+            return specula_model_meta_value(m_, index, max_array, buf, size, len, err);
+        });
+    }
+
+    /// Tokenizes UTF-8 text; flags are SPECULA_TOKENIZE_* (ADD_SPECIAL adds BOS/EOS as the model asks).
+    std::vector<int32_t> tokenize(std::string_view text, int32_t flags = SPECULA_TOKENIZE_ADD_SPECIAL) const {
+        // A guess that fits almost always (SentencePiece byte fallback is at most one token per byte,
+        // plus specials); otherwise the library tells us the exact count and we call again.
+        std::vector<int32_t> tokens(text.size() + 8);
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            size_t n = 0;
+            specula_error *err = nullptr;
+            specula_status st = specula_model_tokenize(m_, detail::text_ptr(text), text.size(), flags,
+                                                       tokens.data(), tokens.size(), &n, &err);
+            if (st == SPECULA_OK) {
+                specula_error_destroy(err);
+                tokens.resize(n);
+                return tokens;
+            }
+            if (st != SPECULA_ERR_BUFFER_TOO_SMALL || attempt == 1) check(st, err);
+            specula_error_destroy(err);
+            tokens.resize(n);
+        }
+        return tokens;  // unreachable
+    }
+
+    /// Text of a token sequence (special tokens rendered only if render_special).
+    std::string detokenize(const int32_t *tokens, size_t n_tokens, bool render_special = false) const {
+        return detail::fetch_text([&](char *buf, size_t size, size_t *len, specula_error **err) {
+            return specula_model_detokenize(m_, tokens, n_tokens, render_special ? 1 : 0, buf, size, len, err);
+        });
+    }
+    std::string detokenize(const std::vector<int32_t> &tokens, bool render_special = false) const {
+        return detokenize(tokens.data(), tokens.size(), render_special);
+    }
+
+private:
+    specula_model *m_ = nullptr;
+};
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Session                                                                                                */
+
+/// Per-token callback of Session::generate; return false to stop (stop reason SPECULA_STOP_CALLBACK).
+/// The event and everything it points to are valid only during the call.
+using TokenCallback = std::function<bool(const specula_token_event &)>;
+
+/// A generation context on a model (which it keeps alive). Move-only; use from one thread at a time,
+/// except cancel().
+class Session {
+public:
+    Session() noexcept = default;
+    explicit Session(const Model &model, const SessionOptions &opts = SessionOptions(),
+                     const SamplerOptions &sampler = SamplerOptions()) {
+        specula_error *err = nullptr;
+        const specula_status status = specula_session_create(model.get(), &opts, &sampler, &s_, &err);
+        check(status, err);
+    }
+    /// Adopts a session the caller owns.
+    explicit Session(specula_session *adopt) noexcept : s_(adopt) {}
+    Session(const Session &) = delete;
+    Session &operator=(const Session &) = delete;
+    Session(Session &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+    Session &operator=(Session &&o) noexcept {
+        if (this != &o) reset(std::exchange(o.s_, nullptr));
+        return *this;
+    }
+    ~Session() { specula_session_destroy(s_); }
+
+    specula_session *get() const noexcept { return s_; }
+    explicit operator bool() const noexcept { return s_ != nullptr; }
+    specula_session *release() noexcept { return std::exchange(s_, nullptr); }
+    void reset(specula_session *adopt = nullptr) noexcept { specula_session_destroy(std::exchange(s_, adopt)); }
+
+    /// Replaces the sampler settings and reseeds.
+    void set_sampler(const SamplerOptions &sampler) {
+        specula_error *err = nullptr;
+        const specula_status status = specula_session_set_sampler(s_, &sampler, &err);
+        check(status, err);
+    }
+
+    /// Appends text (evaluated lazily by the next generate/next). Throws Error(CONTEXT_FULL) if it does not fit.
+    void append_text(std::string_view text, int32_t flags = SPECULA_TOKENIZE_ADD_SPECIAL) {
+        specula_error *err = nullptr;
+        const specula_status status = specula_session_append_text(s_, detail::text_ptr(text), text.size(), flags, &err);
+        check(status, err);
+    }
+    /// Appends token ids; throws Error(INVALID_TOKEN / CONTEXT_FULL), appending nothing in that case.
+    void append_tokens(const int32_t *tokens, size_t n_tokens) {
+        specula_error *err = nullptr;
+        const specula_status status = specula_session_append_tokens(s_, tokens, n_tokens, &err);
+        check(status, err);
+    }
+    void append_tokens(const std::vector<int32_t> &tokens) { append_tokens(tokens.data(), tokens.size()); }
+
+    /// Truncates the context to its first n_tokens tokens (keeps their cached keys/values).
+    void rewind(int32_t n_tokens) {
+        specula_error *err = nullptr;
+        const specula_status status = specula_session_rewind(s_, n_tokens, &err);
+        check(status, err);
+    }
+
+    int32_t n_ctx() const noexcept { return specula_session_n_ctx(s_); }
+    int32_t n_tokens() const noexcept { return specula_session_n_tokens(s_); }
+    /// The context's token ids.
+    std::vector<int32_t> tokens() const {
+        std::vector<int32_t> out(static_cast<size_t>(n_tokens() > 0 ? n_tokens() : 0));
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            size_t n = 0;
+            specula_error *err = nullptr;
+            specula_status st = specula_session_tokens(s_, out.data(), out.size(), &n, &err);
+            if (st == SPECULA_OK) {
+                specula_error_destroy(err);
+                out.resize(n);
+                return out;
+            }
+            if (st != SPECULA_ERR_BUFFER_TOO_SMALL || attempt == 1) check(st, err);
+            specula_error_destroy(err);
+            out.resize(n);
+        }
+        return out;  // unreachable
+    }
+
+    /// Evaluates pending context and generates, calling on_token (may be empty) for each token.
+    /// Returns why generation stopped; SPECULA_STOP_CANCELLED and SPECULA_STOP_CONTEXT_FULL are returned,
+    /// not thrown. Throws Error for real failures. If on_token throws, generation stops and the exception
+    /// is rethrown here once the library has returned (it never crosses the C boundary).
+    specula_stop_reason generate(const GenerateOptions &opts = GenerateOptions(),
+                                 const TokenCallback &on_token = TokenCallback()) {
+        struct Trampoline {
+            const TokenCallback *fn;
+            std::exception_ptr error;
+            static int32_t call(const specula_token_event *ev, void *user) noexcept {
+                auto *self = static_cast<Trampoline *>(user);
+                try {
+                    return (*self->fn)(*ev) ? 1 : 0;
+                } catch (...) {
+                    self->error = std::current_exception();
+                    return 0;  // stop generation; rethrown after specula_session_generate returns
+                }
+            }
+        } tramp{&on_token, nullptr};
+
+        detail::CGenerateOptions c(opts);
+        specula_stop_reason reason = SPECULA_STOP_NONE;
+        specula_error *err = nullptr;
+        specula_status st = specula_session_generate(s_, &c.c, on_token ? &Trampoline::call : nullptr,
+                                                     on_token ? &tramp : nullptr, &reason, &err);
+        if (tramp.error) {
+            specula_error_destroy(err);
+            std::rethrow_exception(tramp.error);
+        }
+        return finish(st, err, reason);
+    }
+
+    /// Pull-style generation: produces at most one token. event.stop == SPECULA_STOP_NONE means a token was
+    /// produced and more may follow. The event's pointers stay valid until the next call on this session.
+    specula_token_event next(const GenerateOptions &opts = GenerateOptions()) {
+        detail::CGenerateOptions c(opts);
+        specula_token_event ev{};
+        ev.struct_size = sizeof ev;
+        specula_error *err = nullptr;
+        specula_status st = specula_session_next(s_, &c.c, &ev, &err);
+        ev.stop = finish(st, err, ev.stop);
+        return ev;
+    }
+
+    /// Asks the running (or next) generation to stop at the next step boundary. Thread- and signal-safe.
+    void cancel() const noexcept { specula_session_cancel(s_); }
+
+    /// Running statistics of this session.
+    specula_stats stats() const {
+        specula_stats st{};
+        st.struct_size = sizeof st;
+        specula_error *err = nullptr;
+        const specula_status status = specula_session_stats(s_, &st, &err);
+        check(status, err);
+        return st;
+    }
+
+    /// Raw logits (n_vocab floats) of the last evaluated position, or nullptr. Valid until the next call.
+    const float *logits() const noexcept { return specula_session_logits(s_); }
+
+private:
+    // CANCELLED and CONTEXT_FULL are outcomes, not failures: report them as stop reasons.
+    static specula_stop_reason finish(specula_status st, specula_error *err, specula_stop_reason reason) {
+        if (st == SPECULA_ERR_CANCELLED || st == SPECULA_ERR_CONTEXT_FULL) {
+            specula_error_destroy(err);
+            if (reason == SPECULA_STOP_NONE)
+                reason = st == SPECULA_ERR_CANCELLED ? SPECULA_STOP_CANCELLED : SPECULA_STOP_CONTEXT_FULL;
+            return reason;
+        }
+        check(st, err);
+        return reason;
+    }
+
+    specula_session *s_ = nullptr;
+};
+
+}  // namespace specula
+
+#endif  // SPECULA_HPP

@@ -1,0 +1,223 @@
+// `specula generate`: load a model, feed a prompt, stream the continuation.
+//
+// Output contract (scripts rely on it):
+//   text  - stdout: prompt text followed by the generated text, flushed per token; stderr: progress bar (TTY
+//           only) and one stats line at the end.
+//   jsonl - stdout: one JSON object per generated token, then one {"stats":{...}} line; nothing else.
+//           (Text flushed by the final stop, with no token of its own, comes as {"id":-1,"text":...}.)
+#include "cli.h"
+#include "interrupt.h"
+#include "json_out.h"
+#include "model_path.h"
+#include "progress_bar.h"
+#include "stats_line.h"
+
+#include <specula/specula.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace specula_cli {
+namespace {
+
+struct GenerateArgs {
+    std::string model;
+    std::string prompt;
+    std::string prompt_file;
+    std::string prompt_ids;
+    int32_t n_predict = 128;
+    specula::SamplerOptions sampler;  // library defaults until overridden by flags
+    specula::SessionOptions session;
+    std::vector<std::string> stops;
+    bool no_mmap = false;
+    std::string format = "text";
+    int32_t top_logits = 0;
+    bool no_bos = false;
+    CLI::Option *seed_opt = nullptr;  // to tell "--seed given" from "library default"
+};
+
+// "1,403,407" (also "[1, 403, 407]" or whitespace-separated, so a JSON array can be pasted as is).
+std::vector<int32_t> parse_token_ids(const std::string &text) {
+    std::string s = text;
+    for (char &c : s)
+        if (c == ',' || c == '[' || c == ']') c = ' ';
+    std::istringstream in(s);
+    std::vector<int32_t> ids;
+    std::string item;
+    while (in >> item) {
+        size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(item, &used, 10);
+        } catch (const std::exception &) {
+            used = 0;
+        }
+        if (used != item.size() || v < INT32_MIN || v > INT32_MAX)
+            throw UsageError("--prompt-ids: '" + item + "' is not a token id (expected e.g. 1,403,407)");
+        ids.push_back(static_cast<int32_t>(v));
+    }
+    if (ids.empty()) throw UsageError("--prompt-ids: no token ids given");
+    return ids;
+}
+
+std::string read_prompt_file(const std::string &path) {
+    if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot open prompt file '" + path + "': " + std::strerror(errno));
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (f.bad()) throw std::runtime_error("cannot read prompt file '" + path + "'");
+    return text;
+}
+
+void write_stdout(std::string_view s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);  // stream token by token, even into a pipe
+}
+
+int run_generate(GenerateArgs &a) {
+    const bool jsonl = a.format == "jsonl";
+
+    // Resolve the prompt before touching the model so argument mistakes are reported instantly.
+    std::vector<int32_t> prompt_ids;
+    std::string prompt_text = a.prompt;
+    const bool use_ids = !a.prompt_ids.empty();
+    if (use_ids) prompt_ids = parse_token_ids(a.prompt_ids);
+    if (!a.prompt_file.empty()) prompt_text = read_prompt_file(a.prompt_file);
+    if (!use_ids && prompt_text.empty() && a.no_bos)
+        throw UsageError("nothing to generate from: empty prompt and --no-bos");
+
+    // Sampling without --seed: a fresh seed per run, like most CLIs; --seed makes runs reproducible.
+    if (a.seed_opt->count() == 0) a.sampler.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+
+    InterruptHandler interrupt;  // installed before loading so Ctrl-C can cancel a slow load too
+    const std::string path = resolve_model_path(a.model);
+
+    specula::Model model;
+    {
+        ProgressBar bar;
+        specula::ModelOptions mo;
+        mo.use_mmap = !a.no_mmap;
+        mo.progress = [&bar](float p) {
+            bar.update(p);
+            return !InterruptHandler::interrupted();
+        };
+        try {
+            model = specula::Model::load(path, mo);
+        } catch (const specula::Error &e) {
+            bar.clear();
+            if (e.status() == SPECULA_ERR_CANCELLED && InterruptHandler::interrupted()) {
+                std::fprintf(stderr, "specula: interrupted while loading\n");
+                return kExitInterrupted;
+            }
+            throw specula::Error(e.status(), "cannot load model '" + path + "': " + e.what());
+        }
+    }
+
+    specula::Session session(model, a.session, a.sampler);
+    interrupt.attach(session.get());
+    struct Detach {  // the handler must forget the session before it is destroyed, on every path out
+        InterruptHandler &h;
+        ~Detach() { h.attach(nullptr); }
+    } detach{interrupt};
+
+    if (use_ids) {
+        // Ids are taken verbatim (include BOS yourself, as llama.cpp's reference files do).
+        session.append_tokens(prompt_ids);
+        prompt_text = model.detokenize(prompt_ids);
+    } else {
+        session.append_text(prompt_text, a.no_bos ? 0 : SPECULA_TOKENIZE_ADD_SPECIAL);
+    }
+    if (session.n_tokens() == 0) throw UsageError("nothing to generate from: the prompt has no tokens");
+
+    if (!jsonl) write_stdout(prompt_text);
+
+    specula::GenerateOptions go(a.n_predict);
+    go.stop_strings = a.stops;
+    go.top_logits = jsonl ? a.top_logits : 0;
+
+    bool wrote_text = !prompt_text.empty();
+    const specula_stop_reason reason = session.generate(go, [&](const specula_token_event &ev) {
+        if (jsonl) {
+            // A final event may carry only flushed text (e.g. held back for a stop string, then EOS): it is
+            // written with id -1 (SPECULA_TOKEN_NULL) so that concatenating every "text" gives the full output.
+            if (ev.token != SPECULA_TOKEN_NULL || ev.text_len > 0) write_stdout(json_token_line(ev) + "\n");
+        } else if (ev.text_len > 0) {
+            write_stdout(std::string_view(ev.text, ev.text_len));
+            wrote_text = true;
+        }
+        return true;
+    });
+
+    const specula_stats stats = session.stats();
+    if (jsonl) {
+        write_stdout(json_stats_line(stats, reason) + "\n");
+    } else {
+        if (wrote_text) write_stdout("\n");  // do not leave the shell prompt glued to the story
+        std::fprintf(stderr, "%s\n", stats_line(stats, reason).c_str());
+    }
+    return reason == SPECULA_STOP_CANCELLED && InterruptHandler::interrupted() ? kExitInterrupted : kExitOk;
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App &parent) {
+    auto args = std::make_shared<GenerateArgs>();
+    GenerateArgs &a = *args;
+    CLI::App *cmd = parent.add_subcommand("generate", "Generate text from a prompt");
+
+    cmd->add_option("-m,--model", a.model,
+                    "GGUF model file (default: $SPECULA_MODEL, else the bundled stories260K)");
+    auto *p = cmd->add_option("-p,--prompt", a.prompt, "Prompt text");
+    auto *f = cmd->add_option("-f,--file", a.prompt_file, "Read the prompt from a file ('-' = stdin)");
+    auto *ids = cmd->add_option("--prompt-ids", a.prompt_ids,
+                                "Prompt as token ids, e.g. 1,403,407 (taken verbatim: no BOS is added)");
+    p->excludes(f, ids);
+    f->excludes(p, ids);
+    ids->excludes(p, f);
+    cmd->add_option("-n,--n-predict", a.n_predict, "Tokens to generate (< 0: until the context is full)")
+        ->capture_default_str();
+
+    specula_sampler_options &s = a.sampler;
+    cmd->add_option("--temp", s.temperature, "Temperature (0 = greedy)")->capture_default_str();
+    cmd->add_option("--top-k", s.top_k, "Top-k (0 = off)")->capture_default_str();
+    cmd->add_option("--top-p", s.top_p, "Top-p (1 = off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+    cmd->add_option("--min-p", s.min_p, "Min-p (0 = off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+    cmd->add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--presence-penalty", s.presence_penalty, "Presence penalty (0 = off)")->capture_default_str();
+    cmd->add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty (0 = off)")
+        ->capture_default_str();
+    a.seed_opt = cmd->add_option("--seed", s.seed, "Sampling seed (default: random per run)");
+
+    specula_session_options &so = a.session;
+    cmd->add_option("-c,--ctx-size", so.n_ctx, "Context length in tokens (0 = min(trained, 4096))")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 22));
+    cmd->add_option("-t,--threads", so.n_threads, "Compute threads (0 = number of cores, at most 8)")
+        ->capture_default_str()->check(CLI::Range(0, 512));
+
+    // One value per --stop, accumulated over repeats (CLI11 would otherwise let one --stop swallow several words).
+    cmd->add_option("--stop", a.stops, "Stop before this string (repeatable)")
+        ->take_all()->expected(1)->allow_extra_args(false);
+    cmd->add_flag("--no-mmap", a.no_mmap, "Read the model into memory instead of mapping it");
+    cmd->add_option("--format", a.format, "Output format")->capture_default_str()
+        ->check(CLI::IsMember({"text", "jsonl"}));
+    cmd->add_option("--top-logits", a.top_logits, "With --format jsonl: report the K largest logits per token")
+        ->capture_default_str()->check(CLI::Range(0, 64));
+    cmd->add_flag("--no-bos", a.no_bos, "Do not add the BOS token to a text prompt");
+
+    return Command{cmd, [args] { return run_generate(*args); }};
+}
+
+}  // namespace specula_cli

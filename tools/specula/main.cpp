@@ -1,0 +1,61 @@
+// `specula`: the command-line front end of the SDK. It uses only the public API (specula.hpp over specula.h).
+//
+// Exit codes: 0 ok, 1 runtime failure (missing/bad model file, library error), 2 usage error, 130 Ctrl-C.
+#include "cli.h"
+
+#include <specula/specula.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+
+int main(int argc, char **argv) {
+    using namespace specula_cli;
+
+    CLI::App app{"specula - local LLM inference with the Specula SDK"};
+    app.name("specula");
+    std::string version = std::string("specula ") + specula_version_string() + " (ABI " +
+                          std::to_string(specula_abi_version()) + ")";
+    if (specula_abi_version() != SPECULA_ABI_VERSION)
+        version += " - warning: built against ABI " + std::to_string(SPECULA_ABI_VERSION);
+    app.set_version_flag("--version", version);
+    app.require_subcommand(1);
+
+    const Command commands[] = {add_generate_command(app), add_info_command(app)};
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::RequiredError &e) {
+        // `specula bogus` lands here ("a subcommand is required"); name the real problem instead.
+        if (const auto extra = app.remaining(); !extra.empty()) {
+            std::fprintf(stderr, "specula: unknown command '%s' (commands: generate, info)\n"
+                                 "Run with --help for more information.\n", extra.front().c_str());
+            return kExitUsage;
+        }
+        return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    } catch (const CLI::ParseError &e) {
+        // Prints help/version to stdout (code 0) or the error plus a --help hint to stderr.
+        return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    }
+
+    try {
+        for (const Command &c : commands)
+            if (c.app->parsed()) return c.run();
+        return kExitUsage;  // unreachable: require_subcommand(1)
+    } catch (const UsageError &e) {
+        std::fprintf(stderr, "specula: %s\nRun with --help for more information.\n", e.what());
+        return kExitUsage;
+    } catch (const specula::Error &e) {
+        std::fprintf(stderr, "specula: error: %s [%s]\n", e.what(), specula_status_string(e.status()));
+        return kExitFailure;
+    } catch (const std::bad_alloc &) {
+        std::fprintf(stderr, "specula: error: out of memory\n");
+        return kExitFailure;
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "specula: error: %s\n", e.what());
+        return kExitFailure;
+    }
+}

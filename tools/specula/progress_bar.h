@@ -1,0 +1,24 @@
+// Model-loading progress bar on stderr, drawn only when stderr is a terminal (so logs and pipes stay clean).
+#pragma once
+
+namespace specula_cli {
+
+class ProgressBar {
+public:
+    ProgressBar();
+    ~ProgressBar();  // erases the bar if it was drawn
+    ProgressBar(const ProgressBar &) = delete;
+    ProgressBar &operator=(const ProgressBar &) = delete;
+
+    // Redraws the bar for progress in [0, 1]; cheap when the displayed percentage did not change.
+    void update(float progress);
+    // Erases the bar so that what follows starts on a clean line.
+    void clear();
+
+private:
+    bool enabled_;
+    bool drawn_ = false;
+    int last_percent_ = -1;
+};
+
+}  // namespace specula_cli
