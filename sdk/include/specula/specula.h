@@ -18,8 +18,11 @@
  *
  * Options structs begin with `uint32_t struct_size`; initialise them with the matching *_init() function
  * (which sets struct_size = sizeof(struct) of the header you compiled against) and pass them by pointer.
- * The library reads only the fields within struct_size, so fields may be appended in later minor versions.
- * Passing NULL for an options pointer means "all defaults".
+ * The library reads only the fields within struct_size (the rest keep their defaults), so fields may be appended
+ * in later minor versions; a struct_size below 4 is SPECULA_ERR_INVALID_ARGUMENT. Passing NULL for an options
+ * pointer means "all defaults". Output structs (stats, tensor info, events) are written only up to the
+ * struct_size the caller set in them.
+ * Text outputs use the two-call pattern: pass buf = NULL and buf_size = 0 to learn the length.
  *
  * Ownership: "borrowed" pointers returned by the library stay owned by the library; each comment says how
  * long they stay valid. Every *_destroy() accepts NULL.
@@ -239,8 +242,9 @@ SPECULA_API void specula_sampler_options_init(specula_sampler_options *opts);
 SPECULA_API specula_status specula_session_create(specula_model *model, const specula_session_options *opts,
                                                   const specula_sampler_options *sampler,
                                                   specula_session **out, specula_error **err);
-/* Frees the session and drops its model reference. Accepts NULL. Must not race with other calls on the same
- * session, except specula_session_cancel() issued before this call returns to the caller of cancel. */
+/* Frees the session and drops its model reference. Accepts NULL. No other call on the session may run during
+ * or after this one, specula_session_cancel() included: a host that cancels from another thread or a signal
+ * handler must stop doing so (e.g. clear its pointer to the session) before destroying it. */
 SPECULA_API void specula_session_destroy(specula_session *session);
 
 /* Replaces the sampler settings (and reseeds). */
@@ -277,6 +281,8 @@ typedef enum specula_stop_reason {
     SPECULA_STOP_CALLBACK = 6      /* the token callback returned 0 */
 } specula_stop_reason;
 
+/* Stable lower-case name of a stop reason ("none", "max_tokens", "eos", "stop_string", "cancelled",
+ * "context_full", "callback"; "unknown" otherwise), fit for machine-readable output. Static storage. */
 SPECULA_API const char *specula_stop_reason_string(specula_stop_reason reason);
 
 typedef struct specula_generate_options {
@@ -319,7 +325,11 @@ typedef struct specula_token_event {
     const specula_stats *stats;    /* running stats */
 } specula_token_event;
 /* All pointers in a specula_token_event are borrowed: valid during the callback, or for specula_session_next
- * until the next call on the session. */
+ * until the next call on the session.
+ * The event that ends a run has stop != SPECULA_STOP_NONE and may still carry a new token (e.g. the last token
+ * allowed by max_tokens, or the token that completed a stop string). An event may also have
+ * token == SPECULA_TOKEN_NULL and carry only text flushed at the end (held back for a stop string or an
+ * incomplete character); concatenating the text of all events always gives the whole generated text. */
 
 /* Return 1 to continue, 0 to stop (stop reason SPECULA_STOP_CALLBACK). */
 typedef int32_t (*specula_token_fn)(const specula_token_event *event, void *user_data);
@@ -341,7 +351,7 @@ SPECULA_API specula_status specula_session_next(specula_session *session, const 
                                                 specula_token_event *event, specula_error **err);
 
 /* Requests that the running (or next) generate/next/prompt evaluation stop at the next step boundary.
- * Thread-safe and async-signal-safe; callable from any thread. */
+ * Thread-safe and async-signal-safe; callable from any thread while the session exists. Accepts NULL. */
 SPECULA_API void specula_session_cancel(specula_session *session);
 
 /* Fills *stats (set stats->struct_size first). */
