@@ -126,12 +126,16 @@ typedef struct specula_model_options {
     int32_t use_mmap;                /* 1 (default): map the file read-only, no copy; 0: read it into memory */
     specula_progress_fn progress;    /* optional */
     void *progress_user_data;
+    int32_t vocab_only;              /* 1: load only the tokenizer (vocab-only GGUFs too); no sessions. Default 0 */
 } specula_model_options;
 
 /* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_model_options). */
 SPECULA_API void specula_model_options_init(specula_model_options *opts);
 
 /* Loads a GGUF model. On success *out holds one reference, released with specula_model_destroy().
+ * With opts->vocab_only, only metadata and the tokenizer are loaded: architecture and weights are not checked,
+ * the tokenization and chat-template calls work, the hyperparameter getters return 0 (n_vocab excepted), and
+ * specula_session_create refuses the model.
  * Statuses: INVALID_ARGUMENT (NULL path/out), IO, FORMAT, UNSUPPORTED, OUT_OF_MEMORY, CANCELLED. Thread-safe. */
 SPECULA_API specula_status specula_model_load(const char *path, const specula_model_options *opts,
                                               specula_model **out, specula_error **err);
@@ -207,6 +211,59 @@ SPECULA_API specula_status specula_model_tokenize(const specula_model *model, co
 SPECULA_API specula_status specula_model_detokenize(const specula_model *model, const int32_t *tokens,
                                                     size_t n_tokens, int32_t render_special, char *buf,
                                                     size_t buf_size, size_t *len, specula_error **err);
+
+/* Bytes of one token as llama.cpp's token-to-piece gives them (SentencePiece '▁' -> ' ', byte tokens -> their
+ * byte, byte-level BPE mapping undone; control tokens give "" unless render_special). A piece may be an
+ * incomplete UTF-8 sequence: streaming callers use the session's events, which are always complete UTF-8.
+ * Two-call pattern as specula_model_meta_value. Statuses: INVALID_TOKEN, BUFFER_TOO_SMALL. */
+SPECULA_API specula_status specula_model_token_to_piece(const specula_model *model, int32_t token, int32_t render_special,
+                                                        char *buf, size_t buf_size, size_t *len, specula_error **err);
+/* The token's text as stored in the vocabulary (e.g. "▁dog", "<0x0A>", "Ġthe"); borrowed, valid while the model
+ * lives; NULL for an invalid id. */
+SPECULA_API const char *specula_model_token_text(const specula_model *model, int32_t token);
+
+typedef enum specula_token_kind {
+    SPECULA_TOKEN_KIND_INVALID = 0,    /* not a valid id */
+    SPECULA_TOKEN_KIND_NORMAL = 1,
+    SPECULA_TOKEN_KIND_UNKNOWN = 2,
+    SPECULA_TOKEN_KIND_CONTROL = 3,    /* BOS, EOS, <|im_start|> ... (not rendered as text by default) */
+    SPECULA_TOKEN_KIND_USER_DEFINED = 4,
+    SPECULA_TOKEN_KIND_UNUSED = 5,
+    SPECULA_TOKEN_KIND_BYTE = 6        /* SentencePiece byte-fallback token <0xNN> */
+} specula_token_kind;
+
+SPECULA_API specula_token_kind specula_model_token_kind(const specula_model *model, int32_t token);
+/* Tokenizer family: "llama" (SentencePiece), "gpt2" (byte-level BPE), ...; "" for a NULL model. */
+SPECULA_API const char *specula_model_tokenizer(const specula_model *model);
+/* Pre-tokenizer name of byte-level BPE vocabularies ("llama-bpe", "qwen2", ...), "" otherwise. */
+SPECULA_API const char *specula_model_pre_tokenizer(const specula_model *model);
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Chat templates (thread-safe on a shared model)                                                         */
+
+typedef struct specula_chat_message {
+    const char *role;     /* "system", "user", "assistant", ... (UTF-8, NUL-terminated) */
+    const char *content;  /* UTF-8, NUL-terminated */
+} specula_chat_message;
+
+/* Formats a conversation as prompt text with a chat template, as llama.cpp's llama_chat_apply_template does.
+ * tmpl = NULL uses the model's own tokenizer.chat_template; otherwise tmpl is either a built-in template name
+ * (see specula_chat_template_builtin) or the text of a Jinja chat template, which is recognised by its
+ * family. add_assistant = 1 appends the text that opens the assistant's reply.
+ * The result is meant to be appended with SPECULA_TOKENIZE_PARSE_SPECIAL, so that markers such as
+ * <|im_start|> become their control tokens. Two-call pattern as specula_model_meta_value.
+ * Statuses: UNSUPPORTED (the model has no template, or the template belongs to no known family; the message
+ * says which), INVALID_ARGUMENT (NULL pointers, a role the template cannot express), BUFFER_TOO_SMALL.
+ * model may be NULL when tmpl is given. */
+SPECULA_API specula_status specula_chat_apply_template(const specula_model *model, const char *tmpl,
+                                                       const specula_chat_message *messages, size_t n_messages,
+                                                       int32_t add_assistant, char *buf, size_t buf_size, size_t *len,
+                                                       specula_error **err);
+/* Name of the built-in family a template text (or, with tmpl = NULL, the model's template) belongs to, such as
+ * "llama2", "llama3", "chatml", "phi3", "mistral-v7", "deepseek"; NULL if none is recognised. Static storage. */
+SPECULA_API const char *specula_chat_template_detect(const specula_model *model, const char *tmpl);
+/* The i-th built-in template name, or NULL past the end (to list them). Static storage. */
+SPECULA_API const char *specula_chat_template_builtin(int32_t index);
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* Sessions                                                                                               */

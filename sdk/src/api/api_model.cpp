@@ -33,6 +33,7 @@ specula_status specula_model_load(const char *path, const specula_model_options 
         const specula_model_options o = read_options(opts, defaults, "opts");
         LoadOptions load;
         load.use_mmap = o.use_mmap != 0;
+        load.vocab_only = o.vocab_only != 0;
         if (o.progress != nullptr) load.progress = [&o](float p) { return o.progress(p, o.progress_user_data) != 0; };
         auto handle = std::make_unique<specula_model>();
         handle->model = Model::load(path, load);
@@ -130,5 +131,36 @@ specula_status specula_model_detokenize(const specula_model *m, const int32_t *t
         copy_text(text, buf, buf_size, len);
     });
 }
+
+specula_status specula_model_token_to_piece(const specula_model *m, int32_t token, int32_t render_special, char *buf, size_t buf_size,
+                                            size_t *len, specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(get(m) != nullptr, "model is NULL");
+        copy_text(get(m)->vocab().token_to_piece(token, render_special != 0), buf, buf_size, len);
+    });
+}
+
+const char *specula_model_token_text(const specula_model *m, int32_t token) {
+    return guarded_value<const char *>(nullptr, [&]() -> const char * { return get(m) ? get(m)->vocab().token_text(token).c_str() : nullptr; });
+}
+
+specula_token_kind specula_model_token_kind(const specula_model *m, int32_t token) {
+    return guarded_value(SPECULA_TOKEN_KIND_INVALID, [&] {
+        if (get(m) == nullptr) return SPECULA_TOKEN_KIND_INVALID;
+        switch (get(m)->vocab().token_attr(token)) {
+        case TokenAttr::Normal: return SPECULA_TOKEN_KIND_NORMAL;
+        case TokenAttr::Unknown: return SPECULA_TOKEN_KIND_UNKNOWN;
+        case TokenAttr::Control: return SPECULA_TOKEN_KIND_CONTROL;
+        case TokenAttr::UserDefined: return SPECULA_TOKEN_KIND_USER_DEFINED;
+        case TokenAttr::Unused: return SPECULA_TOKEN_KIND_UNUSED;
+        case TokenAttr::Byte: return SPECULA_TOKEN_KIND_BYTE;
+        case TokenAttr::Undefined: break;
+        }
+        return SPECULA_TOKEN_KIND_NORMAL;  // llama.cpp treats undefined types as normal tokens
+    });
+}
+
+const char *specula_model_tokenizer(const specula_model *m) { return get(m) ? get(m)->vocab().model_name().c_str() : ""; }
+const char *specula_model_pre_tokenizer(const specula_model *m) { return get(m) ? get(m)->vocab().pre_name().c_str() : ""; }
 
 }  // extern "C"

@@ -118,6 +118,7 @@ specula_status specula_session_create(specula_model *model, const specula_sessio
         require_arg(out != nullptr, "out is NULL");
         *out = nullptr;
         require_arg(model != nullptr && model->model != nullptr, "model is NULL");
+        require_arg(!model->model->vocab_only(), "the model was loaded vocab-only: it has no weights to run");
         specula_session_options defaults;
         specula_session_options_init(&defaults);
         const specula_session_options o = read_options(opts, defaults, "opts");

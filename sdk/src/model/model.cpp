@@ -37,10 +37,16 @@ std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOpti
     model->file_ = GgufFile::parse(std::move(bytes));
     report(0.85f);
     const GgufFile &file = model->file_;
-    model->hparams_ = read_hparams(file);
-    model->weights_ = bind_weights(file, model->hparams_);
+    model->vocab_only_ = options.vocab_only;
+    if (options.vocab_only) {
+        model->hparams_.arch_name = file.get_string("general.architecture").value_or("");
+    } else {
+        model->hparams_ = read_hparams(file);
+        model->weights_ = bind_weights(file, model->hparams_);
+    }
     report(0.9f);
     model->vocab_ = Vocab::load(file);
+    if (options.vocab_only) model->hparams_.n_vocab = model->vocab_.n_tokens();
     require(model->vocab_.n_tokens() == model->hparams_.n_vocab, SPECULA_ERR_FORMAT,
             "model: the tokenizer has " + std::to_string(model->vocab_.n_tokens()) + " tokens but the embedding has " +
                 std::to_string(model->hparams_.n_vocab) + " rows");

@@ -15,6 +15,7 @@ namespace specula::internal {
 
 struct LoadOptions {
     bool use_mmap = true;
+    bool vocab_only = false;              // tokenizer and metadata only: no hyperparameters, no weights
     std::function<bool(float)> progress;  // return false to cancel
 };
 
@@ -31,6 +32,7 @@ public:
     const char *weight_type() const { return weight_type_; }
     uint64_t n_params() const { return n_params_; }
     double load_ms() const { return load_ms_; }
+    bool vocab_only() const { return vocab_only_; }
 
 private:
     Model() = default;
@@ -43,6 +45,7 @@ private:
     const char *weight_type_ = "";
     uint64_t n_params_ = 0;
     double load_ms_ = 0;
+    bool vocab_only_ = false;
 };
 
 }  // namespace specula::internal
