@@ -252,9 +252,11 @@ typedef struct specula_chat_message {
  * family. add_assistant = 1 appends the text that opens the assistant's reply.
  * The result is meant to be appended with SPECULA_TOKENIZE_PARSE_SPECIAL, so that markers such as
  * <|im_start|> become their control tokens. Two-call pattern as specula_model_meta_value.
+ * Roles are passed through as llama.cpp does: where a family has no slot for a role (a "tool" message in vicuna,
+ * a system message in yandex) the message is left out, so the text stays byte-identical to llama.cpp's.
  * Statuses: UNSUPPORTED (the model has no template, or the template belongs to no known family; the message
- * says which), INVALID_ARGUMENT (NULL pointers, a role the template cannot express), BUFFER_TOO_SMALL.
- * model may be NULL when tmpl is given. */
+ * says which), INVALID_ARGUMENT (model and tmpl both NULL, messages NULL with n_messages > 0, a NULL role or
+ * content), BUFFER_TOO_SMALL. model may be NULL when tmpl is given. */
 SPECULA_API specula_status specula_chat_apply_template(const specula_model *model, const char *tmpl,
                                                        const specula_chat_message *messages, size_t n_messages,
                                                        int32_t add_assistant, char *buf, size_t buf_size, size_t *len,
