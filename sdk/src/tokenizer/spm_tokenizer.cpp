@@ -6,9 +6,8 @@
 #include "tokenizer/vocab_data.h"
 
 #include <algorithm>
-#include <map>
 #include <queue>
-#include <utility>
+#include <string_view>
 
 namespace specula::internal {
 namespace {
@@ -32,14 +31,37 @@ public:
     Session(const VocabData &vocab, const std::string &text) : vocab_(vocab), text_(text) {}
 
     void run(std::vector<int32_t> &out) {
+        // One symbol per UTF-8 character; the text is then merged one segment at a time, cutting wherever no
+        // token can span two neighbouring characters (see VocabData::adjacent_bytes). A bigram across such a
+        // cut is never queued, so each segment evolves exactly as it would inside the whole text.
         size_t offset = 0;
+        size_t segment_start = 0;
+        while (offset < text_.size()) {
+            const size_t n = std::min(text_.size() - offset, utf8_sequence_length(uint8_t(text_[offset])));
+            if (offset > 0 && !vocab_.bytes_adjacent_in_a_token(uint8_t(text_[offset - 1]), uint8_t(text_[offset]))) {
+                merge_segment(segment_start, out);
+                segment_start = offset;
+            }
+            offset += n;
+        }
+        if (segment_start < text_.size()) merge_segment(segment_start, out);
+    }
+
+private:
+    // llama.cpp's merge loop over the characters of text_[begin, end of segment): repeatedly merge the
+    // highest-scoring neighbouring pair whose text is a token (leftmost first on ties), then emit the symbols.
+    void merge_segment(size_t begin, std::vector<int32_t> &out) {
+        symbols_.clear();
+        size_t offset = begin;
         int index = 0;
         while (offset < text_.size()) {
             const size_t n = std::min(text_.size() - offset, utf8_sequence_length(uint8_t(text_[offset])));
-            symbols_.push_back({index - 1, offset + n == text_.size() ? -1 : index + 1, offset, n});
+            if (offset > begin && !vocab_.bytes_adjacent_in_a_token(uint8_t(text_[offset - 1]), uint8_t(text_[offset]))) break;
+            symbols_.push_back({index - 1, index + 1, offset, n});
             offset += n;
             ++index;
         }
+        symbols_.back().next = -1;
         for (int i = 1; i < int(symbols_.size()); ++i) queue_pair(i - 1, i);
 
         while (!queue_.empty()) {
@@ -56,37 +78,28 @@ public:
             queue_pair(left.prev, bigram.left);
             queue_pair(bigram.left, left.next);
         }
-
-        if (symbols_.empty()) return;
         for (int i = 0; i != -1; i = symbols_[size_t(i)].next) resegment(symbols_[size_t(i)], out);
     }
 
-private:
     void queue_pair(int left, int right) {
         if (left == -1 || right == -1) return;
         const size_t size = symbols_[size_t(left)].n + symbols_[size_t(right)].n;
-        std::string text = text_.substr(symbols_[size_t(left)].offset, size);
-        const int32_t id = vocab_.text_to_token(text);
+        const int32_t id = vocab_.text_to_token(std::string_view(text_).substr(symbols_[size_t(left)].offset, size));
         if (id == kNoToken) return;
         queue_.push({left, right, vocab_.tokens[size_t(id)].score, size});
-        // Remembered by text; a later pair with the same text overwrites it (as in llama.cpp).
-        rev_merge_[std::move(text)] = {left, right};
     }
 
-    void resegment(const Symbol &symbol, std::vector<int32_t> &out) {
-        const std::string text = text_.substr(symbol.offset, symbol.n);
+    // A final symbol is a vocabulary token, or bytes. (llama.cpp also keeps a map from merged texts back to the
+    // pair that formed them, but every merged text is itself a token, found by the lookup first, so the map is
+    // never consulted; leaving it out changes no output.)
+    void resegment(const Symbol &symbol, std::vector<int32_t> &out) const {
+        const std::string_view text = std::string_view(text_).substr(symbol.offset, symbol.n);
         const int32_t id = vocab_.text_to_token(text);
         if (id != kNoToken) {
             out.push_back(id);
             return;
         }
-        const auto it = rev_merge_.find(text);
-        if (it == rev_merge_.end()) {
-            for (const char c : text) out.push_back(byte_token(uint8_t(c)));
-            return;
-        }
-        resegment(symbols_[size_t(it->second.first)], out);
-        resegment(symbols_[size_t(it->second.second)], out);
+        for (const char c : text) out.push_back(byte_token(uint8_t(c)));
     }
 
     int32_t byte_token(uint8_t byte) const {
@@ -100,7 +113,6 @@ private:
     const std::string &text_;
     std::vector<Symbol> symbols_;
     std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue_;
-    std::map<std::string, std::pair<int, int>> rev_merge_;
 };
 
 }  // namespace

@@ -84,6 +84,16 @@ struct VocabData {
     // token_to_piece(id, render_special = true) for every id, computed at load like llama.cpp's cache.
     std::vector<std::string> pieces;
 
+    // Bit (a << 8 | b) is set when some token text holds byte a directly followed by byte b. Where two
+    // neighbouring characters of a text give a pair that is not set, no token can span them, so no merge ever
+    // crosses that point: the SentencePiece merge loop runs on each side independently (same result, smaller
+    // queues).
+    std::vector<uint64_t> adjacent_bytes = std::vector<uint64_t>(65536 / 64);
+    bool bytes_adjacent_in_a_token(uint8_t a, uint8_t b) const {
+        const unsigned bit = unsigned(a) << 8 | b;
+        return (adjacent_bytes[bit / 64] >> (bit % 64)) & 1;
+    }
+
     int32_t n_tokens() const { return int32_t(tokens.size()); }
     bool valid(int32_t id) const { return id >= 0 && id < n_tokens(); }
 

@@ -94,6 +94,10 @@ void read_tokens(const GgufFile &file, VocabData &vocab) {
         const auto [it, inserted] = vocab.token_to_id.emplace(token.text, int32_t(i));
         if (!inserted)
             fail("duplicate token in vocabulary: '" + token.text + "' has ids " + std::to_string(it->second) + " and " + std::to_string(i));
+        for (size_t j = 0; j + 1 < token.text.size(); ++j) {
+            const unsigned bit = unsigned(uint8_t(token.text[j])) << 8 | uint8_t(token.text[j + 1]);
+            vocab.adjacent_bytes[bit / 64] |= uint64_t(1) << (bit % 64);
+        }
         if (scores) {
             const Value &s = (*scores)[i];
             token.score = s.is_float() ? float(s.f) : float(integer_of(s));
