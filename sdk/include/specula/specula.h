@@ -201,8 +201,9 @@ enum {
     SPECULA_TOKENIZE_PARSE_SPECIAL = 2  /* recognise control tokens such as "<s>" written in the text */
 };
 
-/* Tokenizes len bytes of UTF-8 text. Two-call pattern: *n_tokens receives the number of tokens; if it exceeds
- * capacity, nothing useful is written and BUFFER_TOO_SMALL is returned. tokens may be NULL when capacity is 0. */
+/* Tokenizes len bytes of UTF-8 text. Two-call pattern: *n_tokens (required) receives the number of tokens; if it
+ * exceeds capacity, nothing useful is written and BUFFER_TOO_SMALL is returned. tokens may be NULL when capacity
+ * is 0. */
 SPECULA_API specula_status specula_model_tokenize(const specula_model *model, const char *text, size_t len,
                                                   int32_t flags, int32_t *tokens, size_t capacity,
                                                   size_t *n_tokens, specula_error **err);
@@ -326,7 +327,7 @@ SPECULA_API specula_status specula_session_rewind(specula_session *session, int3
 
 SPECULA_API int32_t specula_session_n_ctx(const specula_session *session);
 SPECULA_API int32_t specula_session_n_tokens(const specula_session *session);
-/* Copies the context's token ids (two-call pattern on n_tokens). */
+/* Copies the context's token ids (two-call pattern on n_tokens, which is required). */
 SPECULA_API specula_status specula_session_tokens(const specula_session *session, int32_t *tokens,
                                                   size_t capacity, size_t *n_tokens, specula_error **err);
 

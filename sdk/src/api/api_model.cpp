@@ -112,10 +112,11 @@ specula_status specula_model_tokenize(const specula_model *m, const char *text, 
     return guarded(err, [&] {
         require_arg(get(m) != nullptr, "model is NULL");
         require_arg(text != nullptr || len == 0, "text is NULL");
+        require_arg(n_tokens != nullptr, "n_tokens is NULL");
         const std::vector<int32_t> ids = get(m)->vocab().tokenize(std::string_view(text ? text : "", len),
                                                                   (flags & SPECULA_TOKENIZE_ADD_SPECIAL) != 0,
                                                                   (flags & SPECULA_TOKENIZE_PARSE_SPECIAL) != 0);
-        if (n_tokens != nullptr) *n_tokens = ids.size();
+        *n_tokens = ids.size();
         if (ids.size() > capacity) throw Error(SPECULA_ERR_BUFFER_TOO_SMALL, "token buffer of " + std::to_string(capacity) + " is too small for " + std::to_string(ids.size()));
         require_arg(tokens != nullptr || ids.empty(), "tokens is NULL");
         std::copy(ids.begin(), ids.end(), tokens);
@@ -161,6 +162,9 @@ specula_token_kind specula_model_token_kind(const specula_model *m, int32_t toke
 }
 
 const char *specula_model_tokenizer(const specula_model *m) { return get(m) ? get(m)->vocab().model_name().c_str() : ""; }
-const char *specula_model_pre_tokenizer(const specula_model *m) { return get(m) ? get(m)->vocab().pre_name().c_str() : ""; }
+const char *specula_model_pre_tokenizer(const specula_model *m) {
+    // Only byte-level BPE has pre-tokenizers; SentencePiece files often say "default" in tokenizer.ggml.pre.
+    return get(m) && get(m)->vocab().model_name() == "gpt2" ? get(m)->vocab().pre_name().c_str() : "";
+}
 
 }  // extern "C"

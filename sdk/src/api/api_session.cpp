@@ -162,8 +162,9 @@ int32_t specula_session_n_tokens(const specula_session *s) { return s && s->sess
 
 specula_status specula_session_tokens(const specula_session *session, int32_t *tokens, size_t capacity, size_t *n_tokens, specula_error **err) {
     return guarded(err, [&] {
+        require_arg(n_tokens != nullptr, "n_tokens is NULL");
         const std::vector<int32_t> &ids = get(const_cast<specula_session *>(session)).tokens();
-        if (n_tokens != nullptr) *n_tokens = ids.size();
+        *n_tokens = ids.size();
         if (ids.size() > capacity) throw Error(SPECULA_ERR_BUFFER_TOO_SMALL, "token buffer of " + std::to_string(capacity) + " is too small for " + std::to_string(ids.size()));
         require_arg(tokens != nullptr || ids.empty(), "tokens is NULL");
         std::copy(ids.begin(), ids.end(), tokens);
