@@ -12,6 +12,10 @@
 #include <new>
 #include <string>
 
+namespace specula_cli {
+Command add_tokenize_command(CLI::App &parent);  // cmd_tokenize.cpp
+}  // namespace specula_cli
+
 int main(int argc, char **argv) {
     using namespace specula_cli;
 
@@ -24,14 +28,14 @@ int main(int argc, char **argv) {
     app.set_version_flag("--version", version);
     app.require_subcommand(1);
 
-    const Command commands[] = {add_generate_command(app), add_info_command(app)};
+    const Command commands[] = {add_generate_command(app), add_info_command(app), add_tokenize_command(app)};
 
     try {
         app.parse(argc, argv);
     } catch (const CLI::RequiredError &e) {
         // `specula bogus` lands here ("a subcommand is required"); name the real problem instead.
         if (const auto extra = app.remaining(); !extra.empty()) {
-            std::fprintf(stderr, "specula: unknown command '%s' (commands: generate, info)\n"
+            std::fprintf(stderr, "specula: unknown command '%s' (commands: generate, info, tokenize)\n"
                                  "Run with --help for more information.\n", extra.front().c_str());
             return kExitUsage;
         }
