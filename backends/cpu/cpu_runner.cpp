@@ -89,7 +89,9 @@ void CpuRunner::attention(int layer, int32_t n, int32_t n_past) {
     const int32_t hd = hp.head_dim, dq = hp.n_embd_q(), group = hp.n_head / hp.n_head_kv;
     const float scale = 1.0f / std::sqrt(float(hd));
     ensure(scores_, size_t(pool_.size()) * size_t(n_past + n));
-    pool_.run(hp.n_head, [&](int64_t h, int thread) {
+    // One task per head, or all heads inline when the whole attention is too little work to share out.
+    const int64_t work = int64_t(hp.n_head) * n * (n_past + n) * hd;
+    const auto head = [&](int64_t h, int thread) {
         float *scores = scores_.data() + size_t(thread) * size_t(n_past + n);
         const int32_t kv_head = int32_t(h) / group;
         for (int32_t i = 0; i < n; ++i) {
@@ -109,7 +111,12 @@ void CpuRunner::attention(int layer, int32_t n, int32_t n_past) {
                 for (int32_t j = 0; j < hd; ++j) out[j] += scores[t] * vv[j];
             }
         }
-    });
+    };
+    if (work < (int64_t(1) << 16)) {
+        for (int64_t h = 0; h < hp.n_head; ++h) head(h, 0);
+    } else {
+        pool_.run(hp.n_head, head);
+    }
 }
 
 }  // namespace specula::internal

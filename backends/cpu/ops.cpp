@@ -68,8 +68,10 @@ void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_row
     for (int64_t m = 0; m < n_rows_x; ++m) kx.from_float(x + m * w.cols, scratch.data() + size_t(m) * x_row_bytes, w.cols);
 
     // Tasks are blocks of weight rows: each weight row is read once per call, whatever n_rows_x is. About four
-    // blocks per thread balance uneven progress without paying for many task claims.
-    const int64_t kRowsPerTask = std::max<int64_t>(16, w.rows / (int64_t(pool.size()) * 4));
+    // blocks per thread balance uneven progress without paying for many task claims, and each block holds at
+    // least ~64K multiply-adds, below which waking another thread costs more than it saves.
+    const int64_t min_rows = (int64_t(1) << 16) / std::max<int64_t>(1, w.cols * n_rows_x);
+    const int64_t kRowsPerTask = std::max({int64_t(16), w.rows / (int64_t(pool.size()) * 4), min_rows});
     const int64_t n_tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
     const uint8_t *xq = scratch.data();
     pool.run(n_tasks, [&](int64_t task, int) {
