@@ -5,13 +5,14 @@
 //   - SentencePiece prefixes a space (add_space_prefix) and detokenize strips it again: no exception needed,
 //     but a text whose pieces do not start with that space would show here.
 //   - gpt-2 and llama-bpe tidy spaces on output (llama.cpp's clean_up_tokenization_spaces: " ," -> "," ...).
-//     For them the expected text is the file with that clean-up applied (a transcription of llama.cpp's three
-//     passes, below), and the pieces of the tokens, concatenated, must be the file exactly: byte-level BPE
+//     For them the expected text is the file with the library's clean-up (sdk/src/tokenizer/space_cleanup.cpp,
+//     checked against llama.cpp by the tokenizer vectors) applied, and the pieces of the tokens, concatenated, must be the file exactly: byte-level BPE
 //     itself loses nothing.
 // Files that are not valid UTF-8 are left out (BPE reads invalid bytes as U+FFFD, by design).
 // The machine's files are not fixtures: the test WARNs and skips what it cannot find.
 #include "test_tokenizer_support.h"
 
+#include "tokenizer/space_cleanup.h"
 #include "tokenizer/unicode.h"
 
 #include <algorithm>
@@ -114,47 +115,11 @@ size_t corpus_bytes() {
     return n;
 }
 
-// llama.cpp's clean_up_tokenization_spaces (llama_vocab::impl::detokenize), transcribed pass by pass over one
-// in-place buffer like the original.
-std::string clean_up_spaces(std::string s) {
-    char *text = s.data();
-    int64_t total = int64_t(s.size());
-    // first pass: " ?", " !", " .", " ," lose the space
-    const int64_t total1 = total;
-    total = total ? 1 : 0;
-    for (int64_t i = 1; i < total1; ++i) {
-        const char x = text[i];
-        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) total--;
-        text[total++] = x;
-    }
-    // second pass: " ' " -> "'"
-    const int64_t total2 = total;
-    total = total ? 1 : 0;
-    for (int64_t i = 1; i < total2; ++i) {
-        const char x = text[i];
-        if (x == '\'' && i + 1 < total2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
-            total--;
-            text[++i] = '\0';
-        }
-        text[total++] = x;
-    }
-    // third pass: " 's", " 'm", " 're", " 've" lose the space (" 't", " 'd", " 'll" keep it)
-    const int64_t total3 = total;
-    total = total ? 1 : 0;
-    for (int64_t i = 1; i < total3; ++i) {
-        const char x = text[i];
-        if (text[i - 1] == ' ' && x == '\'' && i + 1 < total3) {
-            const char x1 = text[i + 1];
-            if (x1 == 's' || x1 == 'm') {
-                total--;
-            } else if (x1 != 't' && x1 != 'd' && i + 2 < total3) {
-                const char x2 = text[i + 2];
-                if ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) total--;
-            }
-        }
-        text[total++] = x;
-    }
-    s.resize(size_t(total));
+// The text detokenizing gives back for vocabularies that tidy spaces: llama.cpp's clean-up applied to the
+// original (checked against llama.cpp's own outputs by the tokenizer vectors; the pieces test below checks the
+// untidied bytes independently).
+std::string clean_up_spaces_of(std::string s) {
+    clean_up_spaces(s);
     return s;
 }
 
@@ -201,7 +166,7 @@ void check_corpus(const Model &m) {
         const std::vector<int32_t> ids = vocab.tokenize(f.text, /*add_special=*/false, /*parse_special=*/false);
         n_tokens += ids.size();
         const std::string back = vocab.detokenize(ids, /*render_special=*/false);
-        const std::string expected = tidies ? clean_up_spaces(f.text) : f.text;
+        const std::string expected = tidies ? clean_up_spaces_of(f.text) : f.text;
         bool ok = back == expected;
         std::string why = ok ? "" : "detokenize " + first_difference(expected, back);
         if (ok && tidies) {
