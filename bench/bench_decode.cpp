@@ -10,6 +10,8 @@
 // not taken from the library's own stats, so the bench also checks what a caller actually experiences.
 #include <specula/specula.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -38,52 +40,17 @@ struct Args {
     std::vector<std::string> models;  // names or paths; empty = all
 };
 
-[[noreturn]] void usage(const char *msg) {
-    std::fprintf(stderr,
-                 "bench_decode: %s\n"
-                 "usage: bench_decode [--threads N[,N...]] [--reps N] [--model NAME_OR_PATH]...\n"
-                 "  --threads  thread counts to measure (default 1,2)\n"
-                 "  --reps     measured runs per figure; the median is reported (default 5)\n"
-                 "  --model    restrict to models whose name contains NAME, or bench a GGUF file (repeatable)\n",
-                 msg);
-    std::exit(2);
-}
-
-int parse_positive(const std::string &s, const char *what) {
-    char *end = nullptr;
-    const long v = std::strtol(s.c_str(), &end, 10);
-    if (end == s.c_str() || *end != '\0' || v <= 0 || v > 1024) usage((std::string("bad ") + what + ": " + s).c_str());
-    return static_cast<int>(v);
-}
-
+// Command line (CLI11, as the specula tool). Exits with CLI11's usage message on bad arguments.
 Args parse_args(int argc, char **argv) {
     Args a;
-    bool threads_given = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage((arg + " needs a value").c_str());
-            return argv[++i];
-        };
-        if (arg == "--threads") {
-            if (!threads_given) a.threads.clear();
-            threads_given = true;
-            std::string list = value();
-            size_t start = 0;
-            while (start <= list.size()) {
-                const size_t comma = std::min(list.find(',', start), list.size());
-                a.threads.push_back(parse_positive(list.substr(start, comma - start), "--threads"));
-                start = comma + 1;
-            }
-        } else if (arg == "--reps") {
-            a.reps = parse_positive(value(), "--reps");
-        } else if (arg == "--model") {
-            a.models.push_back(value());
-        } else if (arg == "-h" || arg == "--help") {
-            usage("prefill and decode throughput");
-        } else {
-            usage(("unknown argument: " + arg).c_str());
-        }
+    CLI::App app{"bench_decode: prefill and decode throughput"};
+    app.add_option("--threads", a.threads, "thread counts to measure (default 1,2)")->delimiter(',')->check(CLI::Range(1, 1024));
+    app.add_option("--reps", a.reps, "measured runs per figure; the median is reported")->check(CLI::Range(1, 1024));
+    app.add_option("--model", a.models, "restrict to models whose name contains NAME, or bench a GGUF file (repeatable)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        std::exit(app.exit(e));
     }
     return a;
 }

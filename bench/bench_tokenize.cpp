@@ -18,6 +18,10 @@
 // time and by the thread's CPU time (the two agree on an idle machine; on a shared one, trust the CPU column).
 #include <specula/specula.h>
 
+#include "utf8_check.h"
+
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -50,37 +54,16 @@ struct Args {
     std::vector<std::string> vocabs;  // name filters; empty = all
 };
 
-[[noreturn]] void usage(const char *msg) {
-    std::fprintf(stderr,
-                 "bench_tokenize: %s\n"
-                 "usage: bench_tokenize [--reps N] [--vocab NAME]...\n"
-                 "  --reps   measured runs per figure; the median is reported (default 5)\n"
-                 "  --vocab  restrict to vocabularies whose name contains NAME (repeatable)\n",
-                 msg);
-    std::exit(2);
-}
-
+// Command line (CLI11, as the specula tool). Exits with CLI11's usage message on bad arguments.
 Args parse_args(int argc, char **argv) {
     Args a;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage((arg + " needs a value").c_str());
-            return argv[++i];
-        };
-        if (arg == "--reps") {
-            const std::string v = value();
-            char *end = nullptr;
-            const long n = std::strtol(v.c_str(), &end, 10);
-            if (end == v.c_str() || *end != '\0' || n <= 0 || n > 1000) usage(("bad --reps: " + v).c_str());
-            a.reps = static_cast<int>(n);
-        } else if (arg == "--vocab") {
-            a.vocabs.push_back(value());
-        } else if (arg == "-h" || arg == "--help") {
-            usage("tokenizer throughput");
-        } else {
-            usage(("unknown argument: " + arg).c_str());
-        }
+    CLI::App app{"bench_tokenize: tokenizer throughput"};
+    app.add_option("--reps", a.reps, "measured runs per figure; the median is reported")->check(CLI::Range(1, 1000));
+    app.add_option("--vocab", a.vocabs, "restrict to vocabularies whose name contains NAME (repeatable)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        std::exit(app.exit(e));
     }
     return a;
 }
@@ -109,30 +92,10 @@ std::vector<BenchVocab> select_vocabs(const Args &args) {
 
 // ---- corpus -------------------------------------------------------------------------------------------------
 
-// Length of the complete, valid UTF-8 sequence at s[i], or 0.
-size_t utf8_length(const std::string &s, size_t i) {
-    const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-    const unsigned char c = b(i);
-    if (c < 0x80) return 1;
-    size_t n = 0;
-    uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
-    else return 0;
-    if (i + n > s.size()) return 0;
-    for (size_t k = 1; k < n; ++k) {
-        if ((b(i + k) & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (b(i + k) & 0x3F);
-    }
-    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return n;
-}
 
 bool valid_utf8(const std::string &s) {
     for (size_t i = 0; i < s.size();) {
-        const size_t n = utf8_length(s, i);
+        const size_t n = specula_apps::valid_utf8_length(s, i);
         if (n == 0) return false;
         i += n;
     }

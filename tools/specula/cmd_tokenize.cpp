@@ -15,6 +15,8 @@
 
 #include <specula/specula.hpp>
 
+#include "utf8_check.h"
+
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
@@ -50,26 +52,6 @@ std::string read_text_file(const std::string &path) {
     return text;
 }
 
-// Length of the complete UTF-8 sequence starting at s[i] (1..4), or 0 if the bytes there are not one.
-size_t utf8_sequence_length(const std::string &s, size_t i) {
-    const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-    const unsigned char c = b(i);
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) return 1;
-    if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
-    else return 0;
-    if (i + n > s.size()) return 0;
-    for (size_t k = 1; k < n; ++k) {
-        if ((b(i + k) & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (b(i + k) & 0x3F);
-    }
-    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return n;
-}
 
 // A piece as one printable line: complete UTF-8 characters as they are, everything else escaped.
 std::string printable_piece(const std::string &piece) {
@@ -82,7 +64,7 @@ std::string printable_piece(const std::string &piece) {
         else if (c == '\\') out += "\\\\";
         else if (c == '\'') out += "\\'";
         else if (c >= 0x20 && c < 0x7F) out += static_cast<char>(c);
-        else if (const size_t n = c >= 0x80 ? utf8_sequence_length(piece, i) : 0; n > 0) {
+        else if (const size_t n = c >= 0x80 ? specula_apps::valid_utf8_length(piece, i) : 0; n > 0) {
             out.append(piece, i, n);
             i += n;
             continue;
