@@ -6,6 +6,8 @@
 // internals have their own tests in tests/unit/test_tokenizer*.cpp.
 #include <specula/specula.h>
 
+#include "common/fixture_files.h"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -24,48 +26,14 @@
 
 namespace fs = std::filesystem;
 
+using namespace test_fixtures;
+
 namespace {
 
 const char *const kVocabs[] = {"llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2", "deepseek-coder"};
 
 fs::path vocab_path(const std::string &name) {
     return fs::path(SPECULA_FIXTURES_DIR) / "tokenizer" / ("ggml-vocab-" + name + ".gguf");
-}
-
-bool have_fixture(const fs::path &path) {
-    if (fs::exists(path)) return true;
-    WARN("fixture " << path.string() << " is missing; skipping (set SPECULA_FIXTURES_DIR)");
-    return false;
-}
-
-std::string read_file(const fs::path &path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::string escaped(const std::string &s) {
-    std::string out;
-    for (const unsigned char c : s) {
-        if (c >= 0x20 && c < 0x7F && c != '\\') {
-            out += char(c);
-        } else {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02X", c);
-            out += buf;
-        }
-    }
-    return out;
-}
-
-std::string ids_text(const std::vector<int32_t> &ids) {
-    std::string s;
-    for (size_t i = 0; i < ids.size(); ++i) {
-        if (i > 0) s += ' ';
-        s += std::to_string(ids[i]);
-    }
-    return s;
 }
 
 struct ModelDeleter {
@@ -159,35 +127,6 @@ std::string piece(const specula_model *m, int32_t token, int32_t render_special,
     }, status);
 }
 
-struct VectorCase {
-    std::string text;
-    std::vector<int32_t> expected;
-};
-
-// NAME.gguf.inp: strings separated by "\n__ggml_vocab_test__\n"; NAME.gguf.out: one line of ids per string.
-std::vector<VectorCase> read_vectors(const fs::path &gguf) {
-    const std::string separator = "\n__ggml_vocab_test__\n";
-    const std::string inp = read_file(gguf.string() + ".inp");
-    std::vector<std::string> texts;
-    size_t start = 0;
-    for (size_t pos; (pos = inp.find(separator, start)) != std::string::npos; start = pos + separator.size())
-        texts.push_back(inp.substr(start, pos - start));
-    if (start < inp.size()) texts.push_back(inp.substr(start));
-
-    std::istringstream out(read_file(gguf.string() + ".out"));
-    std::vector<VectorCase> cases;
-    std::string line;
-    for (size_t i = 0; i < texts.size() && std::getline(out, line); ++i) {
-        VectorCase c{texts[i], {}};
-        std::istringstream ids(line);
-        for (int32_t id; ids >> id;) c.expected.push_back(id);
-        cases.push_back(std::move(c));
-    }
-    REQUIRE(cases.size() == texts.size());
-    REQUIRE(cases.size() >= 40);
-    return cases;
-}
-
 // Vocabularies whose detokenizer tidies " ," and friends (llama.cpp's clean_up_tokenization_spaces).
 bool tidies_spaces(const std::string &name) { return name == "gpt-2" || name == "llama-bpe"; }
 
@@ -207,12 +146,13 @@ TEST_CASE("C API tokenize: llama.cpp's vectors on every fixture vocabulary", "[a
             const ModelPtr model = load_vocab_only(path);
             size_t passed = 0;
             const std::vector<VectorCase> cases = read_vectors(path);
+            REQUIRE(cases.size() >= 40);
             for (size_t i = 0; i < cases.size(); ++i) {
                 const VectorCase &c = cases[i];
                 // flags = 0: add-special and parse-special off, as the .out files were made.
                 const std::vector<int32_t> got = tokenize(model.get(), c.text, 0);
-                INFO(name << " case " << i << ": '" << escaped(c.text) << "'\n  expected " << ids_text(c.expected)
-                          << "\n  got      " << ids_text(got));
+                INFO(name << " case " << i << ": '" << escaped(c.text) << "'\n  expected " << ids_to_string(c.expected)
+                          << "\n  got      " << ids_to_string(got));
                 CHECK(got == c.expected);
                 passed += got == c.expected;
 

@@ -14,35 +14,6 @@ using namespace tokenizer_test;
 
 namespace {
 
-struct VectorCase {
-    std::string text;
-    std::vector<int32_t> expected;
-};
-
-// NAME.gguf.inp: strings separated by "\n__ggml_vocab_test__\n" (the file ends with one); NAME.gguf.out: one
-// line of space-separated ids per string.
-std::vector<VectorCase> read_vectors(const std::filesystem::path &gguf) {
-    const std::string separator = "\n__ggml_vocab_test__\n";
-    const std::string inp = read_file(gguf.string() + ".inp");
-    std::vector<std::string> texts;
-    size_t start = 0;
-    for (size_t pos; (pos = inp.find(separator, start)) != std::string::npos; start = pos + separator.size())
-        texts.push_back(inp.substr(start, pos - start));
-    if (start < inp.size()) texts.push_back(inp.substr(start));
-
-    std::istringstream out(read_file(gguf.string() + ".out"));
-    std::vector<VectorCase> cases;
-    std::string line;
-    for (size_t i = 0; i < texts.size() && std::getline(out, line); ++i) {
-        VectorCase c{texts[i], {}};
-        std::istringstream ids(line);
-        for (int32_t id; ids >> id;) c.expected.push_back(id);
-        cases.push_back(std::move(c));
-    }
-    REQUIRE(cases.size() == texts.size());
-    return cases;
-}
-
 void check_vectors(const std::string &name) {
     const auto path = fixtures_dir() / "tokenizer" / ("ggml-vocab-" + name + ".gguf");
     if (!have_fixture(path)) return;
