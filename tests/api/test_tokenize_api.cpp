@@ -493,6 +493,7 @@ TEST_CASE("C API tokenize: one model, many threads", "[api][tokenizer]") {
     if (!have_fixture(path)) return;
     const ModelPtr model = load_vocab_only(path);
     const std::vector<VectorCase> cases = read_vectors(path);
+    REQUIRE(cases.size() >= 40);
     std::vector<int> mismatches(4, 0);
     std::vector<std::thread> threads;
     for (size_t t = 0; t < mismatches.size(); ++t)
