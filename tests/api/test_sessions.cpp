@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -659,4 +660,22 @@ TEST_CASE("an exception thrown by a C++ token callback stops generation and reac
     CHECK(s.n_tokens() == n_prompt + 3);  // generation stopped right there
     // The session is still usable.
     CHECK(s.generate(specula::GenerateOptions(2)) == SPECULA_STOP_MAX_TOKENS);
+}
+
+TEST_CASE("C++ wrapper: vocab-only load, token pieces, chat template", "[wrapper]") {
+    const std::string vocab = std::string(SPECULA_FIXTURES_DIR) + "/tokenizer/ggml-vocab-qwen2.gguf";
+    if (!std::filesystem::exists(vocab)) {
+        WARN("SKIPPED: " << vocab << " not found");
+        return;
+    }
+    specula::ModelOptions opts;
+    opts.vocab_only = true;
+    const specula::Model model = specula::Model::load(vocab, opts);
+    const std::vector<int32_t> ids = model.tokenize("Hello world", 0);
+    REQUIRE(ids.size() == 2);
+    CHECK(model.token_to_piece(ids[1]) == " world");
+    const std::string prompt = model.apply_chat_template({{"user", "Hi"}});
+    CHECK(prompt == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    CHECK_THROWS_AS(specula::Model::load(std::string(SPECULA_SOURCE_DIR) + "/models/stories260K.gguf").apply_chat_template({{"user", "Hi"}}),
+                    specula::Error);
 }

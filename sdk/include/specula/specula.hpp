@@ -119,6 +119,7 @@ struct SamplerOptions : specula_sampler_options {
 /// Options for Model::load.
 struct ModelOptions {
     bool use_mmap = true;
+    bool vocab_only = false;  ///< tokenizer and metadata only (vocab-only GGUFs too); sessions refuse the model
     /// Called with progress in [0, 1]; return false to cancel the load (Error with SPECULA_ERR_CANCELLED).
     /// If it throws, the load is cancelled and the exception is rethrown from Model::load.
     std::function<bool(float)> progress;
@@ -212,6 +213,7 @@ public:
         specula_model_options c;
         specula_model_options_init(&c);
         c.use_mmap = opts.use_mmap ? 1 : 0;
+        c.vocab_only = opts.vocab_only ? 1 : 0;
         if (opts.progress) {
             c.progress = &Progress::trampoline;
             c.progress_user_data = &progress;
@@ -315,6 +317,25 @@ public:
     }
     std::string detokenize(const std::vector<int32_t> &tokens, bool render_special = false) const {
         return detokenize(tokens.data(), tokens.size(), render_special);
+    }
+
+    /// Bytes of one token (may be an incomplete UTF-8 sequence; see specula_model_token_to_piece).
+    std::string token_to_piece(int32_t token, bool render_special = false) const {
+        return detail::fetch_text([&](char *buf, size_t size, size_t *len, specula_error **err) {
+            return specula_model_token_to_piece(m_, token, render_special ? 1 : 0, buf, size, len, err);
+        });
+    }
+
+    /// A conversation formatted as prompt text: with the model's own chat template when tmpl is empty, else with
+    /// a built-in family name or template text. Append the result with ADD_SPECIAL | PARSE_SPECIAL.
+    std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>> &role_content,
+                                    bool add_assistant = true, const std::string &tmpl = {}) const {
+        std::vector<specula_chat_message> messages;
+        for (const auto &[role, content] : role_content) messages.push_back({role.c_str(), content.c_str()});
+        return detail::fetch_text([&](char *buf, size_t size, size_t *len, specula_error **err) {
+            return specula_chat_apply_template(m_, tmpl.empty() ? nullptr : tmpl.c_str(), messages.data(), messages.size(),
+                                               add_assistant ? 1 : 0, buf, size, len, err);
+        });
     }
 
 private:
