@@ -9,7 +9,7 @@
 
 namespace fs = std::filesystem;
 
-TEST_CASE("a vocab-only GGUF loads with vocab_only and tokenizes; sessions refuse it", "[vocab_only]") {
+TEST_CASE("a vocab-only GGUF loads with vocab_only and tokenizes, and sessions refuse it", "[vocab_only]") {
     const fs::path path = fs::path(SPECULA_FIXTURES_DIR) / "tokenizer" / "ggml-vocab-qwen2.gguf";
     if (!fs::exists(path)) {
         WARN("SKIPPED: " << path << " not found");

@@ -45,7 +45,7 @@ TEST_CASE("pretokenizer: GPT-2 byte mapping", "[tokenizer]") {
     CHECK(gpt2_utf8_to_byte("ab") == -1);
 }
 
-TEST_CASE("pretokenizer: the collapsed-text rewrite of \\p{..}", "[tokenizer]") {
+TEST_CASE("pretokenizer: the collapsed-text rewrite of Unicode property classes", "[tokenizer]") {
     CHECK(regex_uses_categories("\\p{L}+"));
     CHECK_FALSE(regex_uses_categories("[0-9]+"));
     CHECK(collapse_regex("\\p{L}+") == "[\xD2" "A-Za-z]+");
