@@ -18,6 +18,7 @@
 // time and by the thread's CPU time (the two agree on an idle machine; on a shared one, trust the CPU column).
 #include <specula/specula.h>
 
+#include "machine_files.h"
 #include "utf8_check.h"
 
 #include <CLI/CLI.hpp>
@@ -117,40 +118,6 @@ std::string read_file(const fs::path &p) {
     return ss.str();
 }
 
-// Regular files (not symlinks) under dir ending with suffix, sorted; directories named in skip are not entered.
-std::vector<fs::path> sorted_files(const fs::path &dir, const std::string &suffix, const std::vector<std::string> &skip = {}) {
-    std::vector<fs::path> out;
-    std::error_code ec;
-    fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-        const fs::directory_entry &e = *it;
-        if (e.is_symlink(ec)) continue;
-        if (e.is_directory(ec)) {
-            if (std::find(skip.begin(), skip.end(), e.path().filename().string()) != skip.end()) it.disable_recursion_pending();
-            continue;
-        }
-        const std::string name = e.path().filename().string();
-        if (e.is_regular_file(ec) && name.size() >= suffix.size() &&
-            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-            out.push_back(e.path());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-}
-
-fs::path python_stdlib_dir() {
-    std::vector<fs::path> candidates;
-    for (const char *root : {"/usr/lib", "/usr/local/lib"}) {
-        std::error_code ec;
-        for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
-            if (it->path().filename().string().rfind("python3", 0) == 0) candidates.push_back(it->path());
-    }
-    std::sort(candidates.begin(), candidates.end());
-    for (const fs::path &dir : candidates)
-        if (fs::is_regular_file(dir / "os.py")) return dir;
-    return {};
-}
-
 // The valid-UTF-8 files concatenated in order, stopping once max bytes are reached; *n_files counts those used.
 std::string concatenate(const std::vector<fs::path> &files, size_t max, size_t *n_files) {
     std::string out;
@@ -174,16 +141,16 @@ struct Corpus {
 
 std::vector<Corpus> gather_corpora() {
     std::vector<Corpus> out;
-    if (const fs::path stdlib = python_stdlib_dir(); !stdlib.empty()) {
+    if (const fs::path stdlib = specula_apps::python_stdlib_dir(); !stdlib.empty()) {
         size_t n = 0;
-        std::string text = concatenate(sorted_files(stdlib, ".py", {"site-packages", "dist-packages", "__pycache__"}), kCorpusBytes, &n);
+        std::string text = concatenate(specula_apps::sorted_files(stdlib, ".py", {"site-packages", "dist-packages", "__pycache__"}), kCorpusBytes, &n);
         out.push_back({"code", std::to_string(n) + " files of " + stdlib.string() + "/**.py", std::move(text)});
     } else {
         std::fprintf(stderr, "bench_tokenize: no Python standard library found (/usr/lib/python3.N); no code corpus\n");
     }
     const fs::path licenses = "/usr/share/common-licenses";
     size_t n = 0;
-    const std::string once = fs::is_directory(licenses) ? concatenate(sorted_files(licenses, ""), kCorpusBytes, &n) : "";
+    const std::string once = fs::is_directory(licenses) ? concatenate(specula_apps::sorted_files(licenses, ""), kCorpusBytes, &n) : "";
     if (!once.empty()) {
         std::string text;
         while (text.size() < kCorpusBytes) text += once;

@@ -12,6 +12,8 @@
 // The machine's files are not fixtures: the test WARNs and skips what it cannot find.
 #include "test_tokenizer_support.h"
 
+#include "machine_files.h"
+
 #include "tokenizer/space_cleanup.h"
 #include "tokenizer/unicode.h"
 
@@ -32,55 +34,6 @@ struct CorpusFile {
     std::string text;
 };
 
-bool is_valid_utf8(std::string_view rest) {
-    while (!rest.empty()) {
-        bool incomplete = false;
-        const size_t n = valid_utf8_prefix_length(rest, incomplete);
-        if (n == 0) return false;
-        rest.remove_prefix(n);
-    }
-    return true;
-}
-
-// Regular files (not symlinks) under dir whose name ends with suffix, sorted by path; directories named in
-// skip_dirs are not entered.
-std::vector<fs::path> sorted_files(const fs::path &dir, const std::string &suffix,
-                                   const std::vector<std::string> &skip_dirs = {}) {
-    std::vector<fs::path> out;
-    std::error_code ec;
-    fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-        const fs::directory_entry &e = *it;
-        if (e.is_symlink(ec)) continue;
-        if (e.is_directory(ec)) {
-            if (std::find(skip_dirs.begin(), skip_dirs.end(), e.path().filename().string()) != skip_dirs.end())
-                it.disable_recursion_pending();
-            continue;
-        }
-        const std::string name = e.path().filename().string();
-        if (e.is_regular_file(ec) && name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-            out.push_back(e.path());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-}
-
-// The Python standard library: the first (sorted) /usr/lib/python3.N or /usr/local/lib/python3.N holding os.py.
-fs::path python_stdlib_dir() {
-    std::vector<fs::path> candidates;
-    for (const char *root : {"/usr/lib", "/usr/local/lib"}) {
-        std::error_code ec;
-        for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
-            const std::string name = it->path().filename().string();
-            if (name.rfind("python3", 0) == 0) candidates.push_back(it->path());
-        }
-    }
-    std::sort(candidates.begin(), candidates.end());
-    for (const fs::path &dir : candidates)
-        if (fs::is_regular_file(dir / "os.py")) return dir;
-    return {};
-}
-
 // Adds whole files in order while they fit in the budget (files over kMaxFileBytes, or not UTF-8, are skipped).
 void add_files(const std::vector<fs::path> &files, const fs::path &base, std::vector<CorpusFile> &corpus, size_t &total) {
     for (const fs::path &p : files) {
@@ -100,10 +53,10 @@ const std::vector<CorpusFile> &corpus() {
         std::vector<CorpusFile> out;
         size_t total = 0;
         const fs::path licenses = "/usr/share/common-licenses";
-        if (fs::is_directory(licenses)) add_files(sorted_files(licenses, ""), licenses.parent_path(), out, total);
-        const fs::path stdlib = python_stdlib_dir();
+        if (fs::is_directory(licenses)) add_files(specula_apps::sorted_files(licenses, ""), licenses.parent_path(), out, total);
+        const fs::path stdlib = specula_apps::python_stdlib_dir();
         if (!stdlib.empty())
-            add_files(sorted_files(stdlib, ".py", {"site-packages", "dist-packages", "__pycache__"}), stdlib.parent_path(), out, total);
+            add_files(specula_apps::sorted_files(stdlib, ".py", {"site-packages", "dist-packages", "__pycache__"}), stdlib.parent_path(), out, total);
         return out;
     }();
     return files;
@@ -193,7 +146,7 @@ TEST_CASE("tokenizer corpus: what was gathered", "[tokenizer]") {
         WARN("no corpus files on this machine (no /usr/share/common-licenses, no /usr/lib/python3*); skipping");
         return;
     }
-    if (python_stdlib_dir().empty()) WARN("no Python standard library found: the corpus is prose only");
+    if (specula_apps::python_stdlib_dir().empty()) WARN("no Python standard library found: the corpus is prose only");
     else CHECK(corpus_bytes() > kCorpusBytes * 9 / 10);  // 1 MB, give or take the last file that did not fit
     CHECK(corpus_bytes() <= kCorpusBytes);
 }

@@ -12,17 +12,6 @@ namespace {
 
 const char *const kVocabs[] = {"llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2", "deepseek-coder"};
 
-bool is_valid_utf8(const std::string &s) {
-    std::string_view rest = s;
-    while (!rest.empty()) {
-        bool incomplete = false;
-        const size_t n = valid_utf8_prefix_length(rest, incomplete);
-        if (n == 0) return false;
-        rest.remove_prefix(n);
-    }
-    return true;
-}
-
 // Every token whose text is valid UTF-8: its text, tokenized with special tokens recognised, detokenizes to the
 // same text. (Pieces that are part of a character cannot round trip through text, and llama.cpp skips them.)
 void check_every_token(const std::string &name, int32_t step) {

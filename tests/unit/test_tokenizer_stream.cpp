@@ -1,6 +1,7 @@
 // StreamDecoder: token pieces in, only complete and valid UTF-8 out, whatever the split.
+#include "test_tokenizer_support.h"
+
 #include "tokenizer/stream_decoder.h"
-#include "tokenizer/unicode.h"
 
 #include <catch2/catch.hpp>
 
@@ -9,19 +10,9 @@
 #include <vector>
 
 using namespace specula::internal;
+using tokenizer_test::is_valid_utf8;
 
 namespace {
-
-bool is_valid_utf8(const std::string &s) {
-    std::string_view rest = s;
-    while (!rest.empty()) {
-        bool incomplete = false;
-        const size_t n = valid_utf8_prefix_length(rest, incomplete);
-        if (n == 0) return false;
-        rest.remove_prefix(n);
-    }
-    return true;
-}
 
 // Feeds text in pieces of the given lengths; checks every output is valid UTF-8; returns everything emitted.
 std::string feed(StreamDecoder &decoder, const std::string &text, const std::vector<size_t> &cuts) {
