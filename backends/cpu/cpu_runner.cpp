@@ -7,6 +7,7 @@
 // from the hyperparameters. An architecture that differs in structure gets its own file beside this one.
 #include "cpu_runner.h"
 
+#include "backends/cpu/hybrid_attention.h"
 #include "backends/cpu/ops.h"
 #include "model/model.h"
 
@@ -30,6 +31,28 @@ CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_th
       pool_(n_threads) {}
 
 void CpuRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
+    forward(tokens, n, n_past, nullptr, logits, all_logits);
+}
+
+void CpuRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
+                          const uint8_t *mask, float *logits) {
+    const TreeBatch tree{tree_offset, positions, mask};
+    forward(tokens, n, n_past, &tree, logits, true);
+}
+
+void CpuRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) {
+    const size_t dkv = size_t(model_->hparams().n_embd_kv());
+    for (int32_t il = 0; il < model_->hparams().n_layer; ++il)
+        for (int32_t i = 0; i < n; ++i) {
+            if (nodes[i] == i) continue;
+            std::copy(kv_.k(il, n_past + nodes[i]), kv_.k(il, n_past + nodes[i]) + dkv, kv_.k(il, n_past + i));
+            std::copy(kv_.v(il, n_past + nodes[i]), kv_.v(il, n_past + nodes[i]) + dkv, kv_.v(il, n_past + i));
+        }
+}
+
+// One pass over the layers. Without a tree, token i sits at slot and position n_past + i and attends causally;
+// with one, see eval_tree().
+void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, float *logits, bool all_logits) {
     const HParams &hp = model_->hparams();
     const ModelWeights &w = model_->weights();
     const int64_t d = hp.n_embd, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), dff = hp.n_ff;
@@ -57,12 +80,17 @@ void CpuRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *lo
             if (l.bq) add(q + i * dq, as_floats(l.bq), dq);
             if (l.bk) add(k + i * dkv, as_floats(l.bk), dkv);
             if (l.bv) add(v + i * dkv, as_floats(l.bv), dkv);
-            rope(q + i * dq, hp.n_head, hp, w.rope_freq_factors, n_past + i);
-            rope(k + i * dkv, hp.n_head_kv, hp, w.rope_freq_factors, n_past + i);
-            std::copy(k + i * dkv, k + (i + 1) * dkv, kv_.k(il, n_past + i));
-            std::copy(v + i * dkv, v + (i + 1) * dkv, kv_.v(il, n_past + i));
+            const int32_t pos = tree ? tree->positions[i] : n_past + i;
+            const int32_t slot = n_past + (tree ? tree->offset : 0) + i;
+            rope(q + i * dq, hp.n_head, hp, w.rope_freq_factors, pos);
+            rope(k + i * dkv, hp.n_head_kv, hp, w.rope_freq_factors, pos);
+            std::copy(k + i * dkv, k + (i + 1) * dkv, kv_.k(il, slot));
+            std::copy(v + i * dkv, v + (i + 1) * dkv, kv_.v(il, slot));
         }
-        attention(il, n, n_past);
+        if (tree)
+            tree_attention(il, n, n_past, *tree);
+        else
+            attention(il, n, n_past);
         matmul(pool_, l.wo, att_out_.data(), n, xb, quant_scratch_);
         add(x, xb, n * d);
 
@@ -112,6 +140,74 @@ void CpuRunner::attention(int layer, int32_t n, int32_t n_past) {
             }
         }
     };
+    if (work < (int64_t(1) << 16)) {
+        for (int64_t h = 0; h < hp.n_head; ++h) head(h, 0);
+    } else {
+        pool_.run(hp.n_head, head);
+    }
+}
+
+// Tree attention (see CpuRunner::TreeAttention). Hybrid: each query attends the committed prefix (all of it)
+// and the tree (its mask row) separately, each with its log-sum-exp, and the two parts are merged exactly.
+// One task per query head in both modes.
+void CpuRunner::tree_attention(int layer, int32_t n, int32_t n_past, const TreeBatch &tree) {
+    const HParams &hp = model_->hparams();
+    const int32_t hd = hp.head_dim, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), group = hp.n_head / hp.n_head_kv;
+    const float scale = 1.0f / std::sqrt(float(hd));
+    const int32_t n_tree = tree.offset + n;
+    if (tree_attention_mode_ == TreeAttention::Exact) {
+        // The same loop as attention(), over the keys this node would see in plain decoding: the prefix slots,
+        // then its ancestors' tree slots (increasing slot = increasing position).
+        ensure(scores_, size_t(pool_.size()) * size_t(n_past + n_tree));
+        const auto exact_head = [&](int64_t h, int thread) {
+            float *scores = scores_.data() + size_t(thread) * size_t(n_past + n_tree);
+            const int32_t kv_head = int32_t(h) / group;
+            for (int32_t i = 0; i < n; ++i) {
+                const float *qv = q_.data() + int64_t(i) * dq + h * hd;
+                const uint8_t *mask = tree.mask + size_t(i) * size_t(n_tree);
+                int32_t n_keys = 0;
+                for (int32_t t = 0; t < n_past + n_tree; ++t) {
+                    if (t >= n_past && !mask[t - n_past]) continue;
+                    const float *kv = kv_.k(layer, t) + kv_head * hd;
+                    float dot = 0.0f;
+                    for (int32_t j = 0; j < hd; ++j) dot += qv[j] * kv[j];
+                    scores[n_keys++] = dot * scale;
+                }
+                softmax(scores, n_keys);
+                float *out = att_out_.data() + int64_t(i) * dq + h * hd;
+                std::fill(out, out + hd, 0.0f);
+                int32_t key = 0;
+                for (int32_t t = 0; t < n_past + n_tree; ++t) {
+                    if (t >= n_past && !mask[t - n_past]) continue;
+                    const float *vv = kv_.v(layer, t) + kv_head * hd;
+                    const float w = scores[key++];
+                    for (int32_t j = 0; j < hd; ++j) out[j] += w * vv[j];
+                }
+            }
+        };
+        const int64_t work = int64_t(hp.n_head) * n * (n_past + n_tree) * hd;
+        if (work < (int64_t(1) << 16)) {
+            for (int64_t h = 0; h < hp.n_head; ++h) exact_head(h, 0);
+        } else {
+            pool_.run(hp.n_head, exact_head);
+        }
+        return;
+    }
+    ensure(scores_, size_t(pool_.size()) * size_t(hd));
+    const auto head = [&](int64_t h, int thread) {
+        float *tree_out = scores_.data() + size_t(thread) * size_t(hd);
+        const int32_t kv_head = int32_t(h) / group;
+        const float *k_base = kv_.k(layer, 0) + kv_head * hd, *v_base = kv_.v(layer, 0) + kv_head * hd;
+        for (int32_t i = 0; i < n; ++i) {
+            const float *qv = q_.data() + int64_t(i) * dq + h * hd;
+            float *out = att_out_.data() + int64_t(i) * dq + h * hd;
+            const float lse_prefix = attend_with_lse(qv, hd, scale, k_base, v_base, size_t(dkv), n_past, nullptr, out);
+            const float lse_tree = attend_with_lse(qv, hd, scale, k_base + size_t(n_past) * dkv, v_base + size_t(n_past) * dkv,
+                                                   size_t(dkv), n_tree, tree.mask + size_t(i) * size_t(n_tree), tree_out);
+            merge_attention(out, lse_prefix, tree_out, lse_tree, hd);
+        }
+    };
+    const int64_t work = int64_t(hp.n_head) * n * (n_past + n_tree) * hd;
     if (work < (int64_t(1) << 16)) {
         for (int64_t h = 0; h < hp.n_head; ++h) head(h, 0);
     } else {

@@ -17,6 +17,9 @@ public:
     int32_t n_ctx() const { return n_ctx_; }
     float *k(int32_t layer, int32_t slot) { return k_.data() + offset(layer, slot); }
     float *v(int32_t layer, int32_t slot) { return v_.data() + offset(layer, slot); }
+    const float *k(int32_t layer, int32_t slot) const { return k_.data() + offset(layer, slot); }
+    const float *v(int32_t layer, int32_t slot) const { return v_.data() + offset(layer, slot); }
+    int32_t n_embd_kv() const { return n_embd_kv_; }
     size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
 
 private:
