@@ -1,0 +1,51 @@
+// The one interface every drafter implements: given the context, propose a tree of continuations of its last
+// token. Drafters never decide what is emitted; the verifier does, against the target (see verifier.h), so a
+// drafter can be arbitrarily bad without changing a single output token, only the speed.
+#pragma once
+
+#include "speculative/draft_tree.h"
+#include "speculative/tree_shape.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+namespace specula::internal {
+
+class KvCache;
+class Sampler;
+
+// What a drafter may look at for one round.
+struct DraftRequest {
+    // The whole context. tokens.back() is the root: generated, not yet evaluated by the target.
+    std::span<const int32_t> tokens;
+    // The target's KV cache holds positions [0, n_target_kv) (= tokens.size() - 1): the committed tokens.
+    // LongSpec's cross-attention reads the last layer of it, and never anything at or beyond n_target_kv.
+    const KvCache *target_kv = nullptr;
+    int32_t n_target_kv = 0;
+    // Level widths of the tree to build (beam search), and the most nodes the tree may have, root included.
+    TreeShape shape;
+    int32_t node_budget = 1;
+    // Applied to the drafter's raw logits before it ranks or samples candidates, with the history the token
+    // would have (context + path). Set when the sampler has a step that must act identically on draft and
+    // target (TokenSwift's contextual penalty). May be empty.
+    std::function<void(float *logits, std::span<const int32_t> history)> process_logits;
+    // Non-null when the target samples (T > 0) and the drafter may sample a chain from its own distribution
+    // (recording q in the tree for the Leviathan rule). Drafters that only rank deterministically ignore it.
+    Sampler *sampler = nullptr;
+};
+
+class Drafter {
+public:
+    virtual ~Drafter() = default;
+    virtual const char *name() const = 0;
+    // Fills `tree` (already reset to the root) with at most request.node_budget nodes in total.
+    virtual void draft(const DraftRequest &request, DraftTree &tree) = 0;
+    // The context was cut to its first n_tokens tokens: forget anything derived from later ones.
+    virtual void rewind(int32_t n_tokens) = 0;
+    // Bytes the drafter holds now (buffers, caches, tables), for memory reports and tests.
+    virtual size_t allocated_bytes() const = 0;
+};
+
+}  // namespace specula::internal
