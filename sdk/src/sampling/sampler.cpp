@@ -8,6 +8,13 @@ Sampler::Sampler(const SamplerConfig &config) : config_(config), rng_(config.see
     const bool penalize = config.repeat_penalty != 1.0f || config.frequency_penalty != 0.0f || config.presence_penalty != 0.0f;
     if (penalize && config.penalty_last_n != 0)
         steps_.push_back(make_penalties(config.penalty_last_n, config.repeat_penalty, config.frequency_penalty, config.presence_penalty));
+    // TokenSwift's contextual penalty. TokenSwift applies it after the temperature; but the temperature is a
+    // positive scale (x / T keeps the sign of x, and (x * theta) / T = (x / T) * theta, (x / theta) / T =
+    // (x / T) / theta), so applying it here, before top-k / top-p / min-p and the temperature, gives the same
+    // distribution (up to float rounding), and it also acts on the greedy argmax. Drafters apply the very same
+    // step to their own logits through process_logits().
+    contextual_penalty_ = config.context_penalty != 1.0f && config.context_penalty_window != 0;
+    if (contextual_penalty_) steps_.push_back(make_contextual_penalty(config.context_penalty_window, config.context_penalty));
     if (greedy()) return;
     // llama.cpp's order: top-k, top-p, min-p, then temperature.
     if (config.top_k > 0) steps_.push_back(make_top_k(config.top_k));
@@ -37,6 +44,10 @@ int32_t Sampler::sample(const float *logits, int32_t n_vocab, std::span<const in
         if (u < cumulative) return c.id;
     }
     return scratch_.items.back().id;  // rounding left u above the total
+}
+
+void Sampler::process_logits(float *logits, int32_t n_vocab, std::span<const int32_t> history) const {
+    if (contextual_penalty_) apply_contextual_penalty(logits, n_vocab, history, config_.context_penalty_window, config_.context_penalty);
 }
 
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }

@@ -1,5 +1,5 @@
 // A sampler: the configured chain of steps plus a seeded random generator. Greedy (temperature <= 0) takes the
-// argmax after the penalties, ties to the lowest id, as llama.cpp.
+// argmax after the penalties (and TokenSwift's contextual penalty), ties to the lowest id, as llama.cpp.
 #pragma once
 
 #include "sampling/candidates.h"
@@ -22,6 +22,8 @@ struct SamplerConfig {
     float presence_penalty = 0.0f;
     float frequency_penalty = 0.0f;
     int32_t penalty_last_n = 64;
+    float context_penalty = 1.0f;  // TokenSwift's contextual penalty theta (1 = off)
+    int32_t context_penalty_window = 1024;  // tokens of history it looks at (-1 = all)
     uint64_t seed = 0;
 };
 
@@ -37,11 +39,18 @@ public:
     void distribution(const float *logits, int32_t n_vocab, std::span<const int32_t> history, Candidates &out) const;
     // Draws the next token (advances the random generator unless greedy).
     int32_t sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history);
+    // Applies, in place on a dense logits array, only the steps that must act identically on a drafter's logits
+    // and the target's (today: TokenSwift's contextual penalty, when enabled; otherwise nothing). Speculative
+    // drafters call it on their raw logits, with the history the drafted token would have.
+    void process_logits(float *logits, int32_t n_vocab, std::span<const int32_t> history) const;
+    // Whether process_logits() changes anything (drafters may skip it otherwise).
+    bool has_logit_processing() const { return contextual_penalty_; }
     // A uniform draw in [0, 1) from this sampler's generator (reproducible for a given seed).
     double uniform();
 
 private:
     SamplerConfig config_;
+    bool contextual_penalty_ = false;
     std::vector<std::unique_ptr<SamplerStep>> steps_;
     std::mt19937_64 rng_;
     Candidates scratch_;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 namespace specula::internal {
 namespace {
@@ -29,6 +31,47 @@ public:
 private:
     int32_t last_n_;
     float repeat_, frequency_, presence_;
+};
+
+// The distinct ids among the last `window` tokens of the history (window < 0: all of it), ascending.
+std::vector<int32_t> distinct_recent(std::span<const int32_t> history, int32_t window) {
+    const size_t n = window < 0 ? history.size() : std::min(history.size(), size_t(window));
+    std::vector<int32_t> ids(history.end() - ptrdiff_t(n), history.end());
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    return ids;
+}
+
+float contextual(float logit, float theta) { return logit < 0 ? logit * theta : logit / theta; }
+
+class ContextualPenalty final : public SamplerStep {
+public:
+    ContextualPenalty(int32_t window, float theta) : window_(window), theta_(theta) {}
+    const char *name() const override { return "contextual-penalty"; }
+    void apply(Candidates &c, std::span<const int32_t> history) const override {
+        const std::vector<int32_t> ids = distinct_recent(history, window_);
+        if (ids.empty()) return;
+        // Fast path: right after reset() (and any step that keeps the layout) item i holds id i. Ids are unique
+        // among the items, so finding id t at index t means it is the only item to change.
+        bool direct = true;
+        for (int32_t t : ids)
+            if (t < 0 || size_t(t) >= c.items.size() || c.items[size_t(t)].id != t) {
+                direct = false;
+                break;
+            }
+        if (direct) {
+            for (int32_t t : ids) c.items[size_t(t)].logit = contextual(c.items[size_t(t)].logit, theta_);
+        } else {
+            const std::unordered_set<int32_t> set(ids.begin(), ids.end());
+            for (Candidate &cand : c.items)
+                if (set.count(cand.id)) cand.logit = contextual(cand.logit, theta_);
+        }
+        c.sorted = false;
+    }
+
+private:
+    int32_t window_;
+    float theta_;
 };
 
 class TopK final : public SamplerStep {
@@ -96,6 +139,13 @@ private:
 
 std::unique_ptr<SamplerStep> make_penalties(int32_t last_n, float repeat, float frequency, float presence) {
     return std::make_unique<Penalties>(last_n, repeat, frequency, presence);
+}
+std::unique_ptr<SamplerStep> make_contextual_penalty(int32_t window, float theta) {
+    return std::make_unique<ContextualPenalty>(window, theta);
+}
+void apply_contextual_penalty(float *logits, int32_t n_vocab, std::span<const int32_t> history, int32_t window, float theta) {
+    for (int32_t t : distinct_recent(history, window))
+        if (t >= 0 && t < n_vocab) logits[t] = contextual(logits[t], theta);
 }
 std::unique_ptr<SamplerStep> make_top_k(int32_t k) { return std::make_unique<TopK>(k); }
 std::unique_ptr<SamplerStep> make_top_p(float p) { return std::make_unique<TopP>(p); }
