@@ -2,6 +2,9 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "speculative/longspec_drafter.h"
+#include "speculative/model_drafter.h"
+#include "speculative/verifier.h"
 
 #include <algorithm>
 #include <thread>
@@ -32,7 +35,38 @@ Session::Session(std::shared_ptr<const Model> model, const SessionConfig &config
     logits_.resize(size_t(model_->hparams().n_vocab));
 }
 
-void Session::set_sampler(const SamplerConfig &config) { sampler_ = Sampler(config); }
+void Session::set_sampler(const SamplerConfig &config) {
+    sampler_ = Sampler(config);
+    drop_ready();  // verified under the old sampler
+}
+
+void Session::set_speculative(const SpeculativeConfig &config) {
+    require(!(config.longspec && config.draft_model), SPECULA_ERR_INVALID_ARGUMENT,
+            "speculative: choose a LongSpec draft or an independent draft model, not both");
+    require(config.ngram_nodes >= 0 && config.ngram_nodes <= 1024, SPECULA_ERR_INVALID_ARGUMENT,
+            "speculative: n-gram nodes must be in [0, 1024]");
+    require(config.shape.depth() >= 1 && config.shape.depth() <= 32 && config.shape.max_nodes() <= 4096,
+            SPECULA_ERR_INVALID_ARGUMENT, "speculative: the tree shape must have 1 to 32 levels and at most 4096 nodes");
+    if (config.longspec)
+        require(config.longspec->target_ptr().get() == model_.get(), SPECULA_ERR_INCOMPATIBLE,
+                "speculative: the LongSpec draft was loaded for another model; load it with this session's model");
+    const int32_t model_nodes = (config.longspec || config.draft_model) ? config.shape.max_nodes() : 0;
+    const int32_t budget = 1 + model_nodes + (config.ngram ? config.ngram_nodes : 0);
+    std::unique_ptr<Drafter> primary;
+    if (config.longspec) primary = make_longspec_drafter(config.longspec, budget - 1, runner_.pool());
+    if (config.draft_model) primary = make_model_drafter(config.draft_model, *model_, n_ctx(), runner_.n_threads());
+    std::unique_ptr<Drafter> drafter;
+    if (config.ngram) {
+        std::unique_ptr<Drafter> ngram = make_ngram_drafter(config.ngram_config);
+        drafter = primary ? make_merged_drafter(std::move(primary), std::move(ngram), 1 + model_nodes) : std::move(ngram);
+    } else {
+        drafter = std::move(primary);
+    }
+    drafter_ = std::move(drafter);
+    spec_ = config;
+    node_budget_ = budget;
+    drop_ready();
+}
 
 void Session::append_tokens(const int32_t *tokens, size_t n) {
     const int32_t n_vocab = model_->hparams().n_vocab;
@@ -42,6 +76,7 @@ void Session::append_tokens(const int32_t *tokens, size_t n) {
     require(n <= size_t(n_ctx()) - tokens_.size(), SPECULA_ERR_CONTEXT_FULL,
             "context full: " + std::to_string(tokens_.size()) + " + " + std::to_string(n) + " tokens exceed n_ctx " + std::to_string(n_ctx()));
     if (n == 0) return;
+    drop_ready();
     tokens_.insert(tokens_.end(), tokens, tokens + n);
     last_token_generated_ = false;
     n_run_generated_ = 0;
@@ -58,6 +93,8 @@ void Session::rewind(int32_t n_tokens) {
     require(n_tokens >= 0 && size_t(n_tokens) <= tokens_.size(), SPECULA_ERR_INVALID_ARGUMENT,
             "rewind to " + std::to_string(n_tokens) + " is outside [0, " + std::to_string(tokens_.size()) + "]");
     tokens_.resize(size_t(n_tokens));
+    drop_ready();
+    if (drafter_) drafter_->rewind(n_tokens);
     // KV slots beyond n_tokens are simply overwritten later. If the cut removes evaluated tokens, the last kept
     // token is evaluated again so that the next step has its logits; otherwise the KV cache and the logits of
     // the last evaluated position stay as they are.
@@ -75,6 +112,7 @@ void Session::rewind(int32_t n_tokens) {
 void Session::reset_stream() {
     decoder_.reset();
     stops_.reset();
+    drop_ready();  // a run ended: tokens drafted beyond it are not part of the context
 }
 
 void Session::configure_run(const GenerateConfig &config) {
@@ -89,9 +127,11 @@ void Session::begin_run() {
 }
 
 bool Session::evaluate_pending() {
-    while (size_t(n_evaluated_) < tokens_.size()) {
+    // With a drafter the last token is left pending: it is the root of the next speculation tree.
+    const size_t target = drafter_ ? tokens_.size() - 1 : tokens_.size();
+    while (size_t(n_evaluated_) < target) {
         if (take_cancel()) return false;
-        const int32_t n = std::min<int32_t>(config_.n_batch, int32_t(tokens_.size()) - n_evaluated_);
+        const int32_t n = std::min<int32_t>(config_.n_batch, int32_t(target) - n_evaluated_);
         const double t0 = now_ms();
         runner_.eval(tokens_.data() + n_evaluated_, n, n_evaluated_, logits_.data(), false);
         const double ms = now_ms() - t0;
@@ -135,11 +175,26 @@ specula_status Session::step(StepResult &out) {
         return n_run_generated_ == 0 ? SPECULA_ERR_CONTEXT_FULL : SPECULA_OK;
     }
 
-    const double t_sample = now_ms();
     const int32_t n_vocab = model_->hparams().n_vocab;
-    const int32_t token = sampler_.sample(logits_.data(), n_vocab, tokens_);
-    if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
-    decode_ms_ += now_ms() - t_sample;
+    int32_t token = SPECULA_TOKEN_NULL;
+    bool accepted = false;
+    if (drafter_) {
+        if (ready_next_ >= ready_.size()) {
+            const double t_round = now_ms();
+            speculate();
+            decode_ms_ += now_ms() - t_round;
+        }
+        const size_t i = ready_next_++;
+        token = ready_[i].token;
+        accepted = ready_[i].accepted;
+        std::copy_n(ready_rows_.data() + i * size_t(n_vocab), size_t(n_vocab), logits_.data());
+        if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
+    } else {
+        const double t_sample = now_ms();
+        token = sampler_.sample(logits_.data(), n_vocab, tokens_);
+        if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
+        decode_ms_ += now_ms() - t_sample;
+    }
 
     if (run_.stop_at_eog && model_->vocab().is_eog(token)) {
         finish(SPECULA_STOP_EOS);
@@ -147,6 +202,13 @@ specula_status Session::step(StepResult &out) {
     }
     tokens_.push_back(token);
     last_token_generated_ = true;
+    if (accepted) {
+        // Its keys/values were committed by the round: it counts as evaluated, and the logits after it are
+        // the next row of the round.
+        ++n_evaluated_;
+        std::copy_n(ready_rows_.data() + ready_next_ * size_t(n_vocab), size_t(n_vocab), logits_.data());
+    }
+    out.drafted = accepted;
     ++n_generated_;
     ++n_run_generated_;
     if (run_first_token_) {
@@ -193,6 +255,71 @@ specula_stats Session::stats() const {
     s.prompt_tokens_per_s = prompt_ms_ > 0 ? 1000.0 * n_prompt_tokens_ / prompt_ms_ : 0.0;
     s.decode_tokens_per_s = decode_ms_ > 0 ? 1000.0 * n_generated_ / decode_ms_ : 0.0;
     return s;
+}
+
+// One speculative round. The context ends with a pending token (the root); every earlier token is evaluated.
+//  1. the drafter proposes a tree under the root, within the node budget and the room left in the context;
+//  2. the target evaluates root + tree in one pass with hybrid tree attention (tree slots follow the context);
+//  3. the verifier walks the tree with the session's sampler (exact: see verifier.h);
+//  4. the accepted path's keys/values are moved, in every layer, to the slots right after the root, so the
+//     cache holds exactly the committed tokens again. (LongSpec's reference moves only the last layer and
+//     re-feeds the accepted tokens next round; on the CPU a copy of a few rows per layer is cheaper than
+//     recomputing them, and the cache never holds stale rows.)
+// The accepted tokens and the bonus token are queued in ready_ and emitted one per step.
+bool Session::speculate() {
+    const int32_t n_vocab = model_->hparams().n_vocab;
+    const int32_t n_past = int32_t(tokens_.size()) - 1;
+    n_evaluated_ = std::min(n_evaluated_, n_past);  // the root is (re-)evaluated as the tree's node 0
+    tree_.reset(tokens_.back());
+    const int32_t budget = std::min(node_budget_, n_ctx() - n_past);
+    const double t0 = now_ms();
+    if (budget > 1) {
+        DraftRequest request;
+        request.tokens = tokens_;
+        request.target_kv = &runner_.kv();
+        request.n_target_kv = n_past;
+        request.shape = spec_.shape;
+        request.node_budget = budget;
+        request.sampler = sampler_.greedy() ? nullptr : &sampler_;
+        if (sampler_.has_logit_processing())
+            request.process_logits = [this, n_vocab](float *logits, std::span<const int32_t> history) {
+                sampler_.process_logits(logits, n_vocab, history);
+            };
+        drafter_->draft(request, tree_);
+        require(tree_.size() <= budget, SPECULA_ERR_INTERNAL, "speculative: the drafter exceeded its node budget");
+    }
+    const double t1 = now_ms();
+    const int32_t n_nodes = tree_.size();
+    tree_positions_.resize(size_t(n_nodes));
+    for (int32_t i = 0; i < n_nodes; ++i) tree_positions_[size_t(i)] = n_past + tree_.depth(i);
+    tree_.ancestor_mask(tree_mask_);
+    tree_logits_.resize(size_t(n_nodes) * size_t(n_vocab));
+    runner_.eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, tree_positions_.data(), tree_mask_.data(), tree_logits_.data());
+    const VerifyOutcome outcome = verify_tree(tree_, tree_logits_.data(), n_vocab, sampler_, tokens_, spec_.residual_rule);
+    path_nodes_.assign(1, 0);
+    path_nodes_.insert(path_nodes_.end(), outcome.path.begin(), outcome.path.end());
+    runner_.commit_tree_path(n_past, path_nodes_.data(), int32_t(path_nodes_.size()));
+    n_evaluated_ = n_past + 1;
+    logits_valid_ = true;
+
+    ready_.clear();
+    ready_next_ = 0;
+    ready_rows_.resize(path_nodes_.size() * size_t(n_vocab));
+    for (size_t i = 0; i < path_nodes_.size(); ++i)
+        std::copy_n(tree_logits_.data() + size_t(path_nodes_[i]) * size_t(n_vocab), size_t(n_vocab), ready_rows_.data() + i * size_t(n_vocab));
+    for (int32_t node : outcome.path) ready_.push_back({tree_.token(node), true});
+    ready_.push_back({outcome.bonus, false});
+
+    SpeculativeStats &st = spec_stats_;
+    ++st.rounds;
+    st.drafted += n_nodes - 1;
+    st.accepted += int32_t(outcome.path.size());
+    st.produced += int32_t(outcome.path.size()) + 1;
+    if (st.accepted_at_depth.size() < outcome.path.size()) st.accepted_at_depth.resize(outcome.path.size(), 0);
+    for (size_t d = 0; d < outcome.path.size(); ++d) ++st.accepted_at_depth[d];
+    st.draft_ms += t1 - t0;
+    st.verify_ms += now_ms() - t1;
+    return true;
 }
 
 }  // namespace specula::internal

@@ -9,6 +9,12 @@
 #include "backends/cpu/cpu_runner.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
+#include "speculative/draft_tree.h"
+#include "speculative/drafter.h"
+#include "speculative/longspec_draft_file.h"
+#include "speculative/ngram_drafter.h"
+#include "speculative/tree_shape.h"
+#include "speculative/verifier.h"
 #include "session/stop_strings.h"
 #include "tokenizer/stream_decoder.h"
 
@@ -34,6 +40,26 @@ struct GenerateConfig {
     int32_t top_logits = 0;
 };
 
+// Speculative decoding for a session: which drafter(s) and what tree. With none of longspec / draft_model /
+// ngram set, generation is plain autoregressive.
+struct SpeculativeConfig {
+    std::shared_ptr<const LongSpecDraft> longspec;  // a LongSpec draft loaded for this session's model
+    std::shared_ptr<const Model> draft_model;       // an independent draft model (vocabulary must match)
+    bool ngram = false;                             // n-gram drafting (alone, or merged into the tree above)
+    NgramConfig ngram_config;
+    TreeShape shape;            // beam widths per level for the model drafters; [4,16,16,16,16] by default
+    int32_t ngram_nodes = 16;   // nodes reserved for n-gram candidates (alone: the whole tree budget)
+    // Only kExact is lossless; tests set kTargetResample to show the statistical test catches a biased verifier.
+    ResidualRule residual_rule = ResidualRule::kExact;
+};
+
+// Speculative counters since the session began.
+struct SpeculativeStats {
+    int32_t rounds = 0, drafted = 0, accepted = 0, produced = 0;
+    double draft_ms = 0, verify_ms = 0;
+    std::vector<int32_t> accepted_at_depth;  // [d]: rounds whose accepted path reached depth d + 1
+};
+
 // One step's result; the strings and arrays stay valid until the next call on the session.
 struct StepResult {
     int32_t token = SPECULA_TOKEN_NULL;
@@ -41,6 +67,7 @@ struct StepResult {
     specula_stop_reason stop = SPECULA_STOP_NONE;
     std::vector<int32_t> top_ids;
     std::vector<float> top_logits;
+    bool drafted = false;  // proposed by a drafter and accepted by the target
 };
 
 class Session {
@@ -52,6 +79,13 @@ public:
     const std::vector<int32_t> &tokens() const { return tokens_; }
 
     void set_sampler(const SamplerConfig &config);
+    // Attaches (or, with an empty config, detaches) drafters. Throws Error(INCOMPATIBLE) for a draft made for
+    // another model or a draft model with another vocabulary, Error(INVALID_ARGUMENT) for conflicting choices.
+    void set_speculative(const SpeculativeConfig &config);
+    bool speculative() const { return drafter_ != nullptr; }
+    const char *drafter_name() const { return drafter_ ? drafter_->name() : ""; }
+    size_t drafter_bytes() const { return drafter_ ? drafter_->allocated_bytes() : 0; }
+    const SpeculativeStats &speculative_stats() const { return spec_stats_; }
     // Throws Error(INVALID_TOKEN / CONTEXT_FULL); nothing is appended on error.
     void append_tokens(const int32_t *tokens, size_t n);
     void append_text(std::string_view text, bool add_special, bool parse_special);
@@ -77,6 +111,12 @@ private:
     bool take_cancel() { return cancel_requested_.exchange(false, std::memory_order_relaxed); }
     void reset_stream();
     void fill_top_logits(int32_t k, StepResult &out) const;
+    // One draft + verify round: fills ready_ with the accepted tokens and the bonus token.
+    bool speculate();
+    void drop_ready() {
+        ready_.clear();
+        ready_next_ = 0;
+    }
 
     std::shared_ptr<const Model> model_;
     SessionConfig config_;
@@ -94,6 +134,25 @@ private:
     bool run_first_token_ = true;
     double run_start_ms_ = 0;
     std::atomic<bool> cancel_requested_{false};
+
+    // Speculative decoding.
+    std::unique_ptr<Drafter> drafter_;
+    SpeculativeConfig spec_;
+    int32_t node_budget_ = 1;
+    DraftTree tree_;
+    std::vector<uint8_t> tree_mask_;
+    std::vector<int32_t> tree_positions_, path_nodes_;
+    std::vector<float> tree_logits_;
+    // Tokens of the last round not yet emitted: entry i was drafted-and-accepted (its keys/values are already
+    // committed) or is the bonus; ready_rows_ row i holds the logits it was sampled from, row i + 1 those after it.
+    struct Ready {
+        int32_t token;
+        bool accepted;
+    };
+    std::vector<Ready> ready_;
+    size_t ready_next_ = 0;
+    std::vector<float> ready_rows_;
+    SpeculativeStats spec_stats_;
 
     // Stats.
     int32_t n_prompt_tokens_ = 0;

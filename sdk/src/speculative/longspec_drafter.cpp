@@ -1,0 +1,210 @@
+#include "longspec_drafter.h"
+
+#include "backends/cpu/hybrid_attention.h"
+#include "backends/cpu/kv_cache.h"
+#include "backends/cpu/ops.h"
+#include "backends/cpu/thread_pool.h"
+#include "core/error.h"
+#include "speculative/beam_tree.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace specula::internal {
+namespace {
+
+const float *as_floats(const WeightView &w) { return reinterpret_cast<const float *>(w.data); }
+
+class LongSpecDrafter final : public Drafter {
+public:
+    LongSpecDrafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes, ThreadPool &pool)
+        : draft_(std::move(draft)), pool_(pool), cfg_(draft_->config()), hp_(draft_->target().hparams()) {
+        require(max_tree_nodes >= 0 && max_tree_nodes <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "longspec: max tree nodes must be in [0, 4096]");
+        ring_ = cfg_.window + 1;
+        max_nodes_ = max_tree_nodes;
+        const size_t dkv = size_t(hp_.n_embd_kv()), dq = size_t(hp_.n_embd_q()), d = size_t(hp_.n_embd);
+        const size_t rows = size_t(std::max(max_nodes_, ring_));  // largest batch: a level, or a ring refill
+        ring_k_.assign(size_t(ring_) * dkv, 0.0f);
+        ring_v_.assign(ring_k_.size(), 0.0f);
+        ring_pos_.assign(size_t(ring_), -1);
+        tree_k_.assign(size_t(max_nodes_) * dkv, 0.0f);
+        tree_v_.assign(tree_k_.size(), 0.0f);
+        x_.assign(rows * d, 0.0f);
+        xb_.assign(rows * std::max(d, dq), 0.0f);
+        q_.assign(rows * dq, 0.0f);
+        k_.assign(rows * dkv, 0.0f);
+        v_.assign(rows * dkv, 0.0f);
+        att_.assign(rows * dq, 0.0f);
+        gate_.assign(rows * size_t(cfg_.n_ff), 0.0f);
+        up_.assign(gate_.size(), 0.0f);
+        head_scratch_.assign(size_t(pool_.size()) * (size_t(hp_.head_dim) + size_t(ring_ + max_nodes_)), 0.0f);
+    }
+
+    const char *name() const override { return "longspec"; }
+
+    void rewind(int32_t n_tokens) override { n_done_ = std::min(n_done_, std::max(n_tokens, 0)); }
+
+    size_t allocated_bytes() const override {
+        size_t floats = ring_k_.capacity() + ring_v_.capacity() + tree_k_.capacity() + tree_v_.capacity() + x_.capacity() +
+                        xb_.capacity() + q_.capacity() + k_.capacity() + v_.capacity() + att_.capacity() + gate_.capacity() +
+                        up_.capacity() + head_scratch_.capacity();
+        return floats * sizeof(float) + ring_pos_.capacity() * sizeof(int32_t) + quant_scratch_.capacity() + mask_.capacity();
+    }
+
+    void draft(const DraftRequest &request, DraftTree &tree) override {
+        require(request.target_kv != nullptr, SPECULA_ERR_INTERNAL, "longspec: the request has no target KV cache");
+        const int32_t n = int32_t(request.tokens.size());
+        root_pos_ = n - 1;
+        n_target_kv_ = std::min(request.n_target_kv, n - 1);
+        target_kv_ = request.target_kv;
+        catch_up(request.tokens);
+        DraftRequest bounded = request;
+        bounded.node_budget = std::min(request.node_budget, max_nodes_ + 1);
+        const int32_t vocab = hp_.n_vocab;
+        build_beam_tree(bounded, tree, vocab, vocab, vocab,
+                        [this](const DraftTree &t, int32_t first, int32_t count, float *logits) { score(t, first, count, logits); });
+    }
+
+private:
+    // Writes self-attention keys/values of committed positions [max(n_done, n - ring), n) into the ring.
+    void catch_up(std::span<const int32_t> tokens) {
+        const int32_t n = int32_t(tokens.size());
+        int32_t from = std::max(n_done_, n - ring_);
+        while (from < n) {
+            const int32_t count = std::min(n - from, ring_);
+            project_kv(tokens.data() + from, count, from, nullptr);
+            const size_t dkv = size_t(hp_.n_embd_kv());
+            for (int32_t i = 0; i < count; ++i) {
+                const int32_t slot = (from + i) % ring_;
+                std::copy(k_.data() + i * dkv, k_.data() + (i + 1) * dkv, ring_k_.data() + size_t(slot) * dkv);
+                std::copy(v_.data() + i * dkv, v_.data() + (i + 1) * dkv, ring_v_.data() + size_t(slot) * dkv);
+                ring_pos_[size_t(slot)] = from + i;
+            }
+            from += count;
+        }
+        n_done_ = n;
+    }
+
+    // x = embed(tokens); xb = norm(x); k, v (and q unless null) projected and rotated at pos0 + i (or pos[i]).
+    void project_kv(const int32_t *tokens, int32_t count, int32_t pos0, const int32_t *positions) {
+        const LongSpecWeights &w = draft_->weights();
+        const ModelWeights &tw = draft_->target().weights();
+        const int64_t d = hp_.n_embd, dkv = hp_.n_embd_kv();
+        for (int32_t i = 0; i < count; ++i) {
+            get_row(tw.token_embd, tokens[i], x_.data() + i * d);
+            rmsnorm(xb_.data() + i * d, x_.data() + i * d, as_floats(w.attn_norm), d, cfg_.norm_eps);
+        }
+        matmul(pool_, w.wk, xb_.data(), count, k_.data(), quant_scratch_);
+        matmul(pool_, w.wv, xb_.data(), count, v_.data(), quant_scratch_);
+        for (int32_t i = 0; i < count; ++i) {
+            add(k_.data() + i * dkv, as_floats(w.bk), dkv);
+            add(v_.data() + i * dkv, as_floats(w.bv), dkv);
+            rope(k_.data() + i * dkv, hp_.n_head_kv, hp_, tw.rope_freq_factors, positions ? positions[i] : pos0 + i);
+        }
+    }
+
+    // Full layer for tree nodes [first, first + count) (the root alone when first == 0): count rows of logits.
+    void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) {
+        const LongSpecWeights &w = draft_->weights();
+        const ModelWeights &tw = draft_->target().weights();
+        const int64_t d = hp_.n_embd, dq = hp_.n_embd_q(), dkv = hp_.n_embd_kv(), dff = cfg_.n_ff;
+        const int32_t hd = hp_.head_dim, group = hp_.n_head / hp_.n_head_kv;
+        const float scale = 1.0f / std::sqrt(float(hd));
+        require(first + count <= max_nodes_ + 1, SPECULA_ERR_INTERNAL, "longspec: tree larger than allocated");
+
+        positions_.resize(size_t(count));  // at most max_nodes + 1 entries: bounded
+        for (int32_t i = 0; i < count; ++i) positions_[size_t(i)] = root_pos_ + tree.depth(first + i);
+        project_kv(tree.tokens().data() + first, count, 0, positions_.data());
+        matmul(pool_, w.wq, xb_.data(), count, q_.data(), quant_scratch_);
+        for (int32_t i = 0; i < count; ++i) {
+            add(q_.data() + i * dq, as_floats(w.bq), dq);
+            rope(q_.data() + i * dq, hp_.n_head, hp_, tw.rope_freq_factors, positions_[size_t(i)]);
+            if (first + i == 0) continue;  // the root is committed: its key/value are in the ring already
+            const size_t slot = size_t(first + i - 1);
+            std::copy(k_.data() + i * dkv, k_.data() + (i + 1) * dkv, tree_k_.data() + slot * size_t(dkv));
+            std::copy(v_.data() + i * dkv, v_.data() + (i + 1) * dkv, tree_v_.data() + slot * size_t(dkv));
+        }
+
+        // Visibility: ring slot s (position ring_pos_[s]) and tree node j (j >= 1, tree slot j - 1) are visible to
+        // a query at position p when p - key_position <= window, the key is committed or an ancestor, and
+        // key_position <= p. One mask row per query: ring_ bytes then first + count - 1 tree bytes.
+        const int32_t n_tree = first + count - 1;
+        const size_t row = size_t(ring_ + n_tree);
+        mask_.assign(size_t(count) * row, 0);
+        for (int32_t i = 0; i < count; ++i) {
+            const int32_t p = positions_[size_t(i)];
+            uint8_t *m = mask_.data() + size_t(i) * row;
+            for (int32_t s = 0; s < ring_; ++s) {
+                const int32_t kp = ring_pos_[size_t(s)];
+                m[s] = kp >= 0 && kp <= root_pos_ && p - kp <= cfg_.window;
+            }
+            for (int32_t j = first + i; j >= 1; j = tree.parent(j))
+                if (p - (root_pos_ + tree.depth(j)) <= cfg_.window) m[ring_ + j - 1] = 1;
+        }
+
+        // Self-attention: ring part and tree part, merged by log-sum-exp.
+        const size_t per_thread = size_t(hd) + size_t(ring_ + max_nodes_);
+        pool_.run(int64_t(count) * hp_.n_head, [&](int64_t task, int thread) {
+            const int32_t i = int32_t(task / hp_.n_head), h = int32_t(task % hp_.n_head), kvh = h / group;
+            float *tmp = head_scratch_.data() + size_t(thread) * per_thread;
+            const float *qv = q_.data() + i * dq + h * hd;
+            float *out = att_.data() + i * dq + h * hd;
+            const uint8_t *m = mask_.data() + size_t(i) * row;
+            const float l1 = attend_with_lse(qv, hd, scale, ring_k_.data() + kvh * hd, ring_v_.data() + kvh * hd, size_t(dkv), ring_, m, out);
+            const float l2 = attend_with_lse(qv, hd, scale, tree_k_.data() + kvh * hd, tree_v_.data() + kvh * hd, size_t(dkv), n_tree,
+                                             m + ring_, tmp);
+            merge_attention(out, l1, tmp, l2, hd);
+        });
+        matmul(pool_, w.wo, att_.data(), count, xb_.data(), quant_scratch_);
+        add(x_.data(), xb_.data(), count * d);
+
+        // Cross-attention onto the target's committed keys/values of cfg_.cross_layer (already rotated).
+        for (int32_t i = 0; i < count; ++i) rmsnorm(xb_.data() + i * d, x_.data() + i * d, as_floats(w.cross_norm), d, cfg_.norm_eps);
+        matmul(pool_, w.cross_wq, xb_.data(), count, q_.data(), quant_scratch_);
+        for (int32_t i = 0; i < count; ++i) {
+            add(q_.data() + i * dq, as_floats(w.cross_bq), dq);
+            rope(q_.data() + i * dq, hp_.n_head, hp_, tw.rope_freq_factors, positions_[size_t(i)]);
+        }
+        const float *tk = target_kv_->k(cfg_.cross_layer, 0), *tv = target_kv_->v(cfg_.cross_layer, 0);
+        const size_t tstride = size_t(target_kv_->n_embd_kv());
+        pool_.run(int64_t(count) * hp_.n_head, [&](int64_t task, int) {
+            const int32_t i = int32_t(task / hp_.n_head), h = int32_t(task % hp_.n_head), kvh = h / group;
+            attend_with_lse(q_.data() + i * dq + h * hd, hd, scale, tk + kvh * hd, tv + kvh * hd, tstride, n_target_kv_, nullptr,
+                            att_.data() + i * dq + h * hd);
+        });
+        matmul(pool_, w.cross_wo, att_.data(), count, xb_.data(), quant_scratch_);
+        add(x_.data(), xb_.data(), count * d);
+
+        // SwiGLU MLP.
+        for (int32_t i = 0; i < count; ++i) rmsnorm(xb_.data() + i * d, x_.data() + i * d, as_floats(w.ffn_norm), d, cfg_.norm_eps);
+        matmul(pool_, w.ffn_gate, xb_.data(), count, gate_.data(), quant_scratch_);
+        matmul(pool_, w.ffn_up, xb_.data(), count, up_.data(), quant_scratch_);
+        swiglu(gate_.data(), up_.data(), count * dff);
+        matmul(pool_, w.ffn_down, gate_.data(), count, xb_.data(), quant_scratch_);
+        add(x_.data(), xb_.data(), count * d);
+
+        // The target's LM head, without a final norm.
+        matmul(pool_, tw.output, x_.data(), count, logits, quant_scratch_);
+    }
+
+    std::shared_ptr<const LongSpecDraft> draft_;
+    ThreadPool &pool_;
+    LongSpecDraftConfig cfg_;
+    HParams hp_;
+    int32_t ring_ = 0, max_nodes_ = 0;
+    int32_t n_done_ = 0;  // committed positions [0, n_done) have been written to the ring (the last ring_ kept)
+    int32_t root_pos_ = 0, n_target_kv_ = 0;
+    const KvCache *target_kv_ = nullptr;
+    std::vector<float> ring_k_, ring_v_, tree_k_, tree_v_;
+    std::vector<int32_t> ring_pos_, positions_;
+    std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, head_scratch_;
+    std::vector<uint8_t> quant_scratch_, mask_;
+};
+
+}  // namespace
+
+std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes, ThreadPool &pool) {
+    return std::make_unique<LongSpecDrafter>(std::move(draft), max_tree_nodes, pool);
+}
+
+}  // namespace specula::internal

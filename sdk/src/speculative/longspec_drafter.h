@@ -1,0 +1,32 @@
+// The LongSpec draft at inference: one decoder layer whose memory does not depend on the context length.
+//
+//   x  = embed_target(token)
+//   x += SelfAttn(RMSNorm(x))   over a ring buffer of the last `window` + 1 committed positions plus the tree
+//   x += CrossAttn(RMSNorm(x))  queries from the draft, keys/values = the TARGET's cache of one layer (the last),
+//                               committed positions [0, n_target_kv) only: never the pending root or the tree
+//   x += MLP(RMSNorm(x))        SwiGLU
+//   logits = lm_head_target(x)  no final norm (as the reference, which trained it that way)
+// RoPE uses the target's settings at real absolute positions: a tree node at depth d sits at root position + d.
+//
+// Because the layer's input is the token embedding alone, a committed token's self-attention key/value depend
+// only on (token, position): catching up on new context is three small matmuls per token for the last
+// window + 1 tokens, and the ring slot of position p is p mod (window + 1). The tree's keys/values live in
+// separate slots, rewritten every round. Every buffer is allocated up front from (window, max tree nodes), so
+// allocated_bytes() is the same at context 1K and 1M.
+#pragma once
+
+#include "speculative/drafter.h"
+#include "speculative/longspec_draft_file.h"
+
+#include <memory>
+
+namespace specula::internal {
+
+class ThreadPool;
+
+// max_tree_nodes: the most drafted nodes (root excluded) any request will ask for. pool: shared with the
+// target's runner (drafting and verifying alternate).
+std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes,
+                                               ThreadPool &pool);
+
+}  // namespace specula::internal

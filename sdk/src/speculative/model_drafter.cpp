@@ -1,0 +1,92 @@
+#include "model_drafter.h"
+
+#include "backends/cpu/cpu_runner.h"
+#include "core/error.h"
+#include "speculative/beam_tree.h"
+#include "speculative/vocab_compat.h"
+
+#include <algorithm>
+
+namespace specula::internal {
+namespace {
+
+class ModelDrafter final : public Drafter {
+public:
+    ModelDrafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, int n_threads)
+        : draft_(std::move(draft)), runner_(draft_, n_ctx, n_threads), target_vocab_(target.hparams().n_vocab) {
+        check_draft_vocab(target, *draft_);
+        logits_.resize(size_t(draft_->hparams().n_vocab));
+    }
+
+    const char *name() const override { return "draft-model"; }
+    void rewind(int32_t n_tokens) override { n_done_ = std::min(n_done_, std::max(n_tokens, 0)); }
+    size_t allocated_bytes() const override { return runner_.kv_bytes() + logits_.capacity() * sizeof(float); }
+
+    void draft(const DraftRequest &request, DraftTree &tree) override {
+        const int32_t n_past = int32_t(request.tokens.size()) - 1;  // committed tokens; the root is a tree node
+        // Catch up on the committed context in batches.
+        while (n_done_ < n_past) {
+            const int32_t n = std::min<int32_t>(64, n_past - n_done_);
+            runner_.eval(request.tokens.data() + n_done_, n, n_done_, logits_.data(), false);
+            n_done_ += n;
+        }
+        DraftRequest bounded = request;
+        bounded.node_budget = std::min(request.node_budget, runner_.n_ctx() - n_past);
+        if (bounded.node_budget <= 1) return;
+        const int32_t draft_vocab = draft_->hparams().n_vocab;
+        build_beam_tree(bounded, tree, std::min(draft_vocab, target_vocab_), draft_vocab, target_vocab_,
+                        [&](const DraftTree &t, int32_t first, int32_t count, float *logits) {
+                            positions_.resize(size_t(count));
+                            for (int32_t i = 0; i < count; ++i) positions_[size_t(i)] = n_past + t.depth(first + i);
+                            t.ancestor_mask_rows(first, count, mask_);
+                            runner_.eval_tree(t.tokens().data() + first, count, n_past, first, positions_.data(), mask_.data(), logits);
+                        });
+    }
+
+private:
+    std::shared_ptr<const Model> draft_;
+    CpuRunner runner_;
+    int32_t target_vocab_;
+    int32_t n_done_ = 0;  // committed tokens whose keys/values the draft cache holds
+    std::vector<float> logits_;
+    std::vector<int32_t> positions_;
+    std::vector<uint8_t> mask_;
+};
+
+class MergedDrafter final : public Drafter {
+public:
+    MergedDrafter(std::unique_ptr<Drafter> primary, std::unique_ptr<Drafter> secondary, int32_t primary_budget)
+        : primary_(std::move(primary)), secondary_(std::move(secondary)), primary_budget_(primary_budget) {
+        name_ = std::string(primary_->name()) + "+" + secondary_->name();
+    }
+    const char *name() const override { return name_.c_str(); }
+    void rewind(int32_t n_tokens) override {
+        primary_->rewind(n_tokens);
+        secondary_->rewind(n_tokens);
+    }
+    size_t allocated_bytes() const override { return primary_->allocated_bytes() + secondary_->allocated_bytes(); }
+    void draft(const DraftRequest &request, DraftTree &tree) override {
+        DraftRequest first = request;
+        first.node_budget = std::min(request.node_budget, primary_budget_);
+        first.sampler = nullptr;
+        primary_->draft(first, tree);
+        secondary_->draft(request, tree);
+    }
+
+private:
+    std::unique_ptr<Drafter> primary_, secondary_;
+    int32_t primary_budget_;
+    std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, int n_threads) {
+    return std::make_unique<ModelDrafter>(std::move(draft), target, n_ctx, n_threads);
+}
+
+std::unique_ptr<Drafter> make_merged_drafter(std::unique_ptr<Drafter> primary, std::unique_ptr<Drafter> secondary, int32_t primary_budget) {
+    return std::make_unique<MergedDrafter>(std::move(primary), std::move(secondary), primary_budget);
+}
+
+}  // namespace specula::internal

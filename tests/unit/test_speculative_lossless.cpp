@@ -1,0 +1,178 @@
+// Lossless greedy speculative decoding: for every drafter and tree shape, the speculative output equals plain
+// greedy output token for token. Drafts with random weights are fine (they are rarely accepted; the target
+// as its own draft is always accepted, and n-grams on repetitive text often), including runs that pass the
+// LongSpec window many times (window 16) and prompts longer than the window.
+#include "common/fixture_files.h"
+#include "session/session.h"
+#include "speculative/longspec_draft_file.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace specula::internal;
+
+namespace {
+
+struct TempFile {
+    std::filesystem::path path;
+    explicit TempFile(const std::string &name)
+        : path(std::filesystem::temp_directory_path() / ("specula-test-" + std::to_string(::getpid()) + "-" + name)) {}
+    ~TempFile() {
+        std::error_code ec;
+        std::filesystem::remove(path, ec);
+    }
+};
+
+std::shared_ptr<const Model> load_model(const std::string &rel) {
+    return Model::load((test_fixtures::fixtures_dir() / rel).string(), LoadOptions{});
+}
+
+std::vector<int32_t> generate(Session &s, const std::vector<int32_t> &prompt, int32_t n) {
+    s.rewind(0);
+    s.append_tokens(prompt.data(), prompt.size());
+    GenerateConfig run;
+    run.max_tokens = n;
+    run.stop_at_eog = false;
+    s.configure_run(run);
+    s.begin_run();
+    std::vector<int32_t> out;
+    for (;;) {
+        StepResult r;
+        s.step(r);
+        if (r.token >= 0) out.push_back(r.token);
+        if (r.stop != SPECULA_STOP_NONE) break;
+    }
+    return out;
+}
+
+// A prompt of `n` tokens taken from the model's own text: BOS + tokenized story / code, repeated as needed.
+std::vector<int32_t> make_prompt(const Model &model, int32_t n) {
+    const std::string text =
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog. "
+        "def add(a, b):\n    return a + b\n\nclass Point:\n    def __init__(self, x, y):\n        self.x = x\n";
+    std::vector<int32_t> ids = model.vocab().tokenize(text, true, false);
+    std::vector<int32_t> out;
+    while (int32_t(out.size()) < n) out.push_back(ids[out.size() % ids.size()]);
+    return out;
+}
+
+struct Drafters {
+    std::shared_ptr<const LongSpecDraft> longspec;
+    std::shared_ptr<const Model> self;
+};
+
+void check_lossless(const std::shared_ptr<const Model> &model, const SpeculativeConfig &spec, const std::vector<int32_t> &prompt,
+                    int32_t n, const std::vector<int32_t> &expected, const std::string &label) {
+    SessionConfig sc;
+    sc.n_ctx = 1024;
+    sc.n_threads = 2;
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    Session s(model, sc, greedy);
+    s.set_speculative(spec);
+    const std::vector<int32_t> got = generate(s, prompt, n);
+    INFO(label << ": drafter " << s.drafter_name() << ", tree " << spec.shape.to_string() << ", rounds "
+               << s.speculative_stats().rounds << ", accepted " << s.speculative_stats().accepted);
+    REQUIRE(got.size() == expected.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        INFO("token " << i);
+        REQUIRE(got[i] == expected[i]);
+    }
+    CHECK(s.speculative_stats().rounds > 0);
+    CHECK(s.speculative_stats().rounds <= int32_t(expected.size()));
+}
+
+void run_matrix(const std::string &rel, int32_t n_gen, const std::vector<TreeShape> &shapes, bool with_ngram_merge) {
+    const auto path = test_fixtures::fixtures_dir() / rel;
+    if (!test_fixtures::have_fixture(path)) return;
+    const auto model = load_model(rel);
+    const std::vector<int32_t> prompt = make_prompt(*model, 40);  // longer than the window of 16
+
+    SessionConfig sc;
+    sc.n_ctx = 1024;
+    sc.n_threads = 2;
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    Session plain(model, sc, greedy);
+    const std::vector<int32_t> expected = generate(plain, prompt, n_gen);
+    REQUIRE(int32_t(expected.size()) == n_gen);
+
+    TempFile draft_file("draft-" + std::filesystem::path(rel).stem().string() + ".gguf");
+    RandomDraftOptions opt;
+    opt.window = 16;
+    opt.seed = 3;
+    write_random_longspec_draft(*model, draft_file.path.string(), opt);
+    const auto longspec = LongSpecDraft::load(draft_file.path.string(), model);
+
+    for (const TreeShape &shape : shapes) {
+        SpeculativeConfig c;
+        c.shape = shape;
+        c.longspec = longspec;
+        check_lossless(model, c, prompt, n_gen, expected, rel + " longspec");
+        if (with_ngram_merge) {
+            c.ngram = true;
+            check_lossless(model, c, prompt, n_gen, expected, rel + " longspec+ngram");
+            c.ngram = false;
+        }
+        c.longspec = nullptr;
+        c.draft_model = model;  // the target as its own independent draft: everything is accepted
+        check_lossless(model, c, prompt, n_gen, expected, rel + " target-as-draft");
+    }
+    SpeculativeConfig ngram;
+    ngram.ngram = true;
+    check_lossless(model, ngram, prompt, n_gen, expected, rel + " ngram");
+}
+
+const std::vector<TreeShape> kAllShapes = {TreeShape::chain(4), TreeShape{}, TreeShape{{32, 8}}, TreeShape{{2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}}};
+
+}  // namespace
+
+TEST_CASE("speculative greedy equals plain greedy on stories260K for every drafter and tree shape", "[speculative][lossless]") {
+    run_matrix("models/stories260K.gguf", 256, kAllShapes, true);
+}
+
+TEST_CASE("speculative greedy equals plain greedy on code-7m with a chain and the default tree", "[speculative][lossless]") {
+    run_matrix("models/code-7m/model.gguf", 256, {TreeShape::chain(4), TreeShape{}}, false);
+}
+
+TEST_CASE("speculative greedy equals plain greedy on code-7m for every drafter and tree shape", "[speculative][lossless][slow]") {
+    run_matrix("models/code-7m/model.gguf", 256, kAllShapes, true);
+}
+
+TEST_CASE("speculative greedy equals plain greedy with an independent weaker draft model", "[speculative][lossless]") {
+    const auto path = test_fixtures::fixtures_dir() / "models/stories260K-L3.gguf";
+    if (!test_fixtures::have_fixture(path)) return;
+    const auto model = load_model("models/stories260K.gguf");
+    const auto draft = load_model("models/stories260K-L3.gguf");
+    const std::vector<int32_t> prompt = make_prompt(*model, 40);
+    SessionConfig sc;
+    sc.n_ctx = 1024;
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    Session plain(model, sc, greedy);
+    const std::vector<int32_t> expected = generate(plain, prompt, 256);
+    for (const TreeShape &shape : kAllShapes) {
+        SpeculativeConfig c;
+        c.shape = shape;
+        c.draft_model = draft;
+        check_lossless(model, c, prompt, 256, expected, "stories260K-L3");
+        c.ngram = true;
+        check_lossless(model, c, prompt, 256, expected, "stories260K-L3+ngram");
+    }
+}
+
+// The synthetic models have 32000-token vocabularies: every tree node costs a full LM head in the target and in
+// the draft, so the default run keeps their trees small; the slow run covers the default tree over 256 tokens.
+const char *const kSynthetic[] = {"models/synth-qwen2-bias-f32.gguf", "models/synth-llama-gqa-f16.gguf", "models/synth-llama-q8_0.gguf",
+                                  "models/synth-llama-q4_0.gguf", "models/synth-llama-q4_k_m.gguf"};
+
+TEST_CASE("speculative greedy equals plain greedy on the synthetic architectures", "[speculative][lossless]") {
+    for (const char *rel : kSynthetic) run_matrix(rel, 64, {TreeShape::chain(3), TreeShape{{2, 2, 2}}}, false);
+}
+
+TEST_CASE("speculative greedy equals plain greedy on the synthetic architectures over 256 tokens", "[speculative][lossless][slow]") {
+    for (const char *rel : kSynthetic) run_matrix(rel, 256, {TreeShape::chain(4), TreeShape{}}, false);
+}
