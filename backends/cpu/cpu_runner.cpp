@@ -40,6 +40,11 @@ void CpuRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int3
     forward(tokens, n, n_past, &tree, logits, true);
 }
 
+void CpuRunner::tree_logits(int32_t i, float *logits) {
+    const int64_t d = model_->hparams().n_embd;
+    matmul(pool_, model_->weights().output, hidden_.data() + int64_t(i) * d, 1, logits, quant_scratch_);
+}
+
 void CpuRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) {
     const size_t dkv = size_t(model_->hparams().n_embd_kv());
     for (int32_t il = 0; il < model_->hparams().n_layer; ++il)
@@ -107,6 +112,10 @@ void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
     const int32_t first = all_logits ? 0 : n - 1;
     const int32_t rows = n - first;
     for (int32_t i = first; i < n; ++i) rmsnorm(xb + (i - first) * d, x + i * d, as_floats(w.output_norm), d, hp.norm_eps);
+    if (logits == nullptr) {  // lazy head: eval_tree() callers ask for rows with tree_logits()
+        hidden_.assign(xb, xb + rows * d);
+        return;
+    }
     matmul(pool_, w.output, xb, rows, logits, quant_scratch_);
 }
 

@@ -26,9 +26,13 @@ public:
     // position positions[i]) is written to KV slot n_past + tree_offset + i and attends to every committed slot
     // [0, n_past) plus the tree slots n_past + j (j < tree_offset + n) with mask[i * (tree_offset + n) + j] != 0
     // (itself and its ancestors). Tree slots [n_past, n_past + tree_offset) hold earlier levels of the same tree.
-    // Writes n rows of n_vocab logits. The caller guarantees n_past + tree_offset + n <= n_ctx.
+    // Writes n rows of n_vocab logits, or, with logits == nullptr, keeps the nodes' final hidden states so that
+    // tree_logits() computes only the rows a verifier visits (the LM head is most of a node's cost for large
+    // vocabularies). The caller guarantees n_past + tree_offset + n <= n_ctx.
     void eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
                    const uint8_t *mask, float *logits);
+    // Logits of row i of the last eval_tree(..., nullptr) call (bit-identical to computing all rows).
+    void tree_logits(int32_t i, float *logits);
     // Commits an accepted tree path: moves the keys/values of tree slots n_past + nodes[i] to slot n_past + i in
     // every layer. nodes must be strictly increasing with nodes[i] >= i (parents precede children).
     void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n);
@@ -67,6 +71,7 @@ private:
     KvCache kv_;
     ThreadPool pool_;
     // Scratch, sized for the largest batch seen so far.
+    std::vector<float> hidden_;  // final normed rows kept by eval_tree(..., nullptr)
     std::vector<float> x_, xb_, q_, k_, v_, att_out_, ffn_gate_, ffn_up_, scores_;
     std::vector<uint8_t> quant_scratch_;
 };

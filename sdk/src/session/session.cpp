@@ -293,9 +293,19 @@ bool Session::speculate() {
     tree_positions_.resize(size_t(n_nodes));
     for (int32_t i = 0; i < n_nodes; ++i) tree_positions_[size_t(i)] = n_past + tree_.depth(i);
     tree_.ancestor_mask(tree_mask_);
+    // Only the rows the verifier visits get the LM head (at most depth + 1 of the tree's nodes).
+    runner_.eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, tree_positions_.data(), tree_mask_.data(), nullptr);
     tree_logits_.resize(size_t(n_nodes) * size_t(n_vocab));
-    runner_.eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, tree_positions_.data(), tree_mask_.data(), tree_logits_.data());
-    const VerifyOutcome outcome = verify_tree(tree_, tree_logits_.data(), n_vocab, sampler_, tokens_, spec_.residual_rule);
+    tree_row_ready_.assign(size_t(n_nodes), 0);
+    const auto row = [&](int32_t node) {
+        float *r = tree_logits_.data() + size_t(node) * size_t(n_vocab);
+        if (!tree_row_ready_[size_t(node)]) {
+            runner_.tree_logits(node, r);
+            tree_row_ready_[size_t(node)] = 1;
+        }
+        return static_cast<const float *>(r);
+    };
+    const VerifyOutcome outcome = verify_tree(tree_, row, n_vocab, sampler_, tokens_, spec_.residual_rule);
     path_nodes_.assign(1, 0);
     path_nodes_.insert(path_nodes_.end(), outcome.path.begin(), outcome.path.end());
     runner_.commit_tree_path(n_past, path_nodes_.data(), int32_t(path_nodes_.size()));

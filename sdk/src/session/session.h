@@ -143,6 +143,7 @@ private:
     std::vector<uint8_t> tree_mask_;
     std::vector<int32_t> tree_positions_, path_nodes_;
     std::vector<float> tree_logits_;
+    std::vector<uint8_t> tree_row_ready_;
     // Tokens of the last round not yet emitted: entry i was drafted-and-accepted (its keys/values are already
     // committed) or is the bonus; ready_rows_ row i holds the logits it was sampled from, row i + 1 those after it.
     struct Ready {

@@ -21,12 +21,18 @@ int32_t draw(const std::vector<Candidate> &items, const std::vector<double> &w, 
 
 VerifyOutcome verify_tree(const DraftTree &tree, const float *logits, int32_t n_vocab, Sampler &sampler,
                           std::vector<int32_t> &history, ResidualRule rule) {
+    return verify_tree(
+        tree, [&](int32_t node) { return logits + size_t(node) * size_t(n_vocab); }, n_vocab, sampler, history, rule);
+}
+
+VerifyOutcome verify_tree(const DraftTree &tree, const std::function<const float *(int32_t node)> &row_of, int32_t n_vocab,
+                          Sampler &sampler, std::vector<int32_t> &history, ResidualRule rule) {
     VerifyOutcome result;
     const size_t history_size = history.size();
     Candidates p;
     int32_t node = 0;
     for (;;) {
-        const float *row = logits + size_t(node) * size_t(n_vocab);
+        const float *row = row_of(node);
         if (tree.has_child_distribution(node) && !sampler.greedy()) {
             // A sampled draft: the Leviathan accept/reject rule.
             const std::vector<float> &q = tree.child_distribution(node);

@@ -17,6 +17,7 @@
 #include "speculative/draft_tree.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace specula::internal {
@@ -34,5 +35,9 @@ enum class ResidualRule { kExact, kTargetResample };
 // with the root; accepted tokens are appended while descending and removed again before returning.
 VerifyOutcome verify_tree(const DraftTree &tree, const float *logits, int32_t n_vocab, Sampler &sampler,
                           std::vector<int32_t> &history, ResidualRule rule = ResidualRule::kExact);
+// The same walk with the target's logits computed on demand: row(node) returns node's n_vocab logits. Only the
+// visited nodes' rows (at most depth + 1) are asked for.
+VerifyOutcome verify_tree(const DraftTree &tree, const std::function<const float *(int32_t node)> &row, int32_t n_vocab,
+                          Sampler &sampler, std::vector<int32_t> &history, ResidualRule rule = ResidualRule::kExact);
 
 }  // namespace specula::internal
