@@ -390,6 +390,59 @@ static void test_reference(specula_model *model) {
     specula_session_destroy(s);
 }
 
+/* Speculative decoding from C: n-gram drafting gives exactly the plain greedy tokens. */
+static void test_speculative(specula_model *model) {
+    const char *prompt = "Once upon a time, there was a little girl named Lily.";
+    specula_session *s = NULL;
+    specula_sampler_options sp;
+    specula_generate_options go;
+    specula_speculative_options spec;
+    specula_stats stats;
+    specula_error *err = NULL;
+    collected plain, fast;
+    int i;
+
+    specula_sampler_options_init(&sp);
+    sp.temperature = 0.0f;
+    CHECK(sp.context_penalty == 1.0f && sp.context_penalty_window == 1024);
+    specula_generate_options_init(&go);
+    go.max_tokens = N_GENERATE;
+    go.stop_at_eog = 0;
+
+    REQUIRE_OK(specula_session_create(model, NULL, &sp, &s, &err), err);
+    REQUIRE_OK(specula_session_append_text(s, prompt, strlen(prompt), SPECULA_TOKENIZE_ADD_SPECIAL, &err), err);
+    memset(&plain, 0, sizeof plain);
+    REQUIRE_OK(specula_session_generate(s, &go, collect_token, &plain, NULL, &err), err);
+    specula_session_destroy(s);
+    s = NULL;
+
+    REQUIRE_OK(specula_session_create(model, NULL, &sp, &s, &err), err);
+    specula_speculative_options_init(&spec);
+    CHECK(spec.struct_size == sizeof spec && spec.draft == NULL && spec.draft_model == NULL && spec.ngram == 0);
+    spec.ngram = 1;
+    REQUIRE_OK(specula_session_set_speculative(s, &spec, &err), err);
+    CHECK(strcmp(specula_session_drafter_name(s), "ngram") == 0);
+    REQUIRE_OK(specula_session_append_text(s, prompt, strlen(prompt), SPECULA_TOKENIZE_ADD_SPECIAL, &err), err);
+    memset(&fast, 0, sizeof fast);
+    REQUIRE_OK(specula_session_generate(s, &go, collect_token, &fast, NULL, &err), err);
+    CHECK(fast.n_tokens == N_GENERATE && plain.n_tokens == N_GENERATE);
+    for (i = 0; i < N_GENERATE && i < fast.n_tokens; ++i) CHECK(fast.tokens[i] == plain.tokens[i]);
+
+    memset(&stats, 0, sizeof stats);
+    stats.struct_size = sizeof stats;
+    REQUIRE_OK(specula_session_stats(s, &stats, &err), err);
+    CHECK(stats.n_spec_rounds > 0 && stats.tau >= 1.0 && stats.n_accepted <= stats.n_drafted);
+
+    /* NULL options detach; bad options are INVALID_ARGUMENT. */
+    REQUIRE_OK(specula_session_set_speculative(s, NULL, &err), err);
+    CHECK(specula_session_drafter_name(s)[0] == '\0');
+    spec.ngram_nodes = -1;
+    CHECK_STATUS(specula_session_set_speculative(s, &spec, &err), SPECULA_ERR_INVALID_ARGUMENT, err);
+    CHECK_STATUS(specula_session_set_speculative(NULL, NULL, &err), SPECULA_ERR_INVALID_ARGUMENT, err);
+    specula_session_destroy(s);
+    specula_draft_destroy(NULL);
+}
+
 int main(void) {
     specula_model *model = NULL;
     specula_error *err = NULL;
@@ -410,6 +463,7 @@ int main(void) {
     test_tokenize(model);
     test_generate(model);
     test_reference(model);
+    test_speculative(model);
     test_error_paths(model);
 
     /* Every destroy accepts NULL. */

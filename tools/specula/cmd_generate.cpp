@@ -5,6 +5,10 @@
 //           only) and one stats line at the end.
 //   jsonl - stdout: one JSON object per generated token, then one {"stats":{...}} line; nothing else.
 //           (Text flushed by the final stop, with no token of its own, comes as {"id":-1,"text":...}.)
+//           When speculating (--draft, --draft-model, --spec ngram), every token object also has "accepted"
+//           (true: drafted and accepted by the target; false: produced by the target itself), and the stats
+//           object gains "drafter", "tau", "rounds", "drafted", "accepted", "accept_per_depth", "draft_ms",
+//           "verify_ms" and "drafter_bytes". Without a drafter the lines are exactly as before.
 #include "cli.h"
 #include "interrupt.h"
 #include "json_out.h"
@@ -46,7 +50,35 @@ struct GenerateArgs {
     int32_t top_logits = 0;
     bool no_bos = false;
     CLI::Option *seed_opt = nullptr;  // to tell "--seed given" from "library default"
+    // Speculative decoding.
+    std::string draft;        // LongSpec draft file
+    std::string draft_model;  // independent draft model
+    std::string spec = "none";
+    std::string tree;         // "4,16,16,16,16"
+    int32_t ngram_nodes = -1; // -1: library default
 };
+
+// "4,16,16,16,16": 1..32 levels of widths 1..256.
+std::vector<int32_t> parse_tree(const std::string &text) {
+    std::vector<int32_t> widths;
+    std::string item;
+    std::istringstream in(text);
+    while (std::getline(in, item, ',')) {
+        size_t used = 0;
+        long v = 0;
+        try {
+            v = std::stol(item, &used, 10);
+        } catch (const std::exception &) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v < 1 || v > 256)
+            throw UsageError("--tree: '" + item + "' is not a level width in [1, 256] (expected e.g. 4,16,16,16,16)");
+        widths.push_back(static_cast<int32_t>(v));
+    }
+    if (widths.empty() || widths.size() > 32 || (!text.empty() && text.back() == ','))
+        throw UsageError("--tree: expected 1 to 32 comma-separated level widths, e.g. 4,16,16,16,16 (a chain: 1,1,1,1)");
+    return widths;
+}
 
 // "1,403,407" (also "[1, 403, 407]" or whitespace-separated, so a JSON array can be pasted as is).
 std::vector<int32_t> parse_token_ids(const std::string &text) {
@@ -98,6 +130,15 @@ int run_generate(GenerateArgs &a) {
     if (!use_ids && prompt_text.empty() && a.no_bos)
         throw UsageError("nothing to generate from: empty prompt and --no-bos");
 
+    const bool ngram = a.spec == "ngram";
+    const bool model_drafter = !a.draft.empty() || !a.draft_model.empty();
+    std::vector<int32_t> tree;
+    if (!a.tree.empty()) {
+        tree = parse_tree(a.tree);
+        if (!model_drafter) throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
+    }
+    if (a.ngram_nodes >= 0 && !ngram) throw UsageError("--ngram-nodes needs --spec ngram");
+
     // Sampling without --seed: a fresh seed per run, like most CLIs; --seed makes runs reproducible.
     if (a.seed_opt->count() == 0) a.sampler.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
 
@@ -126,6 +167,36 @@ int run_generate(GenerateArgs &a) {
     }
 
     specula::Session session(model, a.session, a.sampler);
+
+    // Drafters. The session keeps its own references: the handles below may go at the end of this block.
+    if (model_drafter || ngram) {
+        specula::Draft draft;
+        specula::Model draft_model;
+        if (!a.draft.empty()) {
+            try {
+                draft = specula::Draft::load(a.draft, model);
+            } catch (const specula::Error &e) {
+                throw specula::Error(e.status(), "cannot load draft '" + a.draft + "': " + e.what());
+            }
+        }
+        if (!a.draft_model.empty()) {
+            specula::ModelOptions dmo;
+            dmo.use_mmap = !a.no_mmap;
+            try {
+                draft_model = specula::Model::load(a.draft_model, dmo);
+            } catch (const specula::Error &e) {
+                throw specula::Error(e.status(), "cannot load draft model '" + a.draft_model + "': " + e.what());
+            }
+        }
+        specula::SpeculativeOptions so;
+        so.draft = draft ? &draft : nullptr;
+        so.draft_model = draft_model ? &draft_model : nullptr;
+        so.ngram = ngram;
+        so.tree = tree;
+        if (a.ngram_nodes >= 0) so.ngram_nodes = a.ngram_nodes;
+        session.set_speculative(so);
+    }
+    const std::string drafter = session.drafter_name();
     interrupt.attach(session.get());
     struct Detach {  // the handler must forget the session before it is destroyed, on every path out
         InterruptHandler &h;
@@ -152,7 +223,8 @@ int run_generate(GenerateArgs &a) {
         if (jsonl) {
             // A final event may carry only flushed text (e.g. held back for a stop string, then EOS): it is
             // written with id -1 (SPECULA_TOKEN_NULL) so that concatenating every "text" gives the full output.
-            if (ev.token != SPECULA_TOKEN_NULL || ev.text_len > 0) write_stdout(json_token_line(ev) + "\n");
+            if (ev.token != SPECULA_TOKEN_NULL || ev.text_len > 0)
+                write_stdout(json_token_line(ev, !drafter.empty()) + "\n");
         } else if (ev.text_len > 0) {
             write_stdout(std::string_view(ev.text, ev.text_len));
             wrote_text = true;
@@ -162,10 +234,10 @@ int run_generate(GenerateArgs &a) {
 
     const specula_stats stats = session.stats();
     if (jsonl) {
-        write_stdout(json_stats_line(stats, reason) + "\n");
+        write_stdout(json_stats_line(stats, reason, drafter) + "\n");
     } else {
         if (wrote_text) write_stdout("\n");  // do not leave the shell prompt glued to the story
-        std::fprintf(stderr, "%s\n", stats_line(stats, reason).c_str());
+        std::fprintf(stderr, "%s\n", stats_line(stats, reason, drafter).c_str());
     }
     return reason == SPECULA_STOP_CANCELLED && InterruptHandler::interrupted() ? kExitInterrupted : kExitOk;
 }
@@ -216,6 +288,24 @@ Command add_generate_command(CLI::App &parent) {
     cmd->add_option("--top-logits", a.top_logits, "With --format jsonl: report the K largest logits per token")
         ->capture_default_str()->check(CLI::Range(0, 64));
     cmd->add_flag("--no-bos", a.no_bos, "Do not add the BOS token to a text prompt");
+    cmd->add_option("--context-penalty", s.context_penalty,
+                    "TokenSwift's contextual penalty theta on tokens of the recent context (1 = off)")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    cmd->add_option("--context-penalty-window", s.context_penalty_window,
+                    "Tokens of history the contextual penalty looks at (-1 = all)")
+        ->capture_default_str()->check(CLI::Range(-1, 1 << 22));
+
+    // Speculative decoding: lossless (the output is what the model alone gives), only faster or slower.
+    auto *draft = cmd->add_option("--draft", a.draft, "Speculative decoding with a LongSpec draft file made for this model");
+    auto *draft_model = cmd->add_option("--draft-model", a.draft_model,
+                                        "Speculative decoding with a small draft model of the same vocabulary");
+    draft->excludes(draft_model);
+    draft_model->excludes(draft);
+    cmd->add_option("--spec", a.spec, "Model-free drafting: ngram (prompt lookup + token reuse; merges with --draft / --draft-model)")
+        ->capture_default_str()->check(CLI::IsMember({"none", "ngram"}));
+    cmd->add_option("--tree", a.tree, "Draft tree: nodes per level for --draft / --draft-model (default 4,16,16,16,16; a chain: 1,1,1,1)");
+    cmd->add_option("--ngram-nodes", a.ngram_nodes, "Tree nodes for n-gram candidates (default 16)")
+        ->check(CLI::Range(0, 1024));
 
     return Command{cmd, [args] { return run_generate(*args); }};
 }

@@ -85,7 +85,7 @@ std::string json_number(double value) {
     return buf;
 }
 
-std::string json_token_line(const specula_token_event &event) {
+std::string json_token_line(const specula_token_event &event, bool speculative) {
     std::string line = "{\"id\":" + std::to_string(event.token) + ",\"text\":" +
                        json_string(std::string_view(event.text != nullptr ? event.text : "", event.text_len));
     if (event.n_top > 0 && event.top_ids != nullptr && event.top_logits != nullptr) {
@@ -96,17 +96,33 @@ std::string json_token_line(const specula_token_event &event) {
         }
         line += ']';
     }
+    if (speculative) line += event.drafted ? ",\"accepted\":true" : ",\"accepted\":false";
     line += '}';
     return line;
 }
 
-std::string json_stats_line(const specula_stats &stats, specula_stop_reason reason) {
-    return "{\"stats\":{\"prompt_tokens\":" + std::to_string(stats.n_prompt_tokens) +
-           ",\"prompt_tokens_per_s\":" + json_number(stats.prompt_tokens_per_s) +
-           ",\"generated_tokens\":" + std::to_string(stats.n_generated) +
-           ",\"decode_tokens_per_s\":" + json_number(stats.decode_tokens_per_s) +
-           ",\"ttft_ms\":" + json_number(stats.ttft_ms) + ",\"stop_reason\":" +
-           json_string(specula_stop_reason_string(reason)) + "}}";
+std::string json_stats_line(const specula_stats &stats, specula_stop_reason reason, const std::string &drafter) {
+    std::string line = "{\"stats\":{\"prompt_tokens\":" + std::to_string(stats.n_prompt_tokens) +
+                       ",\"prompt_tokens_per_s\":" + json_number(stats.prompt_tokens_per_s) +
+                       ",\"generated_tokens\":" + std::to_string(stats.n_generated) +
+                       ",\"decode_tokens_per_s\":" + json_number(stats.decode_tokens_per_s) +
+                       ",\"ttft_ms\":" + json_number(stats.ttft_ms) + ",\"stop_reason\":" +
+                       json_string(specula_stop_reason_string(reason));
+    if (!drafter.empty()) {
+        const int n_depth = static_cast<int>(sizeof stats.accepted_at_depth / sizeof stats.accepted_at_depth[0]);
+        int deepest = 0;
+        for (int d = 0; d < n_depth; ++d)
+            if (stats.accepted_at_depth[d] > 0) deepest = d + 1;
+        std::string depths = "[";
+        for (int d = 0; d < deepest; ++d) depths += (d ? "," : "") + std::to_string(stats.accepted_at_depth[d]);
+        depths += ']';
+        line += ",\"drafter\":" + json_string(drafter) + ",\"tau\":" + json_number(stats.tau) +
+                ",\"rounds\":" + std::to_string(stats.n_spec_rounds) + ",\"drafted\":" + std::to_string(stats.n_drafted) +
+                ",\"accepted\":" + std::to_string(stats.n_accepted) + ",\"accept_per_depth\":" + depths +
+                ",\"draft_ms\":" + json_number(stats.draft_ms) + ",\"verify_ms\":" + json_number(stats.verify_ms) +
+                ",\"drafter_bytes\":" + std::to_string(stats.drafter_bytes);
+    }
+    return line + "}}";
 }
 
 }  // namespace specula_cli

@@ -17,11 +17,14 @@ std::string json_string(std::string_view text);
 // which JSON cannot express.
 std::string json_number(double value);
 
-// {"id":395,"text":" dog"} plus "top":[[id,logit],...] when the event carries top logits.
-std::string json_token_line(const specula_token_event &event);
+// {"id":395,"text":" dog"} plus "top":[[id,logit],...] when the event carries top logits, plus
+// "accepted":true|false (the token was drafted and accepted) when `speculative`.
+std::string json_token_line(const specula_token_event &event, bool speculative = false);
 
 // {"stats":{"prompt_tokens":..,"prompt_tokens_per_s":..,"generated_tokens":..,"decode_tokens_per_s":..,
-//  "ttft_ms":..,"stop_reason":"max_tokens"}}
-std::string json_stats_line(const specula_stats &stats, specula_stop_reason reason);
+//  "ttft_ms":..,"stop_reason":"max_tokens"}}; with a drafter (drafter non-empty) also "drafter":"ngram",
+//  "tau":..,"rounds":..,"drafted":..,"accepted":..,"accept_per_depth":[..] (rounds whose accepted path reached
+//  depth 1, 2, ...; up to the deepest reached),"draft_ms":..,"verify_ms":..,"drafter_bytes":..
+std::string json_stats_line(const specula_stats &stats, specula_stop_reason reason, const std::string &drafter = {});
 
 }  // namespace specula_cli

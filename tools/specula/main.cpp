@@ -13,7 +13,8 @@
 #include <string>
 
 namespace specula_cli {
-Command add_tokenize_command(CLI::App &parent);  // cmd_tokenize.cpp
+Command add_tokenize_command(CLI::App &parent);    // cmd_tokenize.cpp
+Command add_draft_init_command(CLI::App &parent);  // cmd_draft_init.cpp
 }  // namespace specula_cli
 
 int main(int argc, char **argv) {
@@ -28,14 +29,15 @@ int main(int argc, char **argv) {
     app.set_version_flag("--version", version);
     app.require_subcommand(1);
 
-    const Command commands[] = {add_generate_command(app), add_info_command(app), add_tokenize_command(app)};
+    const Command commands[] = {add_generate_command(app), add_info_command(app), add_tokenize_command(app),
+                               add_draft_init_command(app)};
 
     try {
         app.parse(argc, argv);
     } catch (const CLI::RequiredError &e) {
         // `specula bogus` lands here ("a subcommand is required"); name the real problem instead.
         if (const auto extra = app.remaining(); !extra.empty()) {
-            std::fprintf(stderr, "specula: unknown command '%s' (commands: generate, info, tokenize)\n"
+            std::fprintf(stderr, "specula: unknown command '%s' (commands: generate, info, tokenize, draft-init)\n"
                                  "Run with --help for more information.\n", extra.front().c_str());
             return kExitUsage;
         }

@@ -7,7 +7,8 @@
 
 namespace specula_cli {
 
-// "prompt: N tok, X tok/s | decode: N tok, Y tok/s | ttft Z ms | stop: reason"
-std::string stats_line(const specula_stats &stats, specula_stop_reason reason);
+// "prompt: N tok, X tok/s | decode: N tok, Y tok/s | ttft Z ms | stop: reason", and when a drafter is attached
+// (drafter non-empty) " | spec DRAFTER: tau X.XX, rounds N, accepted A/D drafted, draft Xms verify Yms".
+std::string stats_line(const specula_stats &stats, specula_stop_reason reason, const std::string &drafter = {});
 
 }  // namespace specula_cli

@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 1
+#define SPECULA_VERSION_MINOR 2
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -293,6 +293,12 @@ typedef struct specula_sampler_options {
     float frequency_penalty; /* 0: off (default). Subtracted once per occurrence of a recent token */
     int32_t penalty_last_n;  /* window of recent tokens the penalties look at; default 64; -1 = whole context */
     uint64_t seed;           /* RNG seed; same seed + same inputs = same output */
+    /* Since 0.2: */
+    float context_penalty;          /* TokenSwift's contextual penalty theta: logits of tokens seen in the last
+                                       context_penalty_window tokens are divided (positive) or multiplied
+                                       (negative) by it; 1 = off (default); must be > 0 */
+    int32_t context_penalty_window; /* tokens of history the contextual penalty looks at; default 1024;
+                                       -1 = the whole context; 0 = off */
 } specula_sampler_options;
 
 SPECULA_API void specula_sampler_options_init(specula_sampler_options *opts);
@@ -369,6 +375,18 @@ typedef struct specula_stats {
     double ttft_ms;               /* time to first token of the last generate/next run */
     double prompt_tokens_per_s;
     double decode_tokens_per_s;
+    /* Since 0.2: speculative decoding counters since the session began (all 0 without a drafter). */
+    int32_t n_spec_rounds;        /* draft + verify rounds */
+    int32_t n_drafted;            /* tokens the drafters proposed (tree nodes, the root not counted) */
+    int32_t n_accepted;           /* drafted tokens the target accepted */
+    double tau;                   /* mean tokens per round: (n_accepted + n_spec_rounds) / n_spec_rounds, i.e.
+                                     every round produces its accepted tokens plus one from the target; 0 when
+                                     no round ran */
+    double draft_ms;              /* time spent drafting */
+    double verify_ms;             /* time spent verifying (the target's tree pass and the acceptance walk) */
+    int32_t accepted_at_depth[16];/* [d]: rounds whose accepted path reached depth d + 1 (deeper levels are not
+                                     reported here) */
+    size_t drafter_bytes;         /* memory the attached drafter holds now (buffers, caches, tables) */
 } specula_stats;
 
 typedef struct specula_token_event {
@@ -380,7 +398,8 @@ typedef struct specula_token_event {
     int32_t n_top;                 /* number of entries in top_ids / top_logits */
     const int32_t *top_ids;        /* the K largest raw logits of the distribution the token came from */
     const float *top_logits;
-    int32_t drafted;               /* 1 if the token was proposed by a drafter and accepted (speculative) */
+    int32_t drafted;               /* 1 if the token was proposed by a drafter and accepted by the target
+                                      (speculative decoding); 0 for tokens the target produced itself */
     specula_stop_reason stop;      /* SPECULA_STOP_NONE while generation goes on */
     const specula_stats *stats;    /* running stats */
 } specula_token_event;
@@ -421,6 +440,85 @@ SPECULA_API specula_status specula_session_stats(const specula_session *session,
 /* Raw logits (n_vocab floats) of the last evaluated position; borrowed, valid until the next call on the
  * session; NULL when none is available (nothing evaluated yet, or after a rewind). */
 SPECULA_API const float *specula_session_logits(const specula_session *session);
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Speculative decoding (since 0.2)                                                                       */
+/*
+ * A session may draft several tokens per round with cheap drafters and verify them all with one pass of its
+ * model (the target). Verification is exact: with greedy sampling the output is token for token what plain
+ * decoding gives, and with temperature > 0 it has the same distribution. Drafters only change the speed.
+ * Drafters:
+ *   - a LongSpec draft (specula_draft): one extra decoder layer trained for a given target, which reuses the
+ *     target's embeddings, LM head and KV cache;
+ *   - an independent draft model: any small model with the target's vocabulary;
+ *   - n-gram drafting from the text itself (prompt lookup + TokenSwift's token-reuse table); needs no file and
+ *     combines with either of the above (the candidates are merged into one tree).
+ */
+
+typedef struct specula_draft specula_draft;
+
+/* Loads a LongSpec draft file and checks it against target (the model it was trained for). The draft keeps
+ * target's weights alive; it can only be attached to sessions created from the same loaded model (the same
+ * handle, or a handle retained from it). On success *out holds one reference (specula_draft_destroy).
+ * Statuses: INVALID_ARGUMENT (NULL path/target/out, a vocab-only target), IO, FORMAT (not a LongSpec draft,
+ * malformed), UNSUPPORTED (tensor type, RoPE scaling), INCOMPATIBLE (made for another target: architecture,
+ * sizes, vocabulary or RoPE settings differ; the message names the first difference), OUT_OF_MEMORY.
+ * Thread-safe. */
+SPECULA_API specula_status specula_draft_load(const char *path, specula_model *target, specula_draft **out,
+                                              specula_error **err);
+/* Adds a reference; returns draft. Thread-safe. */
+SPECULA_API specula_draft *specula_draft_retain(specula_draft *draft);
+/* Drops the caller's reference; sessions using the draft keep their own. Accepts NULL. Thread-safe. */
+SPECULA_API void specula_draft_destroy(specula_draft *draft);
+/* The draft's self-attention window in tokens (0 for NULL). */
+SPECULA_API int32_t specula_draft_window(const specula_draft *draft);
+/* Parameters stored in the draft file (the shared embeddings and LM head not counted; 0 for NULL). */
+SPECULA_API uint64_t specula_draft_n_params(const specula_draft *draft);
+
+/* Writes a LongSpec draft for target with random (untrained) weights to path: the starting point of a trainer,
+ * and a draft for tests (it drafts poorly but never changes the output). window: self-attention window in
+ * tokens, 0 = 512. seed: same seed, same file.
+ * Statuses: INVALID_ARGUMENT (NULL target/path, a vocab-only target, window out of range), IO. Thread-safe. */
+SPECULA_API specula_status specula_draft_write_random(const specula_model *target, const char *path, uint64_t seed,
+                                                      int32_t window, specula_error **err);
+
+typedef struct specula_speculative_options {
+    uint32_t struct_size;
+    const specula_draft *draft;    /* a LongSpec draft loaded for the session's model, or NULL */
+    specula_model *draft_model;    /* an independent draft model with the target's vocabulary, or NULL.
+                                      At most one of draft and draft_model. */
+    int32_t ngram;                 /* 1: n-gram drafting (alone, or merged into the tree of the above). Default 0 */
+    const int32_t *tree_widths;    /* nodes per tree level for the draft / draft model (beam widths); NULL or
+                                      n_tree_levels = 0: the default [4, 16, 16, 16, 16]. A chain of k drafted
+                                      tokens is k levels of width 1. Borrowed for the duration of the call. */
+    int32_t n_tree_levels;         /* 1..32 levels, widths 1..256 */
+    int32_t ngram_nodes;           /* tree nodes reserved for n-gram candidates (alone: the whole tree); 0..1024;
+                                      default 16 */
+    int32_t ngram_lookup_min;      /* prompt lookup: shortest context suffix matched (tokens); default 1 */
+    int32_t ngram_lookup_max;      /* longest suffix matched; lookup_min..64; default 4 */
+    int32_t ngram_max_chain;       /* longest prompt-lookup chain proposed; default 8 */
+    int32_t ngram_table_n;         /* n-gram size of the token-reuse table, 2..64; default 4 */
+    int32_t ngram_table_topk;      /* n-grams proposed per root from the table; 0 = no table; default 20 */
+    int32_t ngram_lag;             /* the table ignores the newest ngram_lag tokens; default 0 */
+} specula_speculative_options;
+
+/* Fills *opts with defaults (no drafter) and sets opts->struct_size = sizeof(specula_speculative_options). */
+SPECULA_API void specula_speculative_options_init(specula_speculative_options *opts);
+
+/* Attaches drafters to the session (replacing any attached before); opts = NULL, or options with no draft,
+ * no draft_model and ngram = 0, detach them: generation is plain autoregressive again. Takes effect at the
+ * next generated token; the context is kept.
+ * Ownership: the session keeps its own references to the draft and the draft model; the caller may destroy
+ * its handles right after this call.
+ * Statuses: INVALID_ARGUMENT (NULL session, both draft and draft_model, a bad tree or n-gram setting),
+ * INCOMPATIBLE (a draft loaded for another model handle, a draft model with another vocabulary),
+ * OUT_OF_MEMORY. On failure the previous drafters stay attached. */
+SPECULA_API specula_status specula_session_set_speculative(specula_session *session,
+                                                           const specula_speculative_options *opts,
+                                                           specula_error **err);
+/* Name of the attached drafter ("ngram", "longspec", "draft-model", "longspec+ngram", ...), "" when none.
+ * Borrowed, valid until the next specula_session_set_speculative or specula_session_destroy. */
+SPECULA_API const char *specula_session_drafter_name(const specula_session *session);
 
 #ifdef __cplusplus
 }

@@ -343,6 +343,99 @@ private:
 };
 
 /* ------------------------------------------------------------------------------------------------------ */
+/* Speculative decoding                                                                                   */
+
+/// A LongSpec draft file loaded for one target model: shared, immutable, reference-counted like Model.
+/// Sessions it is attached to keep their own reference, so a Draft may be destroyed right after attaching.
+class Draft {
+public:
+    Draft() noexcept = default;
+    /// Adopts one reference the caller owns (e.g. from specula_draft_load).
+    explicit Draft(specula_draft *adopt) noexcept : d_(adopt) {}
+    Draft(const Draft &o) noexcept : d_(o.d_ != nullptr ? specula_draft_retain(o.d_) : nullptr) {}
+    Draft(Draft &&o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
+    Draft &operator=(const Draft &o) noexcept {
+        if (this != &o) reset(o.d_ != nullptr ? specula_draft_retain(o.d_) : nullptr);
+        return *this;
+    }
+    Draft &operator=(Draft &&o) noexcept {
+        if (this != &o) reset(std::exchange(o.d_, nullptr));
+        return *this;
+    }
+    ~Draft() { specula_draft_destroy(d_); }
+
+    /// Loads a draft and checks it against target; throws Error (IO, FORMAT, UNSUPPORTED, INCOMPATIBLE, ...).
+    static Draft load(const std::string &path, const Model &target) {
+        specula_draft *out = nullptr;
+        specula_error *err = nullptr;
+        const specula_status status = specula_draft_load(path.c_str(), target.get(), &out, &err);
+        check(status, err);
+        return Draft(out);
+    }
+    /// Writes an untrained (random) draft for target to path (window 0 = 512). Throws Error.
+    static void write_random(const Model &target, const std::string &path, uint64_t seed = 1, int32_t window = 0) {
+        specula_error *err = nullptr;
+        const specula_status status = specula_draft_write_random(target.get(), path.c_str(), seed, window, &err);
+        check(status, err);
+    }
+
+    specula_draft *get() const noexcept { return d_; }
+    explicit operator bool() const noexcept { return d_ != nullptr; }
+    specula_draft *release() noexcept { return std::exchange(d_, nullptr); }
+    void reset(specula_draft *adopt = nullptr) noexcept { specula_draft_destroy(std::exchange(d_, adopt)); }
+
+    int32_t window() const noexcept { return specula_draft_window(d_); }
+    uint64_t n_params() const noexcept { return specula_draft_n_params(d_); }
+
+private:
+    specula_draft *d_ = nullptr;
+};
+
+/// What Session::set_speculative attaches. The pointers are borrowed for the call only (the session retains
+/// what it uses). Defaults are the library's; with no draft, no draft model and ngram off, it detaches.
+struct SpeculativeOptions {
+    const Draft *draft = nullptr;        ///< a LongSpec draft loaded for the session's model
+    const Model *draft_model = nullptr;  ///< or an independent draft model with the same vocabulary
+    bool ngram = false;                  ///< n-gram drafting (alone, or merged into the tree of the above)
+    std::vector<int32_t> tree;           ///< beam widths per level; empty = the library's [4, 16, 16, 16, 16]
+    int32_t ngram_nodes, ngram_lookup_min, ngram_lookup_max, ngram_max_chain, ngram_table_n, ngram_table_topk, ngram_lag;
+
+    SpeculativeOptions() {
+        specula_speculative_options c;
+        specula_speculative_options_init(&c);
+        ngram = c.ngram != 0;
+        ngram_nodes = c.ngram_nodes;
+        ngram_lookup_min = c.ngram_lookup_min;
+        ngram_lookup_max = c.ngram_lookup_max;
+        ngram_max_chain = c.ngram_max_chain;
+        ngram_table_n = c.ngram_table_n;
+        ngram_table_topk = c.ngram_table_topk;
+        ngram_lag = c.ngram_lag;
+    }
+    /// Convenience: a chain of `length` drafted tokens per round instead of a tree.
+    static std::vector<int32_t> chain(int32_t length) { return std::vector<int32_t>(static_cast<size_t>(length), 1); }
+
+    /// The C struct; its tree_widths points into this object's `tree`.
+    specula_speculative_options to_c() const {
+        specula_speculative_options c;
+        specula_speculative_options_init(&c);
+        c.draft = draft != nullptr ? draft->get() : nullptr;
+        c.draft_model = draft_model != nullptr ? draft_model->get() : nullptr;
+        c.ngram = ngram ? 1 : 0;
+        c.tree_widths = tree.empty() ? nullptr : tree.data();
+        c.n_tree_levels = static_cast<int32_t>(tree.size());
+        c.ngram_nodes = ngram_nodes;
+        c.ngram_lookup_min = ngram_lookup_min;
+        c.ngram_lookup_max = ngram_lookup_max;
+        c.ngram_max_chain = ngram_max_chain;
+        c.ngram_table_n = ngram_table_n;
+        c.ngram_table_topk = ngram_table_topk;
+        c.ngram_lag = ngram_lag;
+        return c;
+    }
+};
+
+/* ------------------------------------------------------------------------------------------------------ */
 /* Session                                                                                                */
 
 /// Per-token callback of Session::generate; return false to stop (stop reason SPECULA_STOP_CALLBACK).
@@ -382,6 +475,30 @@ public:
         const specula_status status = specula_session_set_sampler(s_, &sampler, &err);
         check(status, err);
     }
+
+    /// Attaches drafters (speculative decoding); throws Error (INVALID_ARGUMENT, INCOMPATIBLE). The output is
+    /// unchanged (exact verification); only the speed differs.
+    void set_speculative(const SpeculativeOptions &opts) {
+        const specula_speculative_options c = opts.to_c();
+        specula_error *err = nullptr;
+        const specula_status status = specula_session_set_speculative(s_, &c, &err);
+        check(status, err);
+    }
+    /// Convenience: a LongSpec draft, optionally merged with n-gram drafting.
+    void set_speculative(const Draft &draft, bool ngram = false) {
+        SpeculativeOptions o;
+        o.draft = &draft;
+        o.ngram = ngram;
+        set_speculative(o);
+    }
+    /// Detaches every drafter: plain autoregressive decoding again.
+    void clear_speculative() {
+        specula_error *err = nullptr;
+        const specula_status status = specula_session_set_speculative(s_, nullptr, &err);
+        check(status, err);
+    }
+    /// Name of the attached drafter ("ngram", "longspec+ngram", ...), "" when none.
+    std::string drafter_name() const { return specula_session_drafter_name(s_); }
 
     /// Appends text (evaluated lazily by the next generate/next). Throws Error(CONTEXT_FULL) if it does not fit.
     void append_text(std::string_view text, int32_t flags = SPECULA_TOKENIZE_ADD_SPECIAL) {

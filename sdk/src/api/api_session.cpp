@@ -1,6 +1,8 @@
 // specula_session_*: creation, context edits, generation (push and pull), cancel and stats.
 #include "handles.h"
 
+#include <cmath>
+
 using namespace specula::internal;
 
 namespace {
@@ -17,6 +19,8 @@ SamplerConfig to_config(const specula_sampler_options *user) {
     require_arg(o.top_p >= 0.0f && o.min_p >= 0.0f && o.min_p <= 1.0f, "sampler: top_p must be >= 0 and min_p in [0, 1]");
     require_arg(o.repeat_penalty > 0.0f, "sampler: repeat_penalty must be > 0");
     require_arg(o.penalty_last_n >= -1, "sampler: penalty_last_n must be >= -1");
+    require_arg(std::isfinite(o.context_penalty) && o.context_penalty > 0.0f, "sampler: context_penalty must be a finite number > 0");
+    require_arg(o.context_penalty_window >= -1, "sampler: context_penalty_window must be >= -1");
     SamplerConfig c;
     c.temperature = o.temperature;
     c.top_k = o.top_k;
@@ -27,6 +31,8 @@ SamplerConfig to_config(const specula_sampler_options *user) {
     c.frequency_penalty = o.frequency_penalty;
     c.penalty_last_n = o.penalty_last_n;
     c.seed = o.seed;
+    c.context_penalty = o.context_penalty;
+    c.context_penalty_window = o.context_penalty_window;
     return c;
 }
 
@@ -58,7 +64,7 @@ void fill_event(specula_token_event *ev, const StepResult &step, const specula_s
     full.n_top = int32_t(step.top_ids.size());
     full.top_ids = step.top_ids.empty() ? nullptr : step.top_ids.data();
     full.top_logits = step.top_logits.empty() ? nullptr : step.top_logits.data();
-    full.drafted = 0;
+    full.drafted = step.drafted ? 1 : 0;
     full.stop = step.stop;
     full.stats = stats;
     std::memcpy(ev, &full, std::min<size_t>(ev->struct_size, sizeof full));
@@ -89,6 +95,8 @@ void specula_sampler_options_init(specula_sampler_options *opts) {
     opts->frequency_penalty = d.frequency_penalty;
     opts->penalty_last_n = d.penalty_last_n;
     opts->seed = d.seed;
+    opts->context_penalty = d.context_penalty;
+    opts->context_penalty_window = d.context_penalty_window;
 }
 
 void specula_generate_options_init(specula_generate_options *opts) {
@@ -184,7 +192,7 @@ specula_status specula_session_generate(specula_session *session, const specula_
             result = s.step(step);
             const bool produced = step.token != SPECULA_TOKEN_NULL;
             if ((produced || !step.text.empty()) && on_token != nullptr) {
-                session->last_stats = s.stats();
+                session->last_stats = full_stats(s);
                 specula_token_event ev{};
                 ev.struct_size = sizeof ev;
                 fill_event(&ev, step, &session->last_stats);
@@ -207,7 +215,7 @@ specula_status specula_session_next(specula_session *session, const specula_gene
         Session &s = get(session);
         s.configure_run(to_config(opts));
         const specula_status result = s.step(session->last_step);
-        session->last_stats = s.stats();
+        session->last_stats = full_stats(s);
         fill_event(event, session->last_step, &session->last_stats);
         if (result != SPECULA_OK)
             throw Error(result, result == SPECULA_ERR_CANCELLED ? "generation cancelled" : "the context is full (n_ctx " + std::to_string(s.n_ctx()) + ")");
@@ -221,7 +229,7 @@ void specula_session_cancel(specula_session *session) {
 specula_status specula_session_stats(const specula_session *session, specula_stats *stats, specula_error **err) {
     return guarded(err, [&] {
         require_arg(stats != nullptr && stats->struct_size >= sizeof(uint32_t), "stats is NULL or its struct_size is unset");
-        const specula_stats full = get(const_cast<specula_session *>(session)).stats();
+        const specula_stats full = full_stats(get(const_cast<specula_session *>(session)));
         const uint32_t size = stats->struct_size;
         std::memcpy(stats, &full, std::min<size_t>(size, sizeof full));
         stats->struct_size = size;

@@ -25,6 +25,12 @@ struct specula_model {
     std::atomic<int32_t> handle_refs{1};
 };
 
+// A LongSpec draft: refcounted like specula_model; sessions it is attached to hold their own shared_ptr.
+struct specula_draft {
+    std::shared_ptr<const specula::internal::LongSpecDraft> draft;
+    std::atomic<int32_t> handle_refs{1};
+};
+
 struct specula_session {
     std::unique_ptr<specula::internal::Session> session;
     specula::internal::StepResult last_step;  // backs the borrowed pointers of specula_session_next's event
@@ -85,6 +91,22 @@ template <typename T> T read_options(const T *user, const T &defaults, const cha
     std::memcpy(&out, user, std::min<size_t>(user->struct_size, sizeof(T)));
     out.struct_size = sizeof(T);
     return out;
+}
+
+// The session's stats with the speculative counters (which the core keeps apart) filled in.
+inline specula_stats full_stats(const Session &session) {
+    specula_stats s = session.stats();
+    const SpeculativeStats &sp = session.speculative_stats();
+    s.n_spec_rounds = sp.rounds;
+    s.n_drafted = sp.drafted;
+    s.n_accepted = sp.accepted;
+    s.tau = sp.rounds > 0 ? double(sp.produced) / sp.rounds : 0.0;
+    s.draft_ms = sp.draft_ms;
+    s.verify_ms = sp.verify_ms;
+    const size_t n_depth = sizeof s.accepted_at_depth / sizeof s.accepted_at_depth[0];
+    for (size_t d = 0; d < n_depth; ++d) s.accepted_at_depth[d] = d < sp.accepted_at_depth.size() ? sp.accepted_at_depth[d] : 0;
+    s.drafter_bytes = session.drafter_bytes();
+    return s;
 }
 
 // Two-call pattern for text outputs.

@@ -1,0 +1,137 @@
+// specula_draft_* and specula_session_set_speculative: LongSpec draft files, and attaching drafters to a session.
+#include "handles.h"
+
+#include "speculative/longspec_draft_file.h"
+#include "speculative/ngram_drafter.h"
+#include "speculative/tree_shape.h"
+
+using namespace specula::internal;
+
+namespace {
+
+const LongSpecDraft *get(const specula_draft *d) { return d ? d->draft.get() : nullptr; }
+
+Session &get_session(specula_session *s) {
+    require_arg(s != nullptr && s->session != nullptr, "session is NULL");
+    return *s->session;
+}
+
+// The core's SpeculativeConfig from a caller's options (validated here as far as the options alone allow;
+// the session checks the rest: the draft's target, the draft model's vocabulary).
+SpeculativeConfig to_config(const specula_speculative_options *user) {
+    specula_speculative_options defaults;
+    specula_speculative_options_init(&defaults);
+    const specula_speculative_options o = read_options(user, defaults, "opts");
+    SpeculativeConfig c;
+    if (user == nullptr) return c;  // detach
+    require_arg(o.draft == nullptr || get(o.draft) != nullptr, "opts->draft is not a loaded draft");
+    require_arg(o.draft_model == nullptr || o.draft_model->model != nullptr, "opts->draft_model is not a loaded model");
+    require_arg(o.draft == nullptr || o.draft_model == nullptr,
+                "opts: choose a LongSpec draft or an independent draft model, not both");
+    require_arg(o.draft_model == nullptr || !o.draft_model->model->vocab_only(),
+                "opts->draft_model was loaded vocab-only: it has no weights to run");
+    require_arg(o.ngram == 0 || o.ngram == 1, "opts->ngram must be 0 or 1");
+    require_arg(o.n_tree_levels >= 0 && o.n_tree_levels <= 32, "opts->n_tree_levels must be in [0, 32]");
+    require_arg(o.n_tree_levels == 0 || o.tree_widths != nullptr, "opts->tree_widths is NULL but n_tree_levels > 0");
+    if (o.tree_widths != nullptr && o.n_tree_levels > 0) {
+        c.shape.widths.assign(o.tree_widths, o.tree_widths + o.n_tree_levels);
+        for (int32_t i = 0; i < o.n_tree_levels; ++i)
+            require_arg(o.tree_widths[i] >= 1 && o.tree_widths[i] <= 256,
+                        ("opts->tree_widths[" + std::to_string(i) + "] = " + std::to_string(o.tree_widths[i]) +
+                         " is outside [1, 256]").c_str());
+    }
+    require_arg(o.ngram_nodes >= 0 && o.ngram_nodes <= 1024, "opts->ngram_nodes must be in [0, 1024]");
+    require_arg(o.ngram_lookup_min >= 1 && o.ngram_lookup_max >= o.ngram_lookup_min && o.ngram_lookup_max <= 64,
+                "opts: ngram_lookup_min and ngram_lookup_max must satisfy 1 <= min <= max <= 64");
+    require_arg(o.ngram_max_chain >= 0 && o.ngram_max_chain <= 1024, "opts->ngram_max_chain must be in [0, 1024]");
+    require_arg(o.ngram_table_topk >= 0 && o.ngram_table_topk <= 1024, "opts->ngram_table_topk must be in [0, 1024]");
+    require_arg(o.ngram_table_topk == 0 || (o.ngram_table_n >= 2 && o.ngram_table_n <= 64),
+                "opts->ngram_table_n must be in [2, 64]");
+    require_arg(o.ngram_lag >= 0, "opts->ngram_lag must be >= 0");
+
+    if (o.draft != nullptr) c.longspec = o.draft->draft;
+    if (o.draft_model != nullptr) c.draft_model = o.draft_model->model;
+    c.ngram = o.ngram != 0;
+    c.ngram_nodes = o.ngram_nodes;
+    c.ngram_config.lookup_min = o.ngram_lookup_min;
+    c.ngram_config.lookup_max = o.ngram_lookup_max;
+    c.ngram_config.max_chain = o.ngram_max_chain;
+    c.ngram_config.table_n = o.ngram_table_n;
+    c.ngram_config.table_topk = o.ngram_table_topk;
+    c.ngram_config.lag = o.ngram_lag;
+    return c;
+}
+
+}  // namespace
+
+extern "C" {
+
+specula_status specula_draft_load(const char *path, specula_model *target, specula_draft **out, specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(out != nullptr, "out is NULL");
+        *out = nullptr;
+        require_arg(path != nullptr, "path is NULL");
+        require_arg(target != nullptr && target->model != nullptr, "target is NULL");
+        require_arg(!target->model->vocab_only(), "the target was loaded vocab-only: it has no weights to run");
+        auto handle = std::make_unique<specula_draft>();
+        handle->draft = LongSpecDraft::load(path, target->model);
+        *out = handle.release();
+    });
+}
+
+specula_draft *specula_draft_retain(specula_draft *draft) {
+    if (draft != nullptr) draft->handle_refs.fetch_add(1, std::memory_order_relaxed);
+    return draft;
+}
+
+void specula_draft_destroy(specula_draft *draft) {
+    if (draft != nullptr && draft->handle_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete draft;
+}
+
+int32_t specula_draft_window(const specula_draft *draft) { return get(draft) ? get(draft)->config().window : 0; }
+uint64_t specula_draft_n_params(const specula_draft *draft) { return get(draft) ? get(draft)->n_params() : 0; }
+
+specula_status specula_draft_write_random(const specula_model *target, const char *path, uint64_t seed, int32_t window,
+                                          specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(target != nullptr && target->model != nullptr, "target is NULL");
+        require_arg(path != nullptr, "path is NULL");
+        require_arg(!target->model->vocab_only(), "the target was loaded vocab-only: it has no weights");
+        require_arg(window >= 0, "window must be >= 0 (0 = 512)");
+        RandomDraftOptions options;
+        options.seed = seed;
+        options.window = window == 0 ? 512 : window;
+        write_random_longspec_draft(*target->model, path, options);
+    });
+}
+
+void specula_speculative_options_init(specula_speculative_options *opts) {
+    if (opts == nullptr) return;
+    const SpeculativeConfig d;
+    *opts = specula_speculative_options{};
+    opts->struct_size = sizeof *opts;
+    opts->ngram = d.ngram ? 1 : 0;
+    opts->tree_widths = nullptr;  // = d.shape ([4, 16, 16, 16, 16])
+    opts->n_tree_levels = 0;
+    opts->ngram_nodes = d.ngram_nodes;
+    opts->ngram_lookup_min = d.ngram_config.lookup_min;
+    opts->ngram_lookup_max = d.ngram_config.lookup_max;
+    opts->ngram_max_chain = d.ngram_config.max_chain;
+    opts->ngram_table_n = d.ngram_config.table_n;
+    opts->ngram_table_topk = d.ngram_config.table_topk;
+    opts->ngram_lag = d.ngram_config.lag;
+}
+
+specula_status specula_session_set_speculative(specula_session *session, const specula_speculative_options *opts,
+                                               specula_error **err) {
+    return guarded(err, [&] {
+        Session &s = get_session(session);
+        s.set_speculative(to_config(opts));
+    });
+}
+
+const char *specula_session_drafter_name(const specula_session *session) {
+    return session != nullptr && session->session != nullptr ? session->session->drafter_name() : "";
+}
+
+}  // extern "C"
