@@ -176,3 +176,66 @@ TEST_CASE("speculative greedy equals plain greedy on the synthetic architectures
 TEST_CASE("speculative greedy equals plain greedy on the synthetic architectures over 256 tokens", "[speculative][lossless][slow]") {
     for (const char *rel : kSynthetic) run_matrix(rel, 256, {TreeShape::chain(4), TreeShape{}}, false);
 }
+
+TEST_CASE("speculative greedy equals plain greedy with the contextual and repetition penalties on", "[speculative][lossless]") {
+    const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
+    if (!test_fixtures::have_fixture(path)) return;
+    const auto model = load_model("models/stories260K.gguf");
+    const std::vector<int32_t> prompt = make_prompt(*model, 40);
+    SessionConfig sc;
+    sc.n_ctx = 1024;
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    greedy.context_penalty = 1.3f;  // TokenSwift's penalty over a short window, so it changes the text
+    greedy.context_penalty_window = 24;
+    greedy.repeat_penalty = 1.1f;
+    greedy.penalty_last_n = 16;
+    Session plain(model, sc, greedy);
+    const std::vector<int32_t> expected = generate(plain, prompt, 200);
+    SamplerConfig unpenalized = greedy;
+    unpenalized.context_penalty = 1.0f;
+    unpenalized.repeat_penalty = 1.0f;
+    Session other(model, sc, unpenalized);
+    CHECK(generate(other, prompt, 200) != expected);  // the penalties really act
+
+    TempFile draft_file("draft-penalty.gguf");
+    RandomDraftOptions opt;
+    opt.window = 16;
+    write_random_longspec_draft(*model, draft_file.path.string(), opt);
+    SpeculativeConfig c;
+    c.longspec = LongSpecDraft::load(draft_file.path.string(), model);
+    c.ngram = true;
+    SpeculativeConfig self;
+    self.draft_model = model;
+    self.shape = TreeShape{{2, 2, 2, 2}};
+    for (const SpeculativeConfig &spec : {c, self}) {
+        Session s(model, sc, greedy);
+        s.set_speculative(spec);
+        const std::vector<int32_t> got = generate(s, prompt, 200);
+        INFO("drafter " << s.drafter_name() << " accepted " << s.speculative_stats().accepted);
+        CHECK(got == expected);
+    }
+}
+
+TEST_CASE("speculative greedy equals plain greedy on the synthetic architectures with wide and deep trees", "[speculative][lossless][slow]") {
+    // The target as its own draft, merged with n-grams: long accepted paths through wide-shallow and deep trees.
+    for (const char *rel : kSynthetic) {
+        const auto path = test_fixtures::fixtures_dir() / rel;
+        if (!test_fixtures::have_fixture(path)) return;
+        const auto model = load_model(rel);
+        const std::vector<int32_t> prompt = make_prompt(*model, 40);
+        SessionConfig sc;
+        sc.n_ctx = 1024;
+        SamplerConfig greedy;
+        greedy.temperature = 0.0f;
+        Session plain(model, sc, greedy);
+        const std::vector<int32_t> expected = generate(plain, prompt, 256);
+        for (const TreeShape &shape : {TreeShape{{32, 8}}, TreeShape{{2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}}}) {
+            SpeculativeConfig c;
+            c.shape = shape;
+            c.draft_model = model;
+            c.ngram = true;
+            check_lossless(model, c, prompt, 256, expected, std::string(rel) + " target-as-draft+ngram");
+        }
+    }
+}

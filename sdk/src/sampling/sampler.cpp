@@ -1,5 +1,6 @@
 #include "sampler.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace specula::internal {
@@ -51,5 +52,15 @@ void Sampler::process_logits(float *logits, int32_t n_vocab, std::span<const int
 }
 
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
+
+int32_t Sampler::history_window() const {
+    const bool penalize = config_.repeat_penalty != 1.0f || config_.frequency_penalty != 0.0f || config_.presence_penalty != 0.0f;
+    int32_t window = 0;
+    for (const int32_t w : {penalize ? config_.penalty_last_n : 0, contextual_penalty_ ? config_.context_penalty_window : 0}) {
+        if (w < 0) return -1;
+        window = std::max(window, w);
+    }
+    return window;
+}
 
 }  // namespace specula::internal

@@ -45,6 +45,8 @@ public:
     void process_logits(float *logits, int32_t n_vocab, std::span<const int32_t> history) const;
     // Whether process_logits() changes anything (drafters may skip it otherwise).
     bool has_logit_processing() const { return contextual_penalty_; }
+    // How many of the newest history tokens the chain looks at: 0 = none, -1 = all of them.
+    int32_t history_window() const;
     // A uniform draw in [0, 1) from this sampler's generator (reproducible for a given seed).
     double uniform();
 

@@ -281,6 +281,7 @@ bool Session::speculate() {
         request.shape = spec_.shape;
         request.node_budget = budget;
         request.sampler = sampler_.greedy() ? nullptr : &sampler_;
+        request.history_window = sampler_.history_window();
         if (sampler_.has_logit_processing())
             request.process_logits = [this, n_vocab](float *logits, std::span<const int32_t> history) {
                 sampler_.process_logits(logits, n_vocab, history);

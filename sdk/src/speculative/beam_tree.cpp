@@ -15,7 +15,8 @@ struct Scored {
 };
 
 // Context + the tokens on the path from the root's child down to `node`.
-void path_history(const DraftTree &tree, int32_t node, std::span<const int32_t> context, std::vector<int32_t> &out) {
+void path_history(const DraftTree &tree, int32_t node, std::span<const int32_t> context, int32_t window, std::vector<int32_t> &out) {
+    if (window >= 0 && size_t(window) < context.size()) context = context.subspan(context.size() - size_t(window));
     out.assign(context.begin(), context.end());
     const size_t base = out.size();
     for (int32_t n = node; n > 0; n = tree.parent(n)) out.push_back(tree.token(n));
@@ -57,7 +58,7 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
         if (sample_chain) {
             // Sampled chain: one child drawn from q = the sampler chain on the draft logits.
             float *row = logits.data();
-            path_history(tree, first, request.tokens, history);
+            path_history(tree, first, request.tokens, request.history_window, history);
             request.sampler->distribution(row, n_vocab, history, q);
             std::vector<float> dense(size_t(target_vocab), 0.0f);
             for (const Candidate &c : q.items) dense[size_t(c.id)] = c.p;
@@ -83,7 +84,7 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
             const int32_t node = first + r;
             float *row = logits.data() + size_t(r) * size_t(row_stride);
             if (request.process_logits) {
-                path_history(tree, node, request.tokens, history);
+                path_history(tree, node, request.tokens, request.history_window, history);
                 request.process_logits(row, history);
             }
             log_softmax(row, n_vocab);

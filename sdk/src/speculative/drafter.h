@@ -31,6 +31,9 @@ struct DraftRequest {
     // would have (context + path). Set when the sampler has a step that must act identically on draft and
     // target (TokenSwift's contextual penalty). May be empty.
     std::function<void(float *logits, std::span<const int32_t> history)> process_logits;
+    // The newest context tokens process_logits / the sampler look at (-1 = all): drafters pass only that tail
+    // plus the path as history, so a round does not copy a 100K-token context per node.
+    int32_t history_window = -1;
     // Non-null when the target samples (T > 0) and the drafter may sample a chain from its own distribution
     // (recording q in the tree for the Leviathan rule). Drafters that only rank deterministically ignore it.
     Sampler *sampler = nullptr;
