@@ -134,10 +134,8 @@ TEST_CASE("speculative greedy equals plain greedy on stories260K for every draft
     run_matrix("models/stories260K.gguf", 256, kAllShapes, true);
 }
 
-TEST_CASE("speculative greedy equals plain greedy on code-7m with a chain and the default tree", "[speculative][lossless]") {
-    run_matrix("models/code-7m/model.gguf", 256, {TreeShape::chain(4), TreeShape{}}, false);
-}
-
+// The heavier models carry the slow label: the README's test command runs them; the sanitizer pass, ~20x slower
+// on these float loops, leaves them out (stories260K above covers the same code paths there).
 TEST_CASE("speculative greedy equals plain greedy on code-7m for every drafter and tree shape", "[speculative][lossless][slow]") {
     run_matrix("models/code-7m/model.gguf", 256, kAllShapes, true);
 }
@@ -165,13 +163,9 @@ TEST_CASE("speculative greedy equals plain greedy with an independent weaker dra
 }
 
 // The synthetic models have 32000-token vocabularies: every tree node costs a full LM head in the target and in
-// the draft, so the default run keeps their trees small; the slow run covers the default tree over 256 tokens.
+// the draft; they run under the slow label (chain and default tree here, wide and deep trees below).
 const char *const kSynthetic[] = {"models/synth-qwen2-bias-f32.gguf", "models/synth-llama-gqa-f16.gguf", "models/synth-llama-q8_0.gguf",
                                   "models/synth-llama-q4_0.gguf", "models/synth-llama-q4_k_m.gguf"};
-
-TEST_CASE("speculative greedy equals plain greedy on the synthetic architectures", "[speculative][lossless]") {
-    for (const char *rel : kSynthetic) run_matrix(rel, 64, {TreeShape::chain(3), TreeShape{{2, 2, 2}}}, false);
-}
 
 TEST_CASE("speculative greedy equals plain greedy on the synthetic architectures over 256 tokens", "[speculative][lossless][slow]") {
     for (const char *rel : kSynthetic) run_matrix(rel, 256, {TreeShape::chain(4), TreeShape{}}, false);
