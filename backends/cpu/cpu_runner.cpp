@@ -92,10 +92,10 @@ void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
             std::copy(k + i * dkv, k + (i + 1) * dkv, kv_.k(il, slot));
             std::copy(v + i * dkv, v + (i + 1) * dkv, kv_.v(il, slot));
         }
-        if (tree)
-            tree_attention(il, n, n_past, *tree);
+        if (tree && tree_attention_mode_ == TreeAttention::Hybrid)
+            hybrid_tree_attention(il, n, n_past, *tree);
         else
-            attention(il, n, n_past);
+            attention(il, n, n_past, tree);
         matmul(pool_, l.wo, att_out_.data(), n, xb, quant_scratch_);
         add(x, xb, n * d);
 
@@ -119,36 +119,11 @@ void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
     matmul(pool_, w.output, xb, rows, logits, quant_scratch_);
 }
 
-// Causal multi-head attention of the n new queries over KV slots [0, n_past + i]; grouped-query heads share
-// their KV head. One task per query head; each thread has its own score buffer.
-void CpuRunner::attention(int layer, int32_t n, int32_t n_past) {
+// Runs head(h, thread) for every query head: on the pool, or inline when the whole attention is too little
+// work (about `keys` keys per query) to share out.
+void CpuRunner::for_each_head(int32_t n, int32_t keys, const std::function<void(int64_t, int)> &head) {
     const HParams &hp = model_->hparams();
-    const int32_t hd = hp.head_dim, dq = hp.n_embd_q(), group = hp.n_head / hp.n_head_kv;
-    const float scale = 1.0f / std::sqrt(float(hd));
-    ensure(scores_, size_t(pool_.size()) * size_t(n_past + n));
-    // One task per head, or all heads inline when the whole attention is too little work to share out.
-    const int64_t work = int64_t(hp.n_head) * n * (n_past + n) * hd;
-    const auto head = [&](int64_t h, int thread) {
-        float *scores = scores_.data() + size_t(thread) * size_t(n_past + n);
-        const int32_t kv_head = int32_t(h) / group;
-        for (int32_t i = 0; i < n; ++i) {
-            const float *qv = q_.data() + int64_t(i) * dq + h * hd;
-            const int32_t n_keys = n_past + i + 1;
-            for (int32_t t = 0; t < n_keys; ++t) {
-                const float *kv = kv_.k(layer, t) + kv_head * hd;
-                float dot = 0.0f;
-                for (int32_t j = 0; j < hd; ++j) dot += qv[j] * kv[j];
-                scores[t] = dot * scale;
-            }
-            softmax(scores, n_keys);
-            float *out = att_out_.data() + int64_t(i) * dq + h * hd;
-            std::fill(out, out + hd, 0.0f);
-            for (int32_t t = 0; t < n_keys; ++t) {
-                const float *vv = kv_.v(layer, t) + kv_head * hd;
-                for (int32_t j = 0; j < hd; ++j) out[j] += scores[t] * vv[j];
-            }
-        }
-    };
+    const int64_t work = int64_t(hp.n_head) * n * keys * hp.head_dim;
     if (work < (int64_t(1) << 16)) {
         for (int64_t h = 0; h < hp.n_head; ++h) head(h, 0);
     } else {
@@ -156,54 +131,56 @@ void CpuRunner::attention(int layer, int32_t n, int32_t n_past) {
     }
 }
 
-// Tree attention (see CpuRunner::TreeAttention). Hybrid: each query attends the committed prefix (all of it)
+// Multi-head attention of the n new queries; grouped-query heads share their KV head. Query i sees the slots
+// [0, n_past + i] (causal), or with a tree, the prefix [0, n_past) plus the tree slots its mask row marks. The
+// tree case is the causal loop over exactly the keys plain decoding would see for that node, in slot (= position)
+// order, so both give bit-identical results (TreeAttention::Exact). Each thread has its own score buffer.
+void CpuRunner::attention(int layer, int32_t n, int32_t n_past, const TreeBatch *tree) {
+    const HParams &hp = model_->hparams();
+    const int32_t hd = hp.head_dim, dq = hp.n_embd_q(), group = hp.n_head / hp.n_head_kv;
+    const float scale = 1.0f / std::sqrt(float(hd));
+    const int32_t n_tree = tree ? tree->offset + n : 0;
+    const int32_t max_keys = n_past + (tree ? n_tree : n);
+    ensure(scores_, size_t(pool_.size()) * size_t(max_keys));
+    for_each_head(n, max_keys, [&](int64_t h, int thread) {
+        float *scores = scores_.data() + size_t(thread) * size_t(max_keys);
+        const int32_t kv_head = int32_t(h) / group;
+        for (int32_t i = 0; i < n; ++i) {
+            const float *qv = q_.data() + int64_t(i) * dq + h * hd;
+            const int32_t end = tree ? n_past + n_tree : n_past + i + 1;
+            const uint8_t *mask = tree ? tree->mask + size_t(i) * size_t(n_tree) : nullptr;
+            const auto visible = [&](int32_t t) { return !mask || t < n_past || mask[t - n_past]; };
+            int32_t n_keys = 0;
+            for (int32_t t = 0; t < end; ++t) {
+                if (!visible(t)) continue;
+                const float *kv = kv_.k(layer, t) + kv_head * hd;
+                float dot = 0.0f;
+                for (int32_t j = 0; j < hd; ++j) dot += qv[j] * kv[j];
+                scores[n_keys++] = dot * scale;
+            }
+            softmax(scores, n_keys);
+            float *out = att_out_.data() + int64_t(i) * dq + h * hd;
+            std::fill(out, out + hd, 0.0f);
+            int32_t key = 0;
+            for (int32_t t = 0; t < end; ++t) {
+                if (!visible(t)) continue;
+                const float *vv = kv_.v(layer, t) + kv_head * hd;
+                const float w = scores[key++];
+                for (int32_t j = 0; j < hd; ++j) out[j] += w * vv[j];
+            }
+        }
+    });
+}
+
+// LongSpec's hybrid tree attention (TreeAttention::Hybrid): each query attends the committed prefix (all of it)
 // and the tree (its mask row) separately, each with its log-sum-exp, and the two parts are merged exactly.
-// One task per query head in both modes.
-void CpuRunner::tree_attention(int layer, int32_t n, int32_t n_past, const TreeBatch &tree) {
+void CpuRunner::hybrid_tree_attention(int layer, int32_t n, int32_t n_past, const TreeBatch &tree) {
     const HParams &hp = model_->hparams();
     const int32_t hd = hp.head_dim, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), group = hp.n_head / hp.n_head_kv;
     const float scale = 1.0f / std::sqrt(float(hd));
     const int32_t n_tree = tree.offset + n;
-    if (tree_attention_mode_ == TreeAttention::Exact) {
-        // The same loop as attention(), over the keys this node would see in plain decoding: the prefix slots,
-        // then its ancestors' tree slots (increasing slot = increasing position).
-        ensure(scores_, size_t(pool_.size()) * size_t(n_past + n_tree));
-        const auto exact_head = [&](int64_t h, int thread) {
-            float *scores = scores_.data() + size_t(thread) * size_t(n_past + n_tree);
-            const int32_t kv_head = int32_t(h) / group;
-            for (int32_t i = 0; i < n; ++i) {
-                const float *qv = q_.data() + int64_t(i) * dq + h * hd;
-                const uint8_t *mask = tree.mask + size_t(i) * size_t(n_tree);
-                int32_t n_keys = 0;
-                for (int32_t t = 0; t < n_past + n_tree; ++t) {
-                    if (t >= n_past && !mask[t - n_past]) continue;
-                    const float *kv = kv_.k(layer, t) + kv_head * hd;
-                    float dot = 0.0f;
-                    for (int32_t j = 0; j < hd; ++j) dot += qv[j] * kv[j];
-                    scores[n_keys++] = dot * scale;
-                }
-                softmax(scores, n_keys);
-                float *out = att_out_.data() + int64_t(i) * dq + h * hd;
-                std::fill(out, out + hd, 0.0f);
-                int32_t key = 0;
-                for (int32_t t = 0; t < n_past + n_tree; ++t) {
-                    if (t >= n_past && !mask[t - n_past]) continue;
-                    const float *vv = kv_.v(layer, t) + kv_head * hd;
-                    const float w = scores[key++];
-                    for (int32_t j = 0; j < hd; ++j) out[j] += w * vv[j];
-                }
-            }
-        };
-        const int64_t work = int64_t(hp.n_head) * n * (n_past + n_tree) * hd;
-        if (work < (int64_t(1) << 16)) {
-            for (int64_t h = 0; h < hp.n_head; ++h) exact_head(h, 0);
-        } else {
-            pool_.run(hp.n_head, exact_head);
-        }
-        return;
-    }
     ensure(scores_, size_t(pool_.size()) * size_t(hd));
-    const auto head = [&](int64_t h, int thread) {
+    for_each_head(n, n_past + n_tree, [&](int64_t h, int thread) {
         float *tree_out = scores_.data() + size_t(thread) * size_t(hd);
         const int32_t kv_head = int32_t(h) / group;
         const float *k_base = kv_.k(layer, 0) + kv_head * hd, *v_base = kv_.v(layer, 0) + kv_head * hd;
@@ -215,13 +192,7 @@ void CpuRunner::tree_attention(int layer, int32_t n, int32_t n_past, const TreeB
                                                    size_t(dkv), n_tree, tree.mask + size_t(i) * size_t(n_tree), tree_out);
             merge_attention(out, lse_prefix, tree_out, lse_tree, hd);
         }
-    };
-    const int64_t work = int64_t(hp.n_head) * n * (n_past + n_tree) * hd;
-    if (work < (int64_t(1) << 16)) {
-        for (int64_t h = 0; h < hp.n_head; ++h) head(h, 0);
-    } else {
-        pool_.run(hp.n_head, head);
-    }
+    });
 }
 
 }  // namespace specula::internal

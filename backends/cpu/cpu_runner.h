@@ -6,6 +6,7 @@
 #include "backends/cpu/thread_pool.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -63,8 +64,9 @@ private:
         const uint8_t *mask;
     };
     void forward(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, float *logits, bool all_logits);
-    void attention(int layer, int32_t n, int32_t n_past);
-    void tree_attention(int layer, int32_t n, int32_t n_past, const TreeBatch &tree);
+    void attention(int layer, int32_t n, int32_t n_past, const TreeBatch *tree);
+    void hybrid_tree_attention(int layer, int32_t n, int32_t n_past, const TreeBatch &tree);
+    void for_each_head(int32_t n, int32_t keys, const std::function<void(int64_t, int)> &head);
 
     std::shared_ptr<const Model> model_;
     TreeAttention tree_attention_mode_ = TreeAttention::Exact;
