@@ -187,7 +187,7 @@ specula_status Session::step(StepResult &out) {
         const size_t i = ready_next_++;
         token = ready_[i].token;
         accepted = ready_[i].accepted;
-        std::copy_n(ready_rows_.data() + i * size_t(n_vocab), size_t(n_vocab), logits_.data());
+        std::copy_n(ready_row(i), size_t(n_vocab), logits_.data());
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
     } else {
         const double t_sample = now_ms();
@@ -206,7 +206,7 @@ specula_status Session::step(StepResult &out) {
         // Its keys/values were committed by the round: it counts as evaluated, and the logits after it are
         // the next row of the round.
         ++n_evaluated_;
-        std::copy_n(ready_rows_.data() + ready_next_ * size_t(n_vocab), size_t(n_vocab), logits_.data());
+        std::copy_n(ready_row(ready_next_), size_t(n_vocab), logits_.data());
     }
     out.drafted = accepted;
     ++n_generated_;
@@ -315,9 +315,6 @@ bool Session::speculate() {
 
     ready_.clear();
     ready_next_ = 0;
-    ready_rows_.resize(path_nodes_.size() * size_t(n_vocab));
-    for (size_t i = 0; i < path_nodes_.size(); ++i)
-        std::copy_n(tree_logits_.data() + size_t(path_nodes_[i]) * size_t(n_vocab), size_t(n_vocab), ready_rows_.data() + i * size_t(n_vocab));
     for (int32_t node : outcome.path) ready_.push_back({tree_.token(node), true});
     ready_.push_back({outcome.bonus, false});
 

@@ -145,14 +145,17 @@ private:
     std::vector<float> tree_logits_;
     std::vector<uint8_t> tree_row_ready_;
     // Tokens of the last round not yet emitted: entry i was drafted-and-accepted (its keys/values are already
-    // committed) or is the bonus; ready_rows_ row i holds the logits it was sampled from, row i + 1 those after it.
+    // committed) or is the bonus. Entry i was sampled from the logits of path node i (path_nodes_[0] is the root),
+    // which the verifier computed: ready_row(i).
     struct Ready {
         int32_t token;
         bool accepted;
     };
     std::vector<Ready> ready_;
     size_t ready_next_ = 0;
-    std::vector<float> ready_rows_;
+    const float *ready_row(size_t i) const {
+        return tree_logits_.data() + size_t(path_nodes_[i]) * size_t(model_->hparams().n_vocab);
+    }
     SpeculativeStats spec_stats_;
 
     // Stats.
