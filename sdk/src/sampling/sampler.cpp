@@ -38,13 +38,17 @@ void Sampler::distribution(const float *logits, int32_t n_vocab, std::span<const
 int32_t Sampler::sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history) {
     distribution(logits, n_vocab, history, scratch_);
     if (greedy()) return scratch_.items[0].id;
+    return draw(scratch_);
+}
+
+int32_t Sampler::draw(const Candidates &c) {
     const double u = uniform();
     double cumulative = 0.0;
-    for (const Candidate &c : scratch_.items) {
-        cumulative += c.p;
-        if (u < cumulative) return c.id;
+    for (const Candidate &cand : c.items) {
+        cumulative += cand.p;
+        if (u < cumulative) return cand.id;
     }
-    return scratch_.items.back().id;  // rounding left u above the total
+    return c.items.back().id;  // rounding left u above the total
 }
 
 void Sampler::process_logits(float *logits, int32_t n_vocab, std::span<const int32_t> history) const {

@@ -47,6 +47,9 @@ public:
     bool has_logit_processing() const { return contextual_penalty_; }
     // How many of the newest history tokens the chain looks at: 0 = none, -1 = all of them.
     int32_t history_window() const;
+    // Draws one candidate by its normalized p (one uniform() draw): how sample() picks, for callers that hold a
+    // distribution() already (a drafter sampling its own chain).
+    int32_t draw(const Candidates &c);
     // A uniform draw in [0, 1) from this sampler's generator (reproducible for a given seed).
     double uniform();
 

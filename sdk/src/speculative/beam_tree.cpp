@@ -62,16 +62,7 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
             request.sampler->distribution(row, n_vocab, history, q);
             std::vector<float> dense(size_t(target_vocab), 0.0f);
             for (const Candidate &c : q.items) dense[size_t(c.id)] = c.p;
-            const double u = request.sampler->uniform();
-            double cumulative = 0.0;
-            int32_t token = q.items.back().id;
-            for (const Candidate &c : q.items) {
-                cumulative += c.p;
-                if (u < cumulative) {
-                    token = c.id;
-                    break;
-                }
-            }
+            const int32_t token = request.sampler->draw(q);
             const int32_t child = tree.add(first, token);
             tree.set_child_distribution(first, std::move(dense));
             cum.push_back(0.0f);
