@@ -21,7 +21,6 @@ template <typename T> void ensure(std::vector<T> &v, size_t n) {
     if (v.size() < n) v.resize(n);
 }
 
-const float *as_floats(const WeightView &w) { return reinterpret_cast<const float *>(w.data); }
 
 }  // namespace
 
@@ -77,14 +76,14 @@ void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
         const LayerWeights &l = w.layers[size_t(il)];
 
         // Attention block.
-        for (int32_t i = 0; i < n; ++i) rmsnorm(xb + i * d, x + i * d, as_floats(l.attn_norm), d, hp.norm_eps);
+        for (int32_t i = 0; i < n; ++i) rmsnorm(xb + i * d, x + i * d, l.attn_norm.floats(), d, hp.norm_eps);
         matmul(pool_, l.wq, xb, n, q, quant_scratch_);
         matmul(pool_, l.wk, xb, n, k, quant_scratch_);
         matmul(pool_, l.wv, xb, n, v, quant_scratch_);
         for (int32_t i = 0; i < n; ++i) {
-            if (l.bq) add(q + i * dq, as_floats(l.bq), dq);
-            if (l.bk) add(k + i * dkv, as_floats(l.bk), dkv);
-            if (l.bv) add(v + i * dkv, as_floats(l.bv), dkv);
+            if (l.bq) add(q + i * dq, l.bq.floats(), dq);
+            if (l.bk) add(k + i * dkv, l.bk.floats(), dkv);
+            if (l.bv) add(v + i * dkv, l.bv.floats(), dkv);
             const int32_t pos = tree ? tree->positions[i] : n_past + i;
             const int32_t slot = n_past + (tree ? tree->offset : 0) + i;
             rope(q + i * dq, hp.n_head, hp, w.rope_freq_factors, pos);
@@ -100,7 +99,7 @@ void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
         add(x, xb, n * d);
 
         // Feed-forward block (SwiGLU).
-        for (int32_t i = 0; i < n; ++i) rmsnorm(xb + i * d, x + i * d, as_floats(l.ffn_norm), d, hp.norm_eps);
+        for (int32_t i = 0; i < n; ++i) rmsnorm(xb + i * d, x + i * d, l.ffn_norm.floats(), d, hp.norm_eps);
         matmul(pool_, l.ffn_gate, xb, n, ffn_gate_.data(), quant_scratch_);
         matmul(pool_, l.ffn_up, xb, n, ffn_up_.data(), quant_scratch_);
         swiglu(ffn_gate_.data(), ffn_up_.data(), n * dff);
@@ -111,7 +110,7 @@ void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
     // Output head, only for the rows whose logits are wanted.
     const int32_t first = all_logits ? 0 : n - 1;
     const int32_t rows = n - first;
-    for (int32_t i = first; i < n; ++i) rmsnorm(xb + (i - first) * d, x + i * d, as_floats(w.output_norm), d, hp.norm_eps);
+    for (int32_t i = first; i < n; ++i) rmsnorm(xb + (i - first) * d, x + i * d, w.output_norm.floats(), d, hp.norm_eps);
     if (logits == nullptr) {  // lazy head: eval_tree() callers ask for rows with tree_logits()
         hidden_.assign(xb, xb + rows * d);
         return;

@@ -19,6 +19,8 @@ struct WeightView {
 
     explicit operator bool() const { return data != nullptr; }
     const uint8_t *row(int64_t r) const { return data + size_t(r) * row_bytes; }
+    // The data as floats: for F32 tensors (norms, biases), which binding guarantees where it is used.
+    const float *floats() const { return reinterpret_cast<const float *>(data); }
 };
 
 struct LayerWeights {

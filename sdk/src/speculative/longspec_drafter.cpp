@@ -13,8 +13,6 @@
 namespace specula::internal {
 namespace {
 
-const float *as_floats(const WeightView &w) { return reinterpret_cast<const float *>(w.data); }
-
 class LongSpecDrafter final : public Drafter {
 public:
     LongSpecDrafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes, ThreadPool &pool)
@@ -92,13 +90,13 @@ private:
         const int64_t d = hp_.n_embd, dkv = hp_.n_embd_kv();
         for (int32_t i = 0; i < count; ++i) {
             get_row(tw.token_embd, tokens[i], x_.data() + i * d);
-            rmsnorm(xb_.data() + i * d, x_.data() + i * d, as_floats(w.attn_norm), d, cfg_.norm_eps);
+            rmsnorm(xb_.data() + i * d, x_.data() + i * d, w.attn_norm.floats(), d, cfg_.norm_eps);
         }
         matmul(pool_, w.wk, xb_.data(), count, k_.data(), quant_scratch_);
         matmul(pool_, w.wv, xb_.data(), count, v_.data(), quant_scratch_);
         for (int32_t i = 0; i < count; ++i) {
-            add(k_.data() + i * dkv, as_floats(w.bk), dkv);
-            add(v_.data() + i * dkv, as_floats(w.bv), dkv);
+            add(k_.data() + i * dkv, w.bk.floats(), dkv);
+            add(v_.data() + i * dkv, w.bv.floats(), dkv);
             rope(k_.data() + i * dkv, hp_.n_head_kv, hp_, tw.rope_freq_factors, positions ? positions[i] : pos0 + i);
         }
     }
@@ -117,7 +115,7 @@ private:
         project_kv(tree.tokens().data() + first, count, 0, positions_.data());
         matmul(pool_, w.wq, xb_.data(), count, q_.data(), quant_scratch_);
         for (int32_t i = 0; i < count; ++i) {
-            add(q_.data() + i * dq, as_floats(w.bq), dq);
+            add(q_.data() + i * dq, w.bq.floats(), dq);
             rope(q_.data() + i * dq, hp_.n_head, hp_, tw.rope_freq_factors, positions_[size_t(i)]);
             if (first + i == 0) continue;  // the root is committed: its key/value are in the ring already
             const size_t slot = size_t(first + i - 1);
@@ -159,10 +157,10 @@ private:
         add(x_.data(), xb_.data(), count * d);
 
         // Cross-attention onto the target's committed keys/values of cfg_.cross_layer (already rotated).
-        for (int32_t i = 0; i < count; ++i) rmsnorm(xb_.data() + i * d, x_.data() + i * d, as_floats(w.cross_norm), d, cfg_.norm_eps);
+        for (int32_t i = 0; i < count; ++i) rmsnorm(xb_.data() + i * d, x_.data() + i * d, w.cross_norm.floats(), d, cfg_.norm_eps);
         matmul(pool_, w.cross_wq, xb_.data(), count, q_.data(), quant_scratch_);
         for (int32_t i = 0; i < count; ++i) {
-            add(q_.data() + i * dq, as_floats(w.cross_bq), dq);
+            add(q_.data() + i * dq, w.cross_bq.floats(), dq);
             rope(q_.data() + i * dq, hp_.n_head, hp_, tw.rope_freq_factors, positions_[size_t(i)]);
         }
         const float *tk = target_kv_->k(cfg_.cross_layer, 0), *tv = target_kv_->v(cfg_.cross_layer, 0);
@@ -176,7 +174,7 @@ private:
         add(x_.data(), xb_.data(), count * d);
 
         // SwiGLU MLP.
-        for (int32_t i = 0; i < count; ++i) rmsnorm(xb_.data() + i * d, x_.data() + i * d, as_floats(w.ffn_norm), d, cfg_.norm_eps);
+        for (int32_t i = 0; i < count; ++i) rmsnorm(xb_.data() + i * d, x_.data() + i * d, w.ffn_norm.floats(), d, cfg_.norm_eps);
         matmul(pool_, w.ffn_gate, xb_.data(), count, gate_.data(), quant_scratch_);
         matmul(pool_, w.ffn_up, xb_.data(), count, up_.data(), quant_scratch_);
         swiglu(gate_.data(), up_.data(), count * dff);
