@@ -10,6 +10,8 @@
 // not taken from the library's own stats, so the bench also checks what a caller actually experiences.
 #include <specula/specula.h>
 
+#include "bench_common.h"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -25,6 +27,10 @@
 #include <vector>
 
 namespace {
+
+using bench::fmt;
+using bench::median;
+using bench::now_s;
 
 constexpr int kPromptTokens = 128;
 constexpr int kDecodeTokens = 128;
@@ -88,16 +94,6 @@ void check(specula_status st, specula_error *err, const char *what) {
     throw std::runtime_error(msg);
 }
 
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct Result {
     double prefill_tps = 0;
     double decode_tps = 0;
@@ -150,12 +146,6 @@ Result run_once(specula_model *model, int threads, const std::vector<int32_t> &p
         throw std::runtime_error("decode produced " + std::to_string(produced) + " tokens, expected " +
                                  std::to_string(kDecodeTokens));
     return Result{kPromptTokens / prefill_s, kDecodeTokens / decode_s};
-}
-
-std::string fmt(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f", v);
-    return buf;
 }
 
 std::string params_text(uint64_t n) {
@@ -211,7 +201,7 @@ int main(int argc, char **argv) {
                 }
                 std::printf("| %s | %s | %s | %s | %d | %s | %s |\n", bm.name.c_str(), specula_model_arch(model),
                             specula_model_weight_type(model), params_text(specula_model_n_params(model)).c_str(),
-                            threads, fmt(median(prefill)).c_str(), fmt(median(decode)).c_str());
+                            threads, fmt(median(prefill), "%.1f").c_str(), fmt(median(decode), "%.1f").c_str());
             } catch (const std::exception &e) {
                 std::printf("| %s | %s | %s | | %d | failed: %s | |\n", bm.name.c_str(), specula_model_arch(model),
                             specula_model_weight_type(model), threads, e.what());

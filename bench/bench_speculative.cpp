@@ -22,6 +22,7 @@
 // same distribution, not the same tokens; the column says n/a.)
 #include <specula/specula.hpp>
 
+#include "bench_common.h"
 #include "machine_files.h"
 
 #include <CLI/CLI.hpp>
@@ -42,6 +43,11 @@
 #include <vector>
 
 namespace {
+
+using bench::cpu_name;
+using bench::fmt;
+using bench::median;
+using bench::now_s;
 
 namespace fs = std::filesystem;
 
@@ -142,14 +148,6 @@ std::vector<int32_t> make_prompt(const specula::Model &model, const BenchModel &
     return ids;
 }
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // One configuration to measure. An empty drafter name is plain AR.
 struct Config {
     std::string drafter;
@@ -217,22 +215,6 @@ Measured measure(const specula::Model &model, const std::vector<int32_t> &prompt
     }
     m.tok_s = median(rates);
     return m;
-}
-
-std::string fmt(double v, const char *f = "%.2f") {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
-
-std::string cpu_name() {
-    std::ifstream in("/proc/cpuinfo");
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind("model name", 0) == 0) {
-            const size_t colon = line.find(':');
-            return colon == std::string::npos ? line : line.substr(line.find_first_not_of(' ', colon + 1));
-        }
-    return "unknown CPU";
 }
 
 // Benchmarks one model; returns the number of mismatches.

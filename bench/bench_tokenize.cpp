@@ -18,6 +18,7 @@
 // time and by the thread's CPU time (the two agree on an idle machine; on a shared one, trust the CPU column).
 #include <specula/specula.h>
 
+#include "bench_common.h"
 #include "machine_files.h"
 #include "utf8_check.h"
 
@@ -41,6 +42,11 @@
 namespace fs = std::filesystem;
 
 namespace {
+
+using bench::cpu_name;
+using bench::fmt;
+using bench::median;
+using bench::now_s;
 
 constexpr size_t kCorpusBytes = 1000 * 1000;
 
@@ -174,14 +180,6 @@ void check(specula_status st, specula_error *err, const char *what) {
     throw std::runtime_error(msg);
 }
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // CPU time of the calling thread: unlike wall time it does not grow when other processes share the cores.
 double thread_cpu_s() {
     timespec ts{};
@@ -229,22 +227,6 @@ std::string load_average() {
     std::string one;
     in >> one;
     return in ? one : "?";
-}
-
-std::string cpu_name() {
-    std::ifstream in("/proc/cpuinfo");
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind("model name", 0) == 0) {
-            const size_t colon = line.find(':');
-            return colon == std::string::npos ? line : line.substr(line.find_first_not_of(' ', colon + 1));
-        }
-    return "unknown CPU";
-}
-
-std::string fmt(double v, const char *f = "%.2f") {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
 }
 
 }  // namespace
