@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace specula::internal {
 namespace {
@@ -48,6 +49,7 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
     std::vector<float> logits;
     std::vector<int32_t> history;
     std::vector<Scored> pool;
+    std::vector<int32_t> ids;  // one row's candidate ids, reused for every node
     Candidates q;
     int32_t first = 0, count = 1;  // the level whose children are chosen next
     for (int32_t level = 0; level < shape.depth() && tree.size() < request.node_budget; ++level) {
@@ -80,8 +82,8 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
             }
             log_softmax(row, n_vocab);
             // This row's best `width` candidates; the global best `width` are among the union of these.
-            std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
-            for (int32_t i = 0; i < n_vocab; ++i) ids[size_t(i)] = i;
+            ids.resize(size_t(n_vocab));
+            std::iota(ids.begin(), ids.end(), 0);
             const int32_t k = std::min(width, n_vocab);
             std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
                 return row[a] > row[b] || (row[a] == row[b] && a < b);
