@@ -1,5 +1,6 @@
 #include "ops.h"
 
+#include "backends/cpu/packed/packed_matrix.h"
 #include "backends/cpu/types/type_kernels.h"
 
 #include <algorithm>
@@ -60,12 +61,53 @@ void add(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+namespace {
+
+constexpr uint32_t kTypeQ8_0 = 8;
+
+// The packed path: the same activation conversion, then the SIMD kernel over groups of 16 weight rows.
+void matmul_packed(ThreadPool &pool, const WeightView &w, PackedGemmFn gemm, int64_t n_rows_x, float *y,
+                   std::vector<uint8_t> &scratch, size_t x_row_bytes, uint32_t dot_type) {
+    PackedActs x;
+    x.xq = scratch.data();
+    x.row_bytes = x_row_bytes;
+    x.n = n_rows_x;
+    if (dot_type == kTypeQ8_0) {
+        // Per-block sums of the int8 activations, which the kernels need to undo the weights' offsets.
+        x.sums_per_row = w.cols / 32;
+        int32_t *sums = reinterpret_cast<int32_t *>(scratch.data() + ((x_row_bytes * size_t(n_rows_x) + 3) & ~size_t(3)));
+        for (int64_t m = 0; m < n_rows_x; ++m)
+            for (int64_t k = 0; k < x.sums_per_row; ++k) {
+                const int8_t *q = reinterpret_cast<const int8_t *>(scratch.data() + size_t(m) * x_row_bytes + size_t(k) * 34 + 2);
+                int32_t s = 0;
+                for (int i = 0; i < 32; ++i) s += q[i];
+                sums[m * x.sums_per_row + k] = s;
+            }
+        x.block_sums = sums;
+    }
+    const PackedView &v = w.packed->view();
+    // As the scalar path below: about four tasks per thread, each at least ~64K multiply-adds.
+    const int64_t min_groups = ((int64_t(1) << 16) / std::max<int64_t>(1, w.cols * n_rows_x) + kPackRows - 1) / kPackRows;
+    const int64_t per_task = std::max({int64_t(1), v.n_groups / (int64_t(pool.size()) * 4), min_groups});
+    const int64_t n_tasks = (v.n_groups + per_task - 1) / per_task;
+    pool.run(n_tasks, [&](int64_t task, int) { gemm(v, task * per_task, std::min(v.n_groups, (task + 1) * per_task), x, y, w.rows); });
+}
+
+}  // namespace
+
 void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_rows_x, float *y, std::vector<uint8_t> &scratch) {
     const TypeKernels &kw = *cpu_type_kernels(w.type);
     const TypeKernels &kx = *cpu_type_kernels(kw.dot_type);
     const size_t x_row_bytes = cpu_type_row_bytes(kx, w.cols);
-    if (scratch.size() < x_row_bytes * size_t(n_rows_x)) scratch.resize(x_row_bytes * size_t(n_rows_x));
+    // Room for the converted activations, plus per-block sums for the packed kernels.
+    const size_t need = ((x_row_bytes * size_t(n_rows_x) + 3) & ~size_t(3)) + size_t(n_rows_x) * size_t(w.cols / 32) * sizeof(int32_t);
+    if (scratch.size() < need) scratch.resize(need);
     for (int64_t m = 0; m < n_rows_x; ++m) kx.from_float(x + m * w.cols, scratch.data() + size_t(m) * x_row_bytes, w.cols);
+    if (w.packed != nullptr)
+        if (PackedGemmFn gemm = packed_gemm(w.type, active_cpu_isa())) {
+            matmul_packed(pool, w, gemm, n_rows_x, y, scratch, x_row_bytes, kw.dot_type);
+            return;
+        }
 
     // Tasks are blocks of weight rows: each weight row is read once per call, whatever n_rows_x is. About four
     // blocks per thread balance uneven progress without paying for many task claims, and each block holds at

@@ -2,6 +2,8 @@
 // activations are quantized to for dot products (as ggml's vec_dot_type). Scalar reference kernels: each block
 // is first unpacked into plain integers and sub-block scales, and both dequantization and the dot product read
 // that form, so there is one place that knows each bit layout (ggml-common.h / ggml-quants.c).
+#include "k_quants.h"
+
 #include "half.h"
 #include "type_kernels.h"
 
@@ -10,48 +12,6 @@
 #include <cstring>
 
 namespace specula::internal {
-namespace {
-
-constexpr int QK_K = 256;
-
-struct BlockQ8_K {
-    float d;
-    int8_t qs[QK_K];
-    int16_t bsums[QK_K / 16];  // sums of each group of 16 qs (used by the types with minimums)
-};
-static_assert(sizeof(BlockQ8_K) == 292, "ggml block_q8_K is 292 bytes");
-
-struct BlockQ4_K {
-    uint16_t d, dmin;
-    uint8_t scales[12];  // 8 six-bit scales and 8 six-bit minimums, packed
-    uint8_t qs[QK_K / 2];
-};
-static_assert(sizeof(BlockQ4_K) == 144, "ggml block_q4_K is 144 bytes");
-
-struct BlockQ5_K {
-    uint16_t d, dmin;
-    uint8_t scales[12];
-    uint8_t qh[QK_K / 8];  // fifth bits
-    uint8_t qs[QK_K / 2];
-};
-static_assert(sizeof(BlockQ5_K) == 176, "ggml block_q5_K is 176 bytes");
-
-struct BlockQ6_K {
-    uint8_t ql[QK_K / 2];      // low 4 bits
-    uint8_t qh[QK_K / 4];      // high 2 bits
-    int8_t scales[QK_K / 16];  // one scale per 16 values
-    uint16_t d;
-};
-static_assert(sizeof(BlockQ6_K) == 210, "ggml block_q6_K is 210 bytes");
-
-// A super-block unpacked: value i is d * scale[i / group] * q[i] - dmin * min[i / group].
-struct Unpacked {
-    int8_t q[QK_K];
-    int32_t scale[16];
-    int32_t min[16];
-    int group;  // values per scale: 32 (Q4_K, Q5_K) or 16 (Q6_K)
-    float d, dmin;
-};
 
 // ggml's get_scale_min_k4: the j-th six-bit scale and minimum of a Q4_K/Q5_K block.
 void scale_min_k4(int j, const uint8_t *q, int32_t &scale, int32_t &min) {
@@ -64,7 +24,7 @@ void scale_min_k4(int j, const uint8_t *q, int32_t &scale, int32_t &min) {
     }
 }
 
-void unpack(const BlockQ4_K &b, Unpacked &u) {
+void unpack(const BlockQ4_K &b, KBlockInts &u) {
     u.group = 32;
     u.d = half_to_float_lookup(b.d);
     u.dmin = half_to_float_lookup(b.dmin);
@@ -77,7 +37,7 @@ void unpack(const BlockQ4_K &b, Unpacked &u) {
         }
 }
 
-void unpack(const BlockQ5_K &b, Unpacked &u) {
+void unpack(const BlockQ5_K &b, KBlockInts &u) {
     u.group = 32;
     u.d = half_to_float_lookup(b.d);
     u.dmin = half_to_float_lookup(b.dmin);
@@ -90,7 +50,7 @@ void unpack(const BlockQ5_K &b, Unpacked &u) {
         }
 }
 
-void unpack(const BlockQ6_K &b, Unpacked &u) {
+void unpack(const BlockQ6_K &b, KBlockInts &u) {
     u.group = 16;
     u.d = half_to_float_lookup(b.d);
     u.dmin = 0.0f;
@@ -112,9 +72,11 @@ void unpack(const BlockQ6_K &b, Unpacked &u) {
     }
 }
 
+namespace {
+
 template <typename Block> void k_to_float(const void *src, float *dst, int64_t n) {
     const Block *blocks = static_cast<const Block *>(src);
-    Unpacked u;
+    KBlockInts u;
     for (int64_t b = 0; b < n / QK_K; ++b) {
         unpack(blocks[b], u);
         for (int i = 0; i < QK_K; ++i) {
@@ -128,7 +90,7 @@ template <typename Block> void k_to_float(const void *src, float *dst, int64_t n
 template <typename Block> float k_vec_dot(int64_t n, const void *row, const void *x) {
     const Block *w = static_cast<const Block *>(row);
     const BlockQ8_K *a = static_cast<const BlockQ8_K *>(x);
-    Unpacked u;
+    KBlockInts u;
     float sum = 0.0f;
     for (int64_t b = 0; b < n / QK_K; ++b) {
         unpack(w[b], u);

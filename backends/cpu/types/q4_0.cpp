@@ -1,5 +1,7 @@
 // Q4_0: blocks of 32 4-bit values (offset by 8) with one fp16 scale (ggml block_q4_0). Element j of a block is
 // the low nibble of qs[j] for j < 16 and the high nibble of qs[j - 16] otherwise.
+#include "q4_0.h"
+
 #include "half.h"
 #include "q8_0.h"
 #include "type_kernels.h"
@@ -8,14 +10,6 @@
 
 namespace specula::internal {
 namespace {
-
-constexpr int kQ4_0Block = 32;
-
-struct BlockQ4_0 {
-    uint16_t d;
-    uint8_t qs[kQ4_0Block / 2];
-};
-static_assert(sizeof(BlockQ4_0) == 18, "ggml block_q4_0 is 18 bytes");
 
 void q4_0_to_float(const void *src, float *dst, int64_t n) {
     const BlockQ4_0 *blocks = static_cast<const BlockQ4_0 *>(src);

@@ -8,6 +8,7 @@
 #include "tokenizer/vocab.h"
 
 #include <functional>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -33,13 +34,19 @@ public:
     uint64_t n_params() const { return n_params_; }
     double load_ms() const { return load_ms_; }
     bool vocab_only() const { return vocab_only_; }
+    // Bytes of the weights repacked for the CPU backend's SIMD kernels (0 when none are).
+    size_t packed_bytes() const;
+
+    ~Model();
 
 private:
     Model() = default;
+    void pack_weights();
 
     GgufFile file_;
     HParams hparams_;
     ModelWeights weights_;
+    std::vector<std::unique_ptr<PackedMatrix>> packed_;  // the packed copies the weight views point to
     Vocab vocab_;
     std::string name_;
     const char *weight_type_ = "";

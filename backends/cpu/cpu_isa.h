@@ -1,0 +1,22 @@
+// Which SIMD instruction set the CPU backend's kernels use, chosen at run time: the binary is built for baseline
+// x86-64 and carries an AVX2 and an AVX-512 (VNNI) copy of each packed kernel (backends/cpu/packed/).
+//
+// The environment variable SPECULA_CPU_ISA=scalar|avx2|avx512 caps the choice (read once per process), so the
+// same binary can be measured or tested at each level. Every level computes bit-identical results (the packed
+// kernels reproduce the scalar reference kernels' arithmetic), so the choice changes speed, never tokens.
+#pragma once
+
+namespace specula::internal {
+
+enum class CpuIsa { Scalar = 0, Avx2 = 1, Avx512Vnni = 2 };
+
+// The best level this CPU and OS support.
+CpuIsa detected_cpu_isa();
+// The level the backend uses: detected_cpu_isa() capped by SPECULA_CPU_ISA, or by set_cpu_isa_cap().
+CpuIsa active_cpu_isa();
+// Caps the level from now on, for the whole process (benchmarks compare levels in one run). Weights are packed
+// when a model loads at a SIMD level; a model loaded at the scalar level stays on the scalar kernels.
+void set_cpu_isa_cap(CpuIsa cap);
+const char *cpu_isa_name(CpuIsa isa);
+
+}  // namespace specula::internal

@@ -1,0 +1,263 @@
+// The packed kernels for AVX2 (compiled with -mavx2 -mfma -mf16c): a 16-row group is processed as two halves of
+// eight rows, one 256-bit lane per row. VPDPBUSD is emulated with PMADDUBSW + PMADDWD, exact here because every
+// unsigned operand is small (4- and 6-bit weights) or, for Q8_0, made so with the sign trick (|w| times x with
+// w's sign). Same arithmetic, lane by lane, as the scalar references, so results are bit-identical.
+// Only <immintrin.h> and plain structs here: see packed_gemm.h for why.
+#include "packed_gemm.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace specula::internal {
+namespace {
+
+struct ActQ8_0 {
+    uint16_t d;
+    int8_t qs[32];
+};
+struct ActQ8_K {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+};
+static_assert(sizeof(ActQ8_0) == 34 && sizeof(ActQ8_K) == 292, "ggml activation block sizes");
+
+inline __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+inline __m256i load(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+inline __m256 load_halfs(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+inline __m256i bytes_to_i32(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p))); }
+inline __m256i sbytes_to_i32(const int8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p))); }
+// acc + sum over each 4 bytes of u (unsigned) * s (signed); exact while no pair of products exceeds 32767.
+inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+
+inline void store_rows(float *y, int valid, __m256 v) {
+    if (valid >= 8) {
+        _mm256_storeu_ps(y, v);
+        return;
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    for (int i = 0; i < valid; ++i) y[i] = tmp[i];
+}
+
+struct Tile {
+    const uint8_t *grp;
+    const PackedView *w;
+    const PackedActs *x;
+    int64_t m0;
+    float *y;
+    int64_t ldy;
+    int valid;  // rows of this half that exist
+    int half;   // 0: rows 0-7 of the group, 1: rows 8-15
+};
+
+template <int NX> void tile_q8_0(const Tile &t) {
+    const int64_t kb = t.w->cols / 32;
+    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]) + 8 * t.half;
+    const uint8_t *qs = t.grp + t.w->region[1] + 32 * t.half;
+    const __m256i flip = _mm256_set1_epi8(char(0x80));
+    const ActQ8_0 *xb[NX];
+    __m256 acc[NX];
+    for (int j = 0; j < NX; ++j) {
+        xb[j] = reinterpret_cast<const ActQ8_0 *>(t.x->xq + size_t(t.m0 + j) * t.x->row_bytes);
+        acc[j] = _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < kb; ++k) {
+        const __m256 dwv = load_halfs(dw + k * 16);
+        __m256i w[8], wabs[8];
+        for (int q = 0; q < 8; ++q) {
+            w[q] = _mm256_xor_si256(load(qs + (k * 8 + q) * 64), flip);  // stored as w + 128
+            wabs[q] = _mm256_abs_epi8(w[q]);
+        }
+        for (int j = 0; j < NX; ++j) {
+            const int8_t *xq = xb[j][k].qs;
+            __m256i isum = _mm256_setzero_si256();
+            for (int q = 0; q < 8; ++q) isum = dot4(isum, wabs[q], _mm256_sign_epi8(bcast4(xq + 4 * q), w[q]));
+            const __m256 dprod = _mm256_mul_ps(dwv, _mm256_set1_ps(_cvtsh_ss(xb[j][k].d)));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dprod, acc[j]);
+        }
+    }
+    for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
+}
+
+template <int NX> void tile_q4_0(const Tile &t) {
+    const int64_t kb = t.w->cols / 32;
+    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]) + 8 * t.half;
+    const uint8_t *qs = t.grp + t.w->region[1] + 32 * t.half;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const ActQ8_0 *xb[NX];
+    const int32_t *xs[NX];
+    __m256 acc[NX];
+    for (int j = 0; j < NX; ++j) {
+        xb[j] = reinterpret_cast<const ActQ8_0 *>(t.x->xq + size_t(t.m0 + j) * t.x->row_bytes);
+        xs[j] = t.x->block_sums + (t.m0 + j) * t.x->sums_per_row;
+        acc[j] = _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < kb; ++k) {
+        const __m256 dwv = load_halfs(dw + k * 16);
+        __m256i lo[4], hi[4];
+        for (int q = 0; q < 4; ++q) {
+            const __m256i v = load(qs + (k * 4 + q) * 64);
+            lo[q] = _mm256_and_si256(v, low4);
+            hi[q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        }
+        for (int j = 0; j < NX; ++j) {
+            const int8_t *xq = xb[j][k].qs;
+            __m256i s = _mm256_setzero_si256();
+            for (int q = 0; q < 4; ++q) {
+                s = dot4(s, lo[q], bcast4(xq + 4 * q));
+                s = dot4(s, hi[q], bcast4(xq + 16 + 4 * q));
+            }
+            const __m256i isum = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * xs[j][k]));
+            const __m256 dprod = _mm256_mul_ps(dwv, _mm256_set1_ps(_cvtsh_ss(xb[j][k].d)));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dprod, acc[j]);
+        }
+    }
+    for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
+}
+
+template <int NX> void tile_q4_k(const Tile &t) {
+    const int64_t nsb = t.w->cols / 256;
+    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]) + 8 * t.half;
+    const uint16_t *dmw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[1]) + 8 * t.half;
+    const uint8_t *scales = t.grp + t.w->region[2] + 8 * t.half, *mins = t.grp + t.w->region[3] + 8 * t.half;
+    const uint8_t *qs = t.grp + t.w->region[4] + 32 * t.half;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const ActQ8_K *xb[NX];
+    __m256 acc[NX];
+    for (int j = 0; j < NX; ++j) {
+        xb[j] = reinterpret_cast<const ActQ8_K *>(t.x->xq + size_t(t.m0 + j) * t.x->row_bytes);
+        acc[j] = _mm256_setzero_ps();
+    }
+    for (int64_t s = 0; s < nsb; ++s) {
+        __m256i scaled[NX];
+        for (int j = 0; j < NX; ++j) scaled[j] = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p) {
+            __m256i slo[NX], shi[NX];
+            for (int j = 0; j < NX; ++j) slo[j] = shi[j] = _mm256_setzero_si256();
+            for (int q = 0; q < 8; ++q) {
+                const __m256i v = load(qs + ((s * 4 + p) * 8 + q) * 64);
+                const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                for (int j = 0; j < NX; ++j) {
+                    const int8_t *xq = xb[j][s].qs + 64 * p + 4 * q;
+                    slo[j] = dot4(slo[j], lo, bcast4(xq));
+                    shi[j] = dot4(shi[j], hi, bcast4(xq + 32));
+                }
+            }
+            const __m256i sc_lo = bytes_to_i32(scales + (s * 8 + 2 * p) * 16);
+            const __m256i sc_hi = bytes_to_i32(scales + (s * 8 + 2 * p + 1) * 16);
+            for (int j = 0; j < NX; ++j)
+                scaled[j] = _mm256_add_epi32(scaled[j], _mm256_add_epi32(_mm256_mullo_epi32(sc_lo, slo[j]), _mm256_mullo_epi32(sc_hi, shi[j])));
+        }
+        const __m256 dwv = load_halfs(dw + s * 16), dmv = load_halfs(dmw + s * 16);
+        for (int j = 0; j < NX; ++j) {
+            __m256i msum = _mm256_setzero_si256();
+            for (int sub = 0; sub < 8; ++sub) {
+                const int32_t act_sum = int32_t(xb[j][s].bsums[2 * sub]) + int32_t(xb[j][s].bsums[2 * sub + 1]);
+                msum = _mm256_add_epi32(msum, _mm256_mullo_epi32(bytes_to_i32(mins + (s * 8 + sub) * 16), _mm256_set1_epi32(act_sum)));
+            }
+            const __m256 dx = _mm256_set1_ps(xb[j][s].d);
+            const __m256 a = _mm256_mul_ps(_mm256_mul_ps(dwv, dx), _mm256_cvtepi32_ps(scaled[j]));
+            const __m256 b = _mm256_mul_ps(_mm256_mul_ps(dmv, dx), _mm256_cvtepi32_ps(msum));
+            acc[j] = _mm256_add_ps(acc[j], _mm256_sub_ps(a, b));
+        }
+    }
+    for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
+}
+
+template <int NX> void tile_q6_k(const Tile &t) {
+    const int64_t nsb = t.w->cols / 256;
+    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]) + 8 * t.half;
+    const int8_t *scales = reinterpret_cast<const int8_t *>(t.grp + t.w->region[1]) + 8 * t.half;
+    const uint8_t *qv = t.grp + t.w->region[2] + 32 * t.half;
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+    const ActQ8_K *xb[NX];
+    __m256 acc[NX];
+    for (int j = 0; j < NX; ++j) {
+        xb[j] = reinterpret_cast<const ActQ8_K *>(t.x->xq + size_t(t.m0 + j) * t.x->row_bytes);
+        acc[j] = _mm256_setzero_ps();
+    }
+    for (int64_t s = 0; s < nsb; ++s) {
+        __m256i scaled[NX];
+        for (int j = 0; j < NX; ++j) scaled[j] = _mm256_setzero_si256();
+        for (int sub = 0; sub < 16; ++sub) {
+            const uint8_t *base = qv + (s * 16 + sub) * 192;
+            const __m256i ql0 = load(base), ql1 = load(base + 64), qh = load(base + 128);
+            const __m256i a = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
+            const __m256i b = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                              _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
+            const __m256i c = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(qh, bits45));
+            const __m256i d = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
+            const __m256i sc = sbytes_to_i32(scales + (s * 16 + sub) * 16);
+            for (int j = 0; j < NX; ++j) {
+                const int8_t *xq = xb[j][s].qs + 16 * sub;
+                __m256i dot = dot4(_mm256_setzero_si256(), a, bcast4(xq));
+                dot = dot4(dot, b, bcast4(xq + 4));
+                dot = dot4(dot, c, bcast4(xq + 8));
+                dot = dot4(dot, d, bcast4(xq + 12));
+                dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(32 * int32_t(xb[j][s].bsums[sub])));
+                scaled[j] = _mm256_add_epi32(scaled[j], _mm256_mullo_epi32(sc, dot));
+            }
+        }
+        const __m256 dwv = load_halfs(dw + s * 16), zero = _mm256_setzero_ps();
+        for (int j = 0; j < NX; ++j) {
+            const __m256 dx = _mm256_set1_ps(xb[j][s].d);
+            const __m256 a = _mm256_mul_ps(_mm256_mul_ps(dwv, dx), _mm256_cvtepi32_ps(scaled[j]));
+            const __m256 b = _mm256_mul_ps(_mm256_mul_ps(zero, dx), zero);
+            acc[j] = _mm256_add_ps(acc[j], _mm256_sub_ps(a, b));
+        }
+    }
+    for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
+}
+
+template <void (*T4)(const Tile &), void (*T1)(const Tile &)>
+void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y, int64_t ldy) {
+    for (int64_t g = group_begin; g < group_end; ++g)
+        for (int half = 0; half < 2; ++half) {
+            const int64_t r0 = g * 16 + 8 * half;
+            if (r0 >= w.rows) break;
+            Tile t{w.data + size_t(g) * w.group_bytes, &w, &x, 0, nullptr, ldy, int(w.rows - r0 < 8 ? w.rows - r0 : 8), half};
+            int64_t m = 0;
+            for (; m + 4 <= x.n; m += 4) {
+                t.m0 = m;
+                t.y = y + m * ldy + r0;
+                T4(t);
+            }
+            for (; m < x.n; ++m) {
+                t.m0 = m;
+                t.y = y + m * ldy + r0;
+                T1(t);
+            }
+        }
+}
+
+}  // namespace
+
+PackedGemmFn packed_gemm_avx2(uint32_t type) {
+    switch (type) {
+    case 8: return gemm<tile_q8_0<4>, tile_q8_0<1>>;
+    case 2: return gemm<tile_q4_0<4>, tile_q4_0<1>>;
+    case 12: return gemm<tile_q4_k<4>, tile_q4_k<1>>;
+    case 14: return gemm<tile_q6_k<4>, tile_q6_k<1>>;
+    }
+    return nullptr;
+}
+
+}  // namespace specula::internal
+
+#else  // not x86-64: no kernels at this level
+
+namespace specula::internal {
+PackedGemmFn packed_gemm_avx2(uint32_t) { return nullptr; }
+}  // namespace specula::internal
+
+#endif

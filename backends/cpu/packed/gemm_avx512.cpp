@@ -1,0 +1,264 @@
+// The packed kernels for AVX-512 with VNNI (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni): one
+// 512-bit lane per row of a 16-row group. Each function reproduces, lane by lane, the integer sums and the float
+// operations of the scalar reference kernel in backends/cpu/types/ (named beside it), so results are bit-identical.
+// Only <immintrin.h> and plain structs here: see packed_gemm.h for why.
+#include "packed_gemm.h"
+
+#if defined(__x86_64__)
+// GCC 12 warns inside its own AVX-512 headers (the undefined source of _mm512_cvtepi*_epi32 etc.): a known
+// false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace specula::internal {
+namespace {
+
+struct ActQ8_0 {  // ggml block_q8_0
+    uint16_t d;
+    int8_t qs[32];
+};
+struct ActQ8_K {  // ggml block_q8_K
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+};
+static_assert(sizeof(ActQ8_0) == 34 && sizeof(ActQ8_K) == 292, "ggml activation block sizes");
+
+inline __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+inline __m512i load(const uint8_t *p) { return _mm512_loadu_si512(p); }
+inline __m512 load_halfs(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))); }
+inline __m512i bytes_to_i32(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+inline __m512i sbytes_to_i32(const int8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+
+inline void store_rows(float *y, int valid, __m512 v) {
+    if (valid == 16) _mm512_storeu_ps(y, v);
+    else _mm512_mask_storeu_ps(y, __mmask16((1u << valid) - 1), v);
+}
+
+struct Tile {
+    const uint8_t *grp;  // the group's packed bytes
+    const PackedView *w;
+    const PackedActs *x;
+    int64_t m0;  // first activation row
+    float *y;    // &y[m0 * ldy + first row of the group]
+    int64_t ldy;
+    int valid;  // rows of the group that exist
+};
+
+// q8_0_vec_dot: per block isum (exact), sum = fma(float(isum), d_w * d_x, sum).
+template <int NX> void tile_q8_0(const Tile &t) {
+    const int64_t kb = t.w->cols / 32;
+    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]);
+    const uint8_t *qs = t.grp + t.w->region[1];
+    const ActQ8_0 *xb[NX];
+    const int32_t *xs[NX];
+    __m512 acc[NX];
+    for (int j = 0; j < NX; ++j) {
+        xb[j] = reinterpret_cast<const ActQ8_0 *>(t.x->xq + size_t(t.m0 + j) * t.x->row_bytes);
+        xs[j] = t.x->block_sums + (t.m0 + j) * t.x->sums_per_row;
+        acc[j] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < kb; ++k) {
+        const __m512 dwv = load_halfs(dw + k * 16);
+        __m512i wv[8];
+        for (int q = 0; q < 8; ++q) wv[q] = load(qs + (k * 8 + q) * 64);
+        for (int j = 0; j < NX; ++j) {
+            const int8_t *xq = xb[j][k].qs;
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+            for (int q = 0; q < 8; q += 2) {
+                s0 = _mm512_dpbusd_epi32(s0, wv[q], bcast4(xq + 4 * q));
+                s1 = _mm512_dpbusd_epi32(s1, wv[q + 1], bcast4(xq + 4 * q + 4));
+            }
+            // The weights were stored as w + 128: subtract 128 * sum(x).
+            const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(128 * xs[j][k]));
+            const __m512 dprod = _mm512_mul_ps(dwv, _mm512_set1_ps(_cvtsh_ss(xb[j][k].d)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dprod, acc[j]);
+        }
+    }
+    for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
+}
+
+// q4_0_vec_dot: isum = sum((q - 8) * x) = sum(q * x) - 8 * sum(x); then as Q8_0.
+template <int NX> void tile_q4_0(const Tile &t) {
+    const int64_t kb = t.w->cols / 32;
+    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]);
+    const uint8_t *qs = t.grp + t.w->region[1];
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const ActQ8_0 *xb[NX];
+    const int32_t *xs[NX];
+    __m512 acc[NX];
+    for (int j = 0; j < NX; ++j) {
+        xb[j] = reinterpret_cast<const ActQ8_0 *>(t.x->xq + size_t(t.m0 + j) * t.x->row_bytes);
+        xs[j] = t.x->block_sums + (t.m0 + j) * t.x->sums_per_row;
+        acc[j] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < kb; ++k) {
+        const __m512 dwv = load_halfs(dw + k * 16);
+        __m512i lo[4], hi[4];
+        for (int q = 0; q < 4; ++q) {
+            const __m512i v = load(qs + (k * 4 + q) * 64);
+            lo[q] = _mm512_and_si512(v, low4);
+            hi[q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        }
+        for (int j = 0; j < NX; ++j) {
+            const int8_t *xq = xb[j][k].qs;
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+            for (int q = 0; q < 4; ++q) {
+                s0 = _mm512_dpbusd_epi32(s0, lo[q], bcast4(xq + 4 * q));
+                s1 = _mm512_dpbusd_epi32(s1, hi[q], bcast4(xq + 16 + 4 * q));
+            }
+            const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(8 * xs[j][k]));
+            const __m512 dprod = _mm512_mul_ps(dwv, _mm512_set1_ps(_cvtsh_ss(xb[j][k].d)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dprod, acc[j]);
+        }
+    }
+    for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
+}
+
+// k_vec_dot<BlockQ4_K>: scaled = sum_s scale_s * (q . x)_s, mins = sum_s min_s * sum(x)_s (both exact), then
+// sum += (d_w * d_x) * float(scaled) - (dmin_w * d_x) * float(mins).
+template <int NX> void tile_q4_k(const Tile &t) {
+    const int64_t nsb = t.w->cols / 256;
+    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]);
+    const uint16_t *dmw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[1]);
+    const uint8_t *scales = t.grp + t.w->region[2], *mins = t.grp + t.w->region[3], *qs = t.grp + t.w->region[4];
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const ActQ8_K *xb[NX];
+    __m512 acc[NX];
+    for (int j = 0; j < NX; ++j) {
+        xb[j] = reinterpret_cast<const ActQ8_K *>(t.x->xq + size_t(t.m0 + j) * t.x->row_bytes);
+        acc[j] = _mm512_setzero_ps();
+    }
+    for (int64_t s = 0; s < nsb; ++s) {
+        __m512i scaled[NX];
+        for (int j = 0; j < NX; ++j) scaled[j] = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p) {
+            __m512i slo[NX], shi[NX];
+            for (int j = 0; j < NX; ++j) slo[j] = shi[j] = _mm512_setzero_si512();
+            for (int q = 0; q < 8; ++q) {
+                const __m512i v = load(qs + ((s * 4 + p) * 8 + q) * 64);
+                const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                for (int j = 0; j < NX; ++j) {
+                    const int8_t *xq = xb[j][s].qs + 64 * p + 4 * q;
+                    slo[j] = _mm512_dpbusd_epi32(slo[j], lo, bcast4(xq));
+                    shi[j] = _mm512_dpbusd_epi32(shi[j], hi, bcast4(xq + 32));
+                }
+            }
+            const __m512i sc_lo = bytes_to_i32(scales + (s * 8 + 2 * p) * 16);
+            const __m512i sc_hi = bytes_to_i32(scales + (s * 8 + 2 * p + 1) * 16);
+            for (int j = 0; j < NX; ++j)
+                scaled[j] = _mm512_add_epi32(scaled[j], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, slo[j]), _mm512_mullo_epi32(sc_hi, shi[j])));
+        }
+        const __m512 dwv = load_halfs(dw + s * 16), dmv = load_halfs(dmw + s * 16);
+        for (int j = 0; j < NX; ++j) {
+            __m512i msum = _mm512_setzero_si512();
+            for (int sub = 0; sub < 8; ++sub) {
+                const int32_t act_sum = int32_t(xb[j][s].bsums[2 * sub]) + int32_t(xb[j][s].bsums[2 * sub + 1]);
+                msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(bytes_to_i32(mins + (s * 8 + sub) * 16), _mm512_set1_epi32(act_sum)));
+            }
+            const __m512 dx = _mm512_set1_ps(xb[j][s].d);
+            const __m512 a = _mm512_mul_ps(_mm512_mul_ps(dwv, dx), _mm512_cvtepi32_ps(scaled[j]));
+            const __m512 b = _mm512_mul_ps(_mm512_mul_ps(dmv, dx), _mm512_cvtepi32_ps(msum));
+            acc[j] = _mm512_add_ps(acc[j], _mm512_sub_ps(a, b));
+        }
+    }
+    for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
+}
+
+// k_vec_dot<BlockQ6_K>: (q - 32) . x over each 16 weights = q . x - 32 * bsum; scaled = sum scale_s * that; then
+// sum += (d_w * d_x) * float(scaled) - (0 * d_x) * 0 (Q6_K has no minimums; the zero term is kept for the sign of 0).
+template <int NX> void tile_q6_k(const Tile &t) {
+    const int64_t nsb = t.w->cols / 256;
+    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]);
+    const int8_t *scales = reinterpret_cast<const int8_t *>(t.grp + t.w->region[1]);
+    const uint8_t *qv = t.grp + t.w->region[2];
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    const ActQ8_K *xb[NX];
+    __m512 acc[NX];
+    for (int j = 0; j < NX; ++j) {
+        xb[j] = reinterpret_cast<const ActQ8_K *>(t.x->xq + size_t(t.m0 + j) * t.x->row_bytes);
+        acc[j] = _mm512_setzero_ps();
+    }
+    for (int64_t s = 0; s < nsb; ++s) {
+        __m512i scaled[NX];
+        for (int j = 0; j < NX; ++j) scaled[j] = _mm512_setzero_si512();
+        for (int sub = 0; sub < 16; ++sub) {
+            const uint8_t *base = qv + (s * 16 + sub) * 192;
+            const __m512i ql0 = load(base), ql1 = load(base + 64), qh = load(base + 128);
+            const __m512i a = _mm512_or_si512(_mm512_and_si512(ql0, low4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
+            const __m512i b = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), low4),
+                                              _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45));
+            const __m512i c = _mm512_or_si512(_mm512_and_si512(ql1, low4), _mm512_and_si512(qh, bits45));
+            const __m512i d = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), low4),
+                                              _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45));
+            const __m512i sc = sbytes_to_i32(scales + (s * 16 + sub) * 16);
+            for (int j = 0; j < NX; ++j) {
+                const int8_t *xq = xb[j][s].qs + 16 * sub;
+                __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a, bcast4(xq));
+                dot = _mm512_dpbusd_epi32(dot, b, bcast4(xq + 4));
+                dot = _mm512_dpbusd_epi32(dot, c, bcast4(xq + 8));
+                dot = _mm512_dpbusd_epi32(dot, d, bcast4(xq + 12));
+                dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(32 * int32_t(xb[j][s].bsums[sub])));
+                scaled[j] = _mm512_add_epi32(scaled[j], _mm512_mullo_epi32(sc, dot));
+            }
+        }
+        const __m512 dwv = load_halfs(dw + s * 16), zero = _mm512_setzero_ps();
+        for (int j = 0; j < NX; ++j) {
+            const __m512 dx = _mm512_set1_ps(xb[j][s].d);
+            const __m512 a = _mm512_mul_ps(_mm512_mul_ps(dwv, dx), _mm512_cvtepi32_ps(scaled[j]));
+            const __m512 b = _mm512_mul_ps(_mm512_mul_ps(zero, dx), zero);
+            acc[j] = _mm512_add_ps(acc[j], _mm512_sub_ps(a, b));
+        }
+    }
+    for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
+}
+
+// Runs a tile over every group and every activation: four activations at a time (each weight vector loaded once
+// serves four dot products), then the rest one by one. A pair's arithmetic does not depend on how many
+// activations share its tile, so a token's logits are the same in a batch of 1 or 128.
+template <void (*T4)(const Tile &), void (*T1)(const Tile &)>
+void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y, int64_t ldy) {
+    for (int64_t g = group_begin; g < group_end; ++g) {
+        const int64_t r0 = g * 16;
+        Tile t{w.data + size_t(g) * w.group_bytes, &w, &x, 0, nullptr, ldy, int(w.rows - r0 < 16 ? w.rows - r0 : 16)};
+        int64_t m = 0;
+        for (; m + 4 <= x.n; m += 4) {
+            t.m0 = m;
+            t.y = y + m * ldy + r0;
+            T4(t);
+        }
+        for (; m < x.n; ++m) {
+            t.m0 = m;
+            t.y = y + m * ldy + r0;
+            T1(t);
+        }
+    }
+}
+
+}  // namespace
+
+PackedGemmFn packed_gemm_avx512(uint32_t type) {
+    switch (type) {
+    case 8: return gemm<tile_q8_0<4>, tile_q8_0<1>>;
+    case 2: return gemm<tile_q4_0<4>, tile_q4_0<1>>;
+    case 12: return gemm<tile_q4_k<4>, tile_q4_k<1>>;
+    case 14: return gemm<tile_q6_k<4>, tile_q6_k<1>>;
+    }
+    return nullptr;
+}
+
+}  // namespace specula::internal
+
+#else  // not x86-64: no kernels at this level
+
+namespace specula::internal {
+PackedGemmFn packed_gemm_avx512(uint32_t) { return nullptr; }
+}  // namespace specula::internal
+
+#endif

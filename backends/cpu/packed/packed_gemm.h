@@ -1,0 +1,51 @@
+// The interface between the CPU backend and its SIMD matrix kernels: plain structs and function pointers only,
+// because the kernels live in translation units compiled for AVX2 or AVX-512 and must share no inline code
+// (templates, std:: containers) with the baseline build -- the linker could otherwise keep an AVX-512 copy of a
+// shared inline function and run it on a CPU without AVX-512.
+//
+// A packed matrix stores its rows in groups of kPackRows = 16 (the last group padded with zero rows). Within a
+// group, each quantized block of the 16 rows is stored interleaved, four bytes of row 0, four bytes of row 1, ...,
+// so that one 64-byte vector holds four consecutive weights of each of the 16 rows. A dot-product instruction
+// (VPDPBUSD, or PMADDUBSW + PMADDWD on AVX2) against four activation bytes broadcast to every lane then yields
+// one partial sum per row: no horizontal reductions, and every lane accumulates exactly the integers the scalar
+// reference kernel accumulates for its row. The float arithmetic that follows (block scales, the running sum)
+// is done lane-wise in the scalar kernel's order, so the packed kernels are bit-identical to the references.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace specula::internal {
+
+constexpr int kPackRows = 16;
+
+struct PackedView {
+    const uint8_t *data = nullptr;  // n_groups * group_bytes bytes, 64-byte aligned
+    uint32_t type = 0;              // ggml type id of the source weights
+    int64_t rows = 0, cols = 0;
+    int64_t n_groups = 0;
+    size_t group_bytes = 0;
+    size_t region[6] = {};  // byte offsets, within a group, of the type's regions (scales, mins, quants)
+};
+
+// Activation rows already converted to the weight type's dot type (Q8_0 or Q8_K blocks), exactly as the scalar
+// path converts them. block_sums holds, for Q8_0 activations, the sum of each block's 32 int8 values (row m's
+// sums start at block_sums + m * sums_per_row); Q8_K blocks carry their own sums.
+struct PackedActs {
+    const uint8_t *xq = nullptr;
+    size_t row_bytes = 0;
+    const int32_t *block_sums = nullptr;
+    int64_t sums_per_row = 0;
+    int64_t n = 0;
+};
+
+// Computes y[m * ldy + r] = dot(row r, activation m) for every activation m < x.n and every row r of groups
+// [group_begin, group_end).
+using PackedGemmFn = void (*)(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y,
+                              int64_t ldy);
+
+// The kernel for a source type at one instruction-set level, or nullptr (defined in gemm_avx2.cpp / gemm_avx512.cpp).
+PackedGemmFn packed_gemm_avx2(uint32_t type);
+PackedGemmFn packed_gemm_avx512(uint32_t type);
+
+}  // namespace specula::internal

@@ -1,0 +1,176 @@
+#include "packed_matrix.h"
+
+#include "backends/cpu/types/k_quants.h"
+#include "backends/cpu/types/q4_0.h"
+#include "backends/cpu/types/q8_0.h"
+#include "core/error.h"
+
+#include <cstring>
+
+namespace specula::internal {
+namespace {
+
+constexpr uint32_t kTypeQ4_0 = 2, kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ6_K = 14;
+
+size_t round64(size_t n) { return (n + 63) & ~size_t(63); }
+
+// Where lane `lane`'s four bytes of interleaved vector `vec` start.
+size_t lane_offset(size_t vec, int lane) { return vec * 64 + size_t(lane) * 4; }
+
+// Region sizes per group, in bytes, for `blocks` blocks per row; fills view.region and view.group_bytes.
+void layout(PackedView &v, std::initializer_list<size_t> region_bytes) {
+    size_t offset = 0;
+    int i = 0;
+    for (size_t bytes : region_bytes) {
+        v.region[i++] = offset;
+        offset += round64(bytes);
+    }
+    v.group_bytes = offset;
+}
+
+// Q8_0: region 0 the 16 rows' fp16 scales per block; region 1 per block eight vectors of 16 x 4 weights, each
+// stored as w + 128 (an unsigned byte, the operand VPDPBUSD multiplies unsigned).
+void pack_q8_0(const WeightView &w, PackedView &v, uint8_t *dst) {
+    const int64_t kb = w.cols / kQ8_0Block;
+    for (int64_t g = 0; g < v.n_groups; ++g) {
+        uint8_t *grp = dst + size_t(g) * v.group_bytes;
+        uint16_t *d = reinterpret_cast<uint16_t *>(grp + v.region[0]);
+        uint8_t *qs = grp + v.region[1];
+        std::memset(qs, 0x80, size_t(kb) * 512);  // padding rows: weight 0
+        for (int lane = 0; lane < kPackRows && g * kPackRows + lane < w.rows; ++lane) {
+            const BlockQ8_0 *row = reinterpret_cast<const BlockQ8_0 *>(w.row(g * kPackRows + lane));
+            for (int64_t k = 0; k < kb; ++k) {
+                d[k * kPackRows + lane] = row[k].d;
+                for (int q = 0; q < 8; ++q)
+                    for (int b = 0; b < 4; ++b)
+                        qs[lane_offset(size_t(k) * 8 + q, lane) + b] = uint8_t(row[k].qs[4 * q + b]) ^ 0x80;
+            }
+        }
+    }
+}
+
+// Q4_0: region 0 the fp16 scales; region 1 per block four vectors of 16 x 4 bytes, byte b of vector q being the
+// block's byte 4q + b unchanged (low nibble: weight 4q + b, high nibble: weight 16 + 4q + b).
+void pack_q4_0(const WeightView &w, PackedView &v, uint8_t *dst) {
+    const int64_t kb = w.cols / kQ4_0Block;
+    for (int64_t g = 0; g < v.n_groups; ++g) {
+        uint8_t *grp = dst + size_t(g) * v.group_bytes;
+        uint16_t *d = reinterpret_cast<uint16_t *>(grp + v.region[0]);
+        uint8_t *qs = grp + v.region[1];
+        for (int lane = 0; lane < kPackRows && g * kPackRows + lane < w.rows; ++lane) {
+            const BlockQ4_0 *row = reinterpret_cast<const BlockQ4_0 *>(w.row(g * kPackRows + lane));
+            for (int64_t k = 0; k < kb; ++k) {
+                d[k * kPackRows + lane] = row[k].d;
+                for (int q = 0; q < 4; ++q) std::memcpy(qs + lane_offset(size_t(k) * 4 + q, lane), row[k].qs + 4 * q, 4);
+            }
+        }
+    }
+}
+
+// Q4_K: regions d, dmin (fp16), the eight sub-block scales and minimums as bytes ([sub][lane]), then per
+// super-block and per pair p of sub-blocks eight vectors, byte b of vector q being the block's qs[32p + 4q + b]
+// (low nibble: weight 64p + 4q + b of sub-block 2p; high nibble: weight 64p + 32 + 4q + b of sub-block 2p + 1).
+void pack_q4_k(const WeightView &w, PackedView &v, uint8_t *dst) {
+    const int64_t nsb = w.cols / QK_K;
+    for (int64_t g = 0; g < v.n_groups; ++g) {
+        uint8_t *grp = dst + size_t(g) * v.group_bytes;
+        uint16_t *d = reinterpret_cast<uint16_t *>(grp + v.region[0]);
+        uint16_t *dmin = reinterpret_cast<uint16_t *>(grp + v.region[1]);
+        uint8_t *scales = grp + v.region[2], *mins = grp + v.region[3], *qs = grp + v.region[4];
+        for (int lane = 0; lane < kPackRows && g * kPackRows + lane < w.rows; ++lane) {
+            const BlockQ4_K *row = reinterpret_cast<const BlockQ4_K *>(w.row(g * kPackRows + lane));
+            for (int64_t s = 0; s < nsb; ++s) {
+                d[s * kPackRows + lane] = row[s].d;
+                dmin[s * kPackRows + lane] = row[s].dmin;
+                for (int j = 0; j < 8; ++j) {
+                    int32_t sc = 0, mn = 0;
+                    scale_min_k4(j, row[s].scales, sc, mn);
+                    scales[(s * 8 + j) * kPackRows + lane] = uint8_t(sc);
+                    mins[(s * 8 + j) * kPackRows + lane] = uint8_t(mn);
+                }
+                for (int p = 0; p < 4; ++p)
+                    for (int q = 0; q < 8; ++q)
+                        std::memcpy(qs + lane_offset(size_t((s * 4 + p) * 8 + q), lane), row[s].qs + 32 * p + 4 * q, 4);
+            }
+        }
+    }
+}
+
+// Q6_K: region d (fp16), the sixteen signed sub-block scales ([sub][lane]), then per 16-weight sub-block three
+// vectors: low nibbles (weights 0-3 | 4-7 << 4), low nibbles (8-11 | 12-15 << 4), and the high two bits of all
+// sixteen (bits 0-1: weights 0-3, 2-3: 4-7, 4-5: 8-11, 6-7: 12-15), each as stored (0..63, offset 32).
+void pack_q6_k(const WeightView &w, PackedView &v, uint8_t *dst) {
+    const int64_t nsb = w.cols / QK_K;
+    KBlockInts u;
+    for (int64_t g = 0; g < v.n_groups; ++g) {
+        uint8_t *grp = dst + size_t(g) * v.group_bytes;
+        uint16_t *d = reinterpret_cast<uint16_t *>(grp + v.region[0]);
+        int8_t *scales = reinterpret_cast<int8_t *>(grp + v.region[1]);
+        uint8_t *q = grp + v.region[2];
+        for (int lane = 0; lane < kPackRows && g * kPackRows + lane < w.rows; ++lane) {
+            const BlockQ6_K *row = reinterpret_cast<const BlockQ6_K *>(w.row(g * kPackRows + lane));
+            for (int64_t s = 0; s < nsb; ++s) {
+                unpack(row[s], u);
+                d[s * kPackRows + lane] = row[s].d;
+                for (int sub = 0; sub < 16; ++sub) {
+                    scales[(s * 16 + sub) * kPackRows + lane] = int8_t(u.scale[sub]);
+                    auto raw = [&](int i) { return uint8_t(u.q[16 * sub + i] + 32); };
+                    const size_t vec = size_t(s * 16 + sub) * 3;
+                    for (int b = 0; b < 4; ++b) {
+                        q[lane_offset(vec, lane) + b] = uint8_t((raw(b) & 0xF) | ((raw(4 + b) & 0xF) << 4));
+                        q[lane_offset(vec + 1, lane) + b] = uint8_t((raw(8 + b) & 0xF) | ((raw(12 + b) & 0xF) << 4));
+                        q[lane_offset(vec + 2, lane) + b] =
+                            uint8_t((raw(b) >> 4) | ((raw(4 + b) >> 4) << 2) | ((raw(8 + b) >> 4) << 4) | ((raw(12 + b) >> 4) << 6));
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+bool PackedMatrix::packable(uint32_t type) {
+    return type == kTypeQ8_0 || type == kTypeQ4_0 || type == kTypeQ4_K || type == kTypeQ6_K;
+}
+
+std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
+    require(packable(w.type), SPECULA_ERR_INTERNAL, "packed matrix: unsupported type");
+    std::unique_ptr<PackedMatrix> m(new PackedMatrix());
+    PackedView &v = m->view_;
+    v.type = w.type;
+    v.rows = w.rows;
+    v.cols = w.cols;
+    v.n_groups = (w.rows + kPackRows - 1) / kPackRows;
+    const size_t kb32 = size_t(w.cols / 32), nsb = size_t(w.cols / QK_K);
+    switch (w.type) {
+    case kTypeQ8_0: layout(v, {kb32 * 2 * kPackRows, kb32 * 512}); break;
+    case kTypeQ4_0: layout(v, {kb32 * 2 * kPackRows, kb32 * 256}); break;
+    case kTypeQ4_K: layout(v, {nsb * 32, nsb * 32, nsb * 128, nsb * 128, nsb * 2048}); break;
+    case kTypeQ6_K: layout(v, {nsb * 32, nsb * 256, nsb * 16 * 192}); break;
+    }
+    const size_t total = size_t(v.n_groups) * v.group_bytes;
+    uint8_t *p = static_cast<uint8_t *>(std::aligned_alloc(64, total));
+    if (p == nullptr) throw Error(SPECULA_ERR_OUT_OF_MEMORY, "packed matrix: cannot allocate " + std::to_string(total) + " bytes");
+    m->storage_.reset(p);
+    std::memset(p, 0, total);
+    switch (w.type) {
+    case kTypeQ8_0: pack_q8_0(w, v, p); break;
+    case kTypeQ4_0: pack_q4_0(w, v, p); break;
+    case kTypeQ4_K: pack_q4_k(w, v, p); break;
+    case kTypeQ6_K: pack_q6_k(w, v, p); break;
+    }
+    v.data = p;
+    return m;
+}
+
+PackedGemmFn packed_gemm(uint32_t type, CpuIsa isa) {
+    switch (isa) {
+    case CpuIsa::Avx512Vnni: return packed_gemm_avx512(type);
+    case CpuIsa::Avx2: return packed_gemm_avx2(type);
+    case CpuIsa::Scalar: break;
+    }
+    return nullptr;
+}
+
+}  // namespace specula::internal
