@@ -24,7 +24,8 @@ struct TypeCase {
     int type_size;  // bytes per block
 };
 
-const TypeCase kCases[] = {{"Q8_0", 8, 32, 34}, {"Q4_0", 2, 32, 18}, {"Q4_K", 12, 256, 144}, {"Q6_K", 14, 256, 210}};
+const TypeCase kCases[] = {{"Q8_0", 8, 32, 34}, {"Q4_0", 2, 32, 18}, {"Q4_K", 12, 256, 144}, {"Q6_K", 14, 256, 210},
+                           {"F32", 0, 1, 4},    {"F16", 1, 1, 2},    {"BF16", 30, 1, 2}};
 
 // Random blocks: random quant bytes, with every fp16 scale field replaced by a finite random scale.
 std::vector<uint8_t> random_matrix(const TypeCase &c, int64_t rows, int64_t cols, std::mt19937 &rng, bool extreme) {
@@ -40,6 +41,17 @@ std::vector<uint8_t> random_matrix(const TypeCase &c, int64_t rows, int64_t cols
             std::memcpy(blk + offset, &h, 2);
         };
         switch (c.type) {
+        case 0: {  // F32: random finite values (random bytes could be NaN)
+            const float f = scale(rng) * 50.0f;
+            std::memcpy(blk, &f, 4);
+            break;
+        }
+        case 1: set_half(0); break;
+        case 30: {
+            const uint16_t h = float_to_bf16(scale(rng) * 50.0f);
+            std::memcpy(blk, &h, 2);
+            break;
+        }
         case 8:
         case 2: set_half(0); break;                // d first
         case 12: set_half(0), set_half(2); break;  // d, dmin
@@ -63,7 +75,7 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
         std::mt19937 rng(1234);
         for (const TypeCase &c : kCases)
             for (int64_t rows : {1, 15, 17, 37})
-                for (int64_t nblocks : {1, 3, 7})
+                for (int64_t nblocks : {1, 3, 7, 29})
                     for (bool extreme : {false, true}) {
                         const int64_t cols = nblocks * c.block;
                         std::vector<uint8_t> data = random_matrix(c, rows, cols, rng, extreme);

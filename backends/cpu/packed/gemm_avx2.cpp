@@ -219,7 +219,32 @@ template <int NX> void tile_q6_k(const Tile &t) {
     for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
 }
 
-template <void (*T4)(const Tile &), void (*T1)(const Tile &)>
+// f32_vec_dot and Half16::vec_dot: eight partial sums (see gemm_avx512.cpp). Weights stored [col][16 rows].
+inline __m256 widen_f32(const uint8_t *p) { return _mm256_loadu_ps(reinterpret_cast<const float *>(p)); }
+inline __m256 widen_f16(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+inline __m256 widen_bf16(const uint8_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))), 16));
+}
+
+template <__m256 (*Widen)(const uint8_t *), int kBytes> void tile_float(const Tile &t) {
+    const int64_t n = t.w->cols, n8 = n & ~int64_t(7);
+    const uint8_t *wp = t.grp + t.w->region[0] + 8 * kBytes * t.half;
+    const float *x = reinterpret_cast<const float *>(t.x->xq + size_t(t.m0) * t.x->row_bytes);
+    __m256 acc[8];
+    for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i < n8; i += 8)
+        for (int k = 0; k < 8; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(Widen(wp + (i + k) * 16 * kBytes), _mm256_set1_ps(x[i + k])));
+    for (; i < n; ++i) acc[0] = _mm256_add_ps(acc[0], _mm256_mul_ps(Widen(wp + i * 16 * kBytes), _mm256_set1_ps(x[i])));
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(acc[4], acc[5]), _mm256_add_ps(acc[6], acc[7]));
+    store_rows(t.y, t.valid, _mm256_add_ps(lo, hi));
+}
+void tile_f32(const Tile &t) { tile_float<widen_f32, 4>(t); }
+void tile_f16(const Tile &t) { tile_float<widen_f16, 2>(t); }
+void tile_bf16(const Tile &t) { tile_float<widen_bf16, 2>(t); }
+
+template <void (*T4)(const Tile &), void (*T1)(const Tile &), int kWide = 4>
 void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y, int64_t ldy) {
     for (int64_t g = group_begin; g < group_end; ++g)
         for (int half = 0; half < 2; ++half) {
@@ -227,7 +252,7 @@ void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const Pac
             if (r0 >= w.rows) break;
             Tile t{w.data + size_t(g) * w.group_bytes, &w, &x, 0, nullptr, ldy, int(w.rows - r0 < 8 ? w.rows - r0 : 8), half};
             int64_t m = 0;
-            for (; m + 4 <= x.n; m += 4) {
+            for (; m + kWide <= x.n; m += kWide) {
                 t.m0 = m;
                 t.y = y + m * ldy + r0;
                 T4(t);
@@ -248,6 +273,10 @@ PackedGemmFn packed_gemm_avx2(uint32_t type) {
     case 2: return gemm<tile_q4_0<4>, tile_q4_0<1>>;
     case 12: return gemm<tile_q4_k<4>, tile_q4_k<1>>;
     case 14: return gemm<tile_q6_k<4>, tile_q6_k<1>>;
+    // Eight accumulators per activation already fill AVX2's sixteen registers: one activation per tile.
+    case 0: return gemm<tile_f32, tile_f32, 1>;
+    case 1: return gemm<tile_f16, tile_f16, 1>;
+    case 30: return gemm<tile_bf16, tile_bf16, 1>;
     }
     return nullptr;
 }

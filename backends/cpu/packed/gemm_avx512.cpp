@@ -219,16 +219,53 @@ template <int NX> void tile_q6_k(const Tile &t) {
     for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
 }
 
+// f32_vec_dot and Half16::vec_dot: eight partial sums, sum[i % 8] += w[i] * x[i] over the first n & ~7 weights,
+// the rest into sum[0], then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)). Weights stored [col][16 rows].
+inline __m512 widen_f32(const uint8_t *p) { return _mm512_loadu_ps(reinterpret_cast<const float *>(p)); }
+inline __m512 widen_f16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))); }
+inline __m512 widen_bf16(const uint8_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))), 16));
+}
+
+template <int NX, __m512 (*Widen)(const uint8_t *), int kBytes> void tile_float(const Tile &t) {
+    const int64_t n = t.w->cols, n8 = n & ~int64_t(7);
+    const uint8_t *wp = t.grp + t.w->region[0];
+    const float *x[NX];
+    __m512 acc[NX][8];
+    for (int j = 0; j < NX; ++j) {
+        x[j] = reinterpret_cast<const float *>(t.x->xq + size_t(t.m0 + j) * t.x->row_bytes);
+        for (int k = 0; k < 8; ++k) acc[j][k] = _mm512_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i < n8; i += 8)
+        for (int k = 0; k < 8; ++k) {
+            const __m512 wv = Widen(wp + (i + k) * 16 * kBytes);
+            for (int j = 0; j < NX; ++j) acc[j][k] = _mm512_add_ps(acc[j][k], _mm512_mul_ps(wv, _mm512_set1_ps(x[j][i + k])));
+        }
+    for (; i < n; ++i) {
+        const __m512 wv = Widen(wp + i * 16 * kBytes);
+        for (int j = 0; j < NX; ++j) acc[j][0] = _mm512_add_ps(acc[j][0], _mm512_mul_ps(wv, _mm512_set1_ps(x[j][i])));
+    }
+    for (int j = 0; j < NX; ++j) {
+        const __m512 lo = _mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]), _mm512_add_ps(acc[j][2], acc[j][3]));
+        const __m512 hi = _mm512_add_ps(_mm512_add_ps(acc[j][4], acc[j][5]), _mm512_add_ps(acc[j][6], acc[j][7]));
+        store_rows(t.y + j * t.ldy, t.valid, _mm512_add_ps(lo, hi));
+    }
+}
+template <int NX> void tile_f32(const Tile &t) { tile_float<NX, widen_f32, 4>(t); }
+template <int NX> void tile_f16(const Tile &t) { tile_float<NX, widen_f16, 2>(t); }
+template <int NX> void tile_bf16(const Tile &t) { tile_float<NX, widen_bf16, 2>(t); }
+
 // Runs a tile over every group and every activation: four activations at a time (each weight vector loaded once
 // serves four dot products), then the rest one by one. A pair's arithmetic does not depend on how many
 // activations share its tile, so a token's logits are the same in a batch of 1 or 128.
-template <void (*T4)(const Tile &), void (*T1)(const Tile &)>
+template <void (*T4)(const Tile &), void (*T1)(const Tile &), int kWide = 4>
 void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y, int64_t ldy) {
     for (int64_t g = group_begin; g < group_end; ++g) {
         const int64_t r0 = g * 16;
         Tile t{w.data + size_t(g) * w.group_bytes, &w, &x, 0, nullptr, ldy, int(w.rows - r0 < 16 ? w.rows - r0 : 16)};
         int64_t m = 0;
-        for (; m + 4 <= x.n; m += 4) {
+        for (; m + kWide <= x.n; m += kWide) {
             t.m0 = m;
             t.y = y + m * ldy + r0;
             T4(t);
@@ -249,6 +286,10 @@ PackedGemmFn packed_gemm_avx512(uint32_t type) {
     case 2: return gemm<tile_q4_0<4>, tile_q4_0<1>>;
     case 12: return gemm<tile_q4_k<4>, tile_q4_k<1>>;
     case 14: return gemm<tile_q6_k<4>, tile_q6_k<1>>;
+    // The float types keep eight accumulators per activation: two activations per tile fill the registers.
+    case 0: return gemm<tile_f32<2>, tile_f32<1>, 2>;
+    case 1: return gemm<tile_f16<2>, tile_f16<1>, 2>;
+    case 30: return gemm<tile_bf16<2>, tile_bf16<1>, 2>;
     }
     return nullptr;
 }

@@ -10,7 +10,7 @@
 namespace specula::internal {
 namespace {
 
-constexpr uint32_t kTypeQ4_0 = 2, kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ6_K = 14;
+constexpr uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeQ4_0 = 2, kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ6_K = 14, kTypeBF16 = 30;
 
 size_t round64(size_t n) { return (n + 63) & ~size_t(63); }
 
@@ -128,10 +128,22 @@ void pack_q6_k(const WeightView &w, PackedView &v, uint8_t *dst) {
     }
 }
 
+// F32, F16, BF16: region 0 the values transposed per group, [col][16 rows], element size `bytes`.
+void pack_float(const WeightView &w, PackedView &v, uint8_t *dst, size_t bytes) {
+    for (int64_t g = 0; g < v.n_groups; ++g) {
+        uint8_t *grp = dst + size_t(g) * v.group_bytes + v.region[0];
+        for (int lane = 0; lane < kPackRows && g * kPackRows + lane < w.rows; ++lane) {
+            const uint8_t *row = w.row(g * kPackRows + lane);
+            for (int64_t c = 0; c < w.cols; ++c) std::memcpy(grp + (size_t(c) * kPackRows + size_t(lane)) * bytes, row + size_t(c) * bytes, bytes);
+        }
+    }
+}
+
 }  // namespace
 
 bool PackedMatrix::packable(uint32_t type) {
-    return type == kTypeQ8_0 || type == kTypeQ4_0 || type == kTypeQ4_K || type == kTypeQ6_K;
+    return type == kTypeQ8_0 || type == kTypeQ4_0 || type == kTypeQ4_K || type == kTypeQ6_K || type == kTypeF32 || type == kTypeF16 ||
+           type == kTypeBF16;
 }
 
 std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
@@ -148,6 +160,9 @@ std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
     case kTypeQ4_0: layout(v, {kb32 * 2 * kPackRows, kb32 * 256}); break;
     case kTypeQ4_K: layout(v, {nsb * 32, nsb * 32, nsb * 128, nsb * 128, nsb * 2048}); break;
     case kTypeQ6_K: layout(v, {nsb * 32, nsb * 256, nsb * 16 * 192}); break;
+    case kTypeF32: layout(v, {size_t(w.cols) * kPackRows * 4}); break;
+    case kTypeF16:
+    case kTypeBF16: layout(v, {size_t(w.cols) * kPackRows * 2}); break;
     }
     const size_t total = size_t(v.n_groups) * v.group_bytes;
     uint8_t *p = static_cast<uint8_t *>(std::aligned_alloc(64, total));
@@ -159,6 +174,9 @@ std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
     case kTypeQ4_0: pack_q4_0(w, v, p); break;
     case kTypeQ4_K: pack_q4_k(w, v, p); break;
     case kTypeQ6_K: pack_q6_k(w, v, p); break;
+    case kTypeF32: pack_float(w, v, p, 4); break;
+    case kTypeF16:
+    case kTypeBF16: pack_float(w, v, p, 2); break;
     }
     v.data = p;
     return m;
