@@ -266,6 +266,77 @@ TEST_CASE("gguf writer: exact bytes of a tiny file", "[gguf]") {
     CHECK(w.to_bytes() == expected);
 }
 
+TEST_CASE("gguf writer: streamed tensors give the bytes of in-memory ones, generated a chunk at a time", "[gguf]") {
+    // A row's bytes are a pure function of the tensor and the row, as add_streamed_tensor requires.
+    auto row_bytes_of = [](uint32_t tensor, int64_t row, size_t n, uint8_t *dst) {
+        std::mt19937 rng(uint32_t(tensor * 1000003u + uint32_t(row)));
+        for (size_t i = 0; i < n; ++i) dst[i] = uint8_t(rng());
+    };
+    struct Spec {
+        std::string name;
+        TensorType type;
+        std::vector<int64_t> dims;
+        size_t row_bytes;
+        int64_t rows;
+    };
+    // The F32 matrix is 8 MiB: two chunks of kStreamChunkBytes. The 3-D tensor's rows are its dims[1] * dims[2].
+    const std::vector<Spec> specs = {
+        {"big", TensorType::F32, {1024, 2048}, 4096, 2048},
+        {"vec", TensorType::F32, {7}, 28, 1},
+        {"q8", TensorType::Q8_0, {64, 3, 5}, 68, 15},
+        {"wide", TensorType::F16, {int64_t(GgufWriter::kStreamChunkBytes / 2 + 16), 2}, GgufWriter::kStreamChunkBytes + 32, 2},  // rows over a chunk
+    };
+    GgufWriter streamed, in_memory;
+    for (GgufWriter *w : {&streamed, &in_memory}) w->set_string("general.name", "streamed");
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> calls(specs.size());
+    for (size_t k = 0; k < specs.size(); ++k) {
+        const Spec &sp = specs[k];
+        std::vector<uint8_t> data(sp.row_bytes * size_t(sp.rows));
+        for (int64_t r = 0; r < sp.rows; ++r) row_bytes_of(uint32_t(k), r, sp.row_bytes, data.data() + size_t(r) * sp.row_bytes);
+        in_memory.add_tensor(sp.name, uint32_t(sp.type), sp.dims, std::move(data));
+        streamed.add_streamed_tensor(sp.name, uint32_t(sp.type), sp.dims,
+                                     [&, k](int64_t first, int64_t n, size_t row_bytes, uint8_t *dst) {
+                                         CHECK(row_bytes == specs[k].row_bytes);
+                                         calls[k].emplace_back(first, n);
+                                         for (int64_t r = 0; r < n; ++r) row_bytes_of(uint32_t(k), first + r, row_bytes, dst + size_t(r) * row_bytes);
+                                     });
+    }
+    const std::vector<uint8_t> expected = in_memory.to_bytes();
+    CHECK(streamed.to_bytes() == expected);
+
+    // The pass over each tensor covered its rows once, in order, in chunks of at most kStreamChunkBytes (or one row).
+    for (size_t k = 0; k < specs.size(); ++k) {
+        REQUIRE(!calls[k].empty());
+        int64_t next = 0;
+        for (const auto &[first, n] : calls[k]) {
+            CHECK(first == next);
+            CHECK((size_t(n) * specs[k].row_bytes <= GgufWriter::kStreamChunkBytes || n == 1));
+            next = first + n;
+        }
+        CHECK(next == specs[k].rows);
+    }
+    CHECK(calls[0].size() == 2);
+
+    const fs::path dir = temp_dir();
+    const fs::path path = dir / "streamed.gguf";
+    streamed.write_file(path.string());
+    CHECK(read_all(path) == expected);
+    const GgufFile file = GgufFile::parse(FileBytes::open(path.string(), true));
+    REQUIRE(file.find_tensor("q8") != nullptr);
+    CHECK(file.find_tensor("q8")->n_bytes == 68 * 15);
+
+    // A fill that throws aborts the write, and the partial file is removed.
+    GgufWriter failing;
+    failing.add_tensor("ok", uint32_t(TensorType::F32), {1}, {0, 0, 0, 0});
+    failing.add_streamed_tensor("bad", uint32_t(TensorType::F32), {1024, 4096}, [](int64_t first, int64_t, size_t, uint8_t *) {
+        if (first > 0) throw Error(SPECULA_ERR_CANCELLED, "stop");
+    });
+    const fs::path failed = dir / "failed.gguf";
+    CHECK_THROWS_AS(failing.write_file(failed.string()), Error);
+    CHECK_FALSE(fs::exists(failed));
+    fs::remove_all(dir);
+}
+
 TEST_CASE("gguf writer: rejects inconsistent input", "[gguf]") {
     GgufWriter w;
     auto status_of = [](auto &&fn) {

@@ -15,6 +15,7 @@
 namespace specula_cli {
 Command add_tokenize_command(CLI::App &parent);    // cmd_tokenize.cpp
 Command add_draft_init_command(CLI::App &parent);  // cmd_draft_init.cpp
+Command add_synth_command(CLI::App &parent);       // cmd_synth.cpp
 }  // namespace specula_cli
 
 int main(int argc, char **argv) {
@@ -30,14 +31,14 @@ int main(int argc, char **argv) {
     app.require_subcommand(1);
 
     const Command commands[] = {add_generate_command(app), add_info_command(app), add_tokenize_command(app),
-                               add_draft_init_command(app)};
+                               add_draft_init_command(app), add_synth_command(app)};
 
     try {
         app.parse(argc, argv);
     } catch (const CLI::RequiredError &e) {
         // `specula bogus` lands here ("a subcommand is required"); name the real problem instead.
         if (const auto extra = app.remaining(); !extra.empty()) {
-            std::fprintf(stderr, "specula: unknown command '%s' (commands: generate, info, tokenize, draft-init)\n"
+            std::fprintf(stderr, "specula: unknown command '%s' (commands: generate, info, tokenize, draft-init, synth)\n"
                                  "Run with --help for more information.\n", extra.front().c_str());
             return kExitUsage;
         }

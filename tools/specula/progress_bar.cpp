@@ -7,7 +7,7 @@
 
 namespace specula_cli {
 
-ProgressBar::ProgressBar() : enabled_(isatty(STDERR_FILENO) == 1) {}
+ProgressBar::ProgressBar(const char *label) : label_(label), enabled_(isatty(STDERR_FILENO) == 1) {}
 
 ProgressBar::~ProgressBar() { clear(); }
 
@@ -24,7 +24,7 @@ void ProgressBar::update(float progress) {
     std::string bar(static_cast<size_t>(filled), '=');
     if (filled < kWidth) bar += '>';
     bar.resize(kWidth, ' ');
-    std::fprintf(stderr, "\rloading model [%s] %3d%%", bar.c_str(), percent);
+    std::fprintf(stderr, "\r%s [%s] %3d%%", label_, bar.c_str(), percent);
     std::fflush(stderr);
     drawn_ = true;
 }

@@ -1,11 +1,13 @@
-// Model-loading progress bar on stderr, drawn only when stderr is a terminal (so logs and pipes stay clean).
+// Progress bar on stderr (model loading, writing a synthetic model), drawn only when stderr is a terminal (so logs
+// and pipes stay clean).
 #pragma once
 
 namespace specula_cli {
 
 class ProgressBar {
 public:
-    ProgressBar();
+    // label: what is in progress, shown before the bar.
+    explicit ProgressBar(const char *label = "loading model");
     ~ProgressBar();  // erases the bar if it was drawn
     ProgressBar(const ProgressBar &) = delete;
     ProgressBar &operator=(const ProgressBar &) = delete;
@@ -16,6 +18,7 @@ public:
     void clear();
 
 private:
+    const char *label_;
     bool enabled_;
     bool drawn_ = false;
     int last_percent_ = -1;

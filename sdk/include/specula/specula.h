@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 2
+#define SPECULA_VERSION_MINOR 3
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -519,6 +519,41 @@ SPECULA_API specula_status specula_session_set_speculative(specula_session *sess
 /* Name of the attached drafter ("ngram", "longspec", "draft-model", "longspec+ngram", ...), "" when none.
  * Borrowed, valid until the next specula_session_set_speculative or specula_session_destroy. */
 SPECULA_API const char *specula_session_drafter_name(const specula_session *session);
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Synthetic models (since 0.3)                                                                           */
+/*
+ * Random-weight GGUF models of real model shapes, for speed measurements: the tensors, shapes, tensor types
+ * (llama.cpp's quantization mix), hyperparameters and tokenizer are the real model's, so they load and run at the
+ * real model's speed, but the text they generate is noise. The file is generated while it is written (an 8B
+ * model never has to fit in memory).
+ */
+
+/* Name of the index-th built-in shape ("llama-3.2-1b", "llama-3.1-8b", "qwen2.5-0.5b", "qwen2.5-7b",
+ * "tiny-llama"), NULL past the end (to list them). Static storage. Thread-safe. */
+SPECULA_API const char *specula_synthetic_shape(int32_t index);
+
+typedef struct specula_synthetic_options {
+    uint32_t struct_size;
+    const char *weight_type;         /* "f32", "f16", "q8_0", "q4_0", "q4_k_m" (any case); NULL = "q8_0" */
+    uint64_t seed;                   /* same seed, shape and type: the same file. Default 1 */
+    int32_t n_layer;                 /* > 0: this many layers instead of the shape's (quick tests); default 0 */
+    specula_progress_fn progress;    /* optional: fraction of the file written; return 0 to cancel */
+    void *progress_user_data;
+} specula_synthetic_options;
+
+/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_synthetic_options). */
+SPECULA_API void specula_synthetic_options_init(specula_synthetic_options *opts);
+
+/* Writes a synthetic model of the built-in shape `shape` to path, with the tokenizer of the GGUF at vocab_path
+ * (every tokenizer.* key is copied; a vocab-only GGUF is enough). The vocabulary size is the real model's
+ * embedding size where the tokenizer has fewer tokens (padded with unused tokens, as llama.cpp's converter does
+ * for Qwen2.5), else the tokenizer's token count.
+ * Statuses: INVALID_ARGUMENT (NULL shape/vocab_path/path, unknown shape or weight type, n_layer < 0 or > 4096),
+ * IO, FORMAT (vocab_path has no tokens), CANCELLED (the progress callback returned 0), OUT_OF_MEMORY. On failure
+ * no partial file is left at path. Thread-safe. */
+SPECULA_API specula_status specula_synthetic_model_write(const char *shape, const char *vocab_path, const char *path,
+                                                         const specula_synthetic_options *opts, specula_error **err);
 
 #ifdef __cplusplus
 }

@@ -618,6 +618,70 @@ private:
     specula_session *s_ = nullptr;
 };
 
+/* ------------------------------------------------------------------------------------------------------ */
+/* Synthetic models                                                                                       */
+
+/// The built-in shapes of write_synthetic_model ("llama-3.2-1b", ...).
+inline std::vector<std::string> synthetic_shapes() {
+    std::vector<std::string> names;
+    for (int32_t i = 0; const char *name = specula_synthetic_shape(i); ++i) names.emplace_back(name);
+    return names;
+}
+
+/// Options for write_synthetic_model. Defaults are the library's.
+struct SyntheticOptions {
+    std::string weight_type = "q8_0";  ///< "f32", "f16", "q8_0", "q4_0", "q4_k_m"
+    uint64_t seed;                     ///< same seed, shape and type: the same file
+    int32_t n_layer;                   ///< > 0: this many layers instead of the shape's
+    /// Called with the fraction written; return false to cancel (Error with SPECULA_ERR_CANCELLED). If it
+    /// throws, the write is cancelled and the exception is rethrown.
+    std::function<bool(float)> progress;
+
+    SyntheticOptions() {
+        specula_synthetic_options c;
+        specula_synthetic_options_init(&c);
+        seed = c.seed;
+        n_layer = c.n_layer;
+    }
+};
+
+/// Writes a random-weight model of a real model's shape (for speed measurements) with the tokenizer of the GGUF at
+/// vocab_path. Throws Error (INVALID_ARGUMENT, IO, FORMAT, CANCELLED, ...).
+inline void write_synthetic_model(const std::string &shape, const std::string &vocab_path, const std::string &path,
+                                  const SyntheticOptions &opts = {}) {
+    struct Progress {
+        const std::function<bool(float)> *fn;
+        std::exception_ptr error;
+        // Exceptions must not unwind through the C library: park them and cancel instead.
+        static int32_t trampoline(float p, void *user) noexcept {
+            auto *self = static_cast<Progress *>(user);
+            try {
+                return (*self->fn)(p) ? 1 : 0;
+            } catch (...) {
+                self->error = std::current_exception();
+                return 0;
+            }
+        }
+    } progress{&opts.progress, nullptr};
+
+    specula_synthetic_options c;
+    specula_synthetic_options_init(&c);
+    c.weight_type = opts.weight_type.c_str();
+    c.seed = opts.seed;
+    c.n_layer = opts.n_layer;
+    if (opts.progress) {
+        c.progress = &Progress::trampoline;
+        c.progress_user_data = &progress;
+    }
+    specula_error *err = nullptr;
+    const specula_status st = specula_synthetic_model_write(shape.c_str(), vocab_path.c_str(), path.c_str(), &c, &err);
+    if (progress.error) {
+        specula_error_destroy(err);
+        std::rethrow_exception(progress.error);
+    }
+    check(st, err);
+}
+
 }  // namespace specula
 
 #endif  // SPECULA_HPP

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -130,7 +131,7 @@ void GgufWriter::set_i32_array(const std::string &key, const std::vector<int32_t
     set(key, value_array(ValueType::INT32, std::move(values)));
 }
 
-void GgufWriter::add_tensor(const std::string &name, uint32_t type_id, std::vector<int64_t> dims, std::vector<uint8_t> data) {
+uint64_t GgufWriter::check_tensor(const std::string &name, uint32_t type_id, const std::vector<int64_t> &dims) const {
     if (name.empty()) invalid("empty tensor name");
     for (const Tensor &t : tensors_)
         if (t.name == name) invalid("duplicate tensor name '" + name + "'");
@@ -146,10 +147,37 @@ void GgufWriter::add_tensor(const std::string &name, uint32_t type_id, std::vect
     if (dims[0] % layout->block_size != 0)
         invalid("tensor '" + name + "': row length " + std::to_string(dims[0]) + " is not a multiple of the " + layout->name +
                 " block size " + std::to_string(layout->block_size));
-    const uint64_t expected = elements / layout->block_size * layout->type_size;
+    return elements / layout->block_size * layout->type_size;
+}
+
+void GgufWriter::add_tensor(const std::string &name, uint32_t type_id, std::vector<int64_t> dims, std::vector<uint8_t> data) {
+    const uint64_t expected = check_tensor(name, type_id, dims);
     if (data.size() != expected)
         invalid("tensor '" + name + "': " + std::to_string(data.size()) + " bytes of data, its shape needs " + std::to_string(expected));
-    tensors_.push_back(Tensor{name, type_id, std::move(dims), std::move(data)});
+    tensors_.push_back(Tensor{name, type_id, std::move(dims), expected, std::move(data), {}});
+}
+
+void GgufWriter::add_streamed_tensor(const std::string &name, uint32_t type_id, std::vector<int64_t> dims, RowFill fill) {
+    const uint64_t n_bytes = check_tensor(name, type_id, dims);
+    if (!fill) invalid("tensor '" + name + "': no fill function");
+    tensors_.push_back(Tensor{name, type_id, std::move(dims), n_bytes, {}, std::move(fill)});
+}
+
+void GgufWriter::emit_data(const Tensor &t, const std::function<void(const uint8_t *, size_t)> &sink) const {
+    if (!t.fill) {
+        sink(t.data.data(), t.data.size());
+        return;
+    }
+    int64_t rows = 1;  // every dimension past the first (all > 0, so at least one row of at least one block)
+    for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
+    const size_t row_bytes = size_t(t.n_bytes / uint64_t(rows));
+    const int64_t chunk_rows = std::max<int64_t>(1, int64_t(kStreamChunkBytes / row_bytes));
+    std::vector<uint8_t> chunk(size_t(std::min(chunk_rows, rows)) * row_bytes);
+    for (int64_t r = 0; r < rows; r += chunk_rows) {
+        const int64_t n = std::min(chunk_rows, rows - r);
+        t.fill(r, n, row_bytes, chunk.data());
+        sink(chunk.data(), size_t(n) * row_bytes);
+    }
 }
 
 uint32_t GgufWriter::layout_alignment(uint32_t requested) const {
@@ -199,7 +227,7 @@ std::vector<uint8_t> GgufWriter::header_bytes(uint32_t alignment, std::vector<ui
         out.put<uint32_t>(t.type);
         out.put<uint64_t>(offset);
         offsets.push_back(offset);
-        offset = pad_to(offset + t.data.size(), alignment);
+        offset = pad_to(offset + t.n_bytes, alignment);
     }
     out.pad(alignment);
     return bytes;
@@ -212,7 +240,7 @@ std::vector<uint8_t> GgufWriter::to_bytes(uint32_t alignment) const {
     const size_t data_start = bytes.size();
     for (size_t k = 0; k < tensors_.size(); ++k) {
         bytes.resize(data_start + offsets[k], 0);
-        bytes.insert(bytes.end(), tensors_[k].data.begin(), tensors_[k].data.end());
+        emit_data(tensors_[k], [&](const uint8_t *data, size_t n) { bytes.insert(bytes.end(), data, data + n); });
     }
     bytes.resize(data_start + pad_to(bytes.size() - data_start, align), 0);
     return bytes;
@@ -232,17 +260,24 @@ void GgufWriter::write_file(const std::string &path, uint32_t alignment) const {
         if (n != 0 && std::fwrite(data, 1, n, file.get()) != n)
             throw Error(SPECULA_ERR_IO, "cannot write '" + path + "': " + std::strerror(errno));
     };
-    write(header.data(), header.size());
-    const std::vector<uint8_t> zeros(align, 0);
-    uint64_t written = 0;  // bytes of the data section so far
-    for (size_t k = 0; k < tensors_.size(); ++k) {
-        write(zeros.data(), size_t(offsets[k] - written));
-        write(tensors_[k].data.data(), tensors_[k].data.size());
-        written = offsets[k] + tensors_[k].data.size();
+    try {
+        write(header.data(), header.size());
+        const std::vector<uint8_t> zeros(align, 0);
+        uint64_t written = 0;  // bytes of the data section so far
+        for (size_t k = 0; k < tensors_.size(); ++k) {
+            write(zeros.data(), size_t(offsets[k] - written));
+            emit_data(tensors_[k], write);
+            written = offsets[k] + tensors_[k].n_bytes;
+        }
+        write(zeros.data(), size_t(pad_to(written, align) - written));
+        std::FILE *f = file.release();
+        if (std::fclose(f) != 0) throw Error(SPECULA_ERR_IO, "cannot write '" + path + "': " + std::strerror(errno));
+    } catch (...) {
+        // A half-written file (disk full, a cancelled or failing generator) would look like a truncated model.
+        file.reset();
+        std::remove(path.c_str());
+        throw;
     }
-    write(zeros.data(), size_t(pad_to(written, align) - written));
-    std::FILE *f = file.release();
-    if (std::fclose(f) != 0) throw Error(SPECULA_ERR_IO, "cannot write '" + path + "': " + std::strerror(errno));
 }
 
 }  // namespace specula::internal

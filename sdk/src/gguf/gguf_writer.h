@@ -13,6 +13,7 @@
 #include "gguf/gguf_file.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,11 +62,23 @@ public:
     // encoded in type_id's layout and must be exactly the tensor's byte size. Names must be unique and non-empty.
     void add_tensor(const std::string &name, uint32_t type_id, std::vector<int64_t> dims, std::vector<uint8_t> data);
 
+    // Produces rows [first_row, first_row + n_rows) of a streamed tensor's data into dst (n_rows rows of
+    // row_bytes each, a row being dims[0] elements). Called while the file is written, in order and in chunks of
+    // whole rows; it must give the same bytes for the same rows every time (to_bytes and write_file call it
+    // again for each output). An exception thrown here aborts the write and propagates.
+    using RowFill = std::function<void(int64_t first_row, int64_t n_rows, size_t row_bytes, uint8_t *dst)>;
+    // Adds a tensor whose data is generated while the file is written, one chunk (about kStreamChunkBytes, at
+    // least one row) at a time: files far larger than memory (a random 8B-parameter model) can be written.
+    // Same checks as add_tensor; the data size follows from the shape and type.
+    void add_streamed_tensor(const std::string &name, uint32_t type_id, std::vector<int64_t> dims, RowFill fill);
+    static constexpr size_t kStreamChunkBytes = size_t(4) << 20;
+
     // The whole file. The data alignment is general.alignment when that key holds a power-of-two integer up to 1 MiB,
     // otherwise `alignment` (likewise); when general.alignment is absent and alignment != 32, the writer
     // adds general.alignment (u32) to the metadata so that readers agree.
     std::vector<uint8_t> to_bytes(uint32_t alignment = GgufFile::kDefaultAlignment) const;
-    // Same bytes, streamed to a file (no second copy of the tensor data). Throws Error(SPECULA_ERR_IO).
+    // Same bytes, streamed to a file (no second copy of the tensor data; streamed tensors are generated a chunk at
+    // a time). Throws Error(SPECULA_ERR_IO), or whatever a RowFill throws; on failure the partial file is removed.
     void write_file(const std::string &path, uint32_t alignment = GgufFile::kDefaultAlignment) const;
 
     size_t metadata_count() const { return metadata_.size(); }
@@ -76,9 +89,15 @@ private:
         std::string name;
         uint32_t type = 0;
         std::vector<int64_t> dims;
-        std::vector<uint8_t> data;
+        uint64_t n_bytes = 0;
+        std::vector<uint8_t> data;  // in-memory tensors
+        RowFill fill;               // streamed tensors (data stays empty)
     };
 
+    // Checks name, type and shape; returns the data size the shape needs.
+    uint64_t check_tensor(const std::string &name, uint32_t type_id, const std::vector<int64_t> &dims) const;
+    // Hands the tensor's data to sink(bytes, n) in order: in one piece, or chunk by chunk for a streamed tensor.
+    void emit_data(const Tensor &t, const std::function<void(const uint8_t *, size_t)> &sink) const;
     uint32_t layout_alignment(uint32_t requested) const;
     // Header + metadata + tensor infos + padding; fills the data-section offset of each tensor.
     std::vector<uint8_t> header_bytes(uint32_t alignment, std::vector<uint64_t> &offsets) const;

@@ -1,0 +1,103 @@
+// Random-weight GGUF models of real model shapes, for speed measurements. A synthetic model has exactly the
+// tensors, shapes, tensor types (llama.cpp's quantization mix), hyperparameters and tokenizer of the real model, so
+// every kernel, cache and memory-traffic figure measured on it is the real model's; only the text it generates is
+// noise. No checkpoint has to be downloaded or converted, and any size can be made on any machine.
+//
+// Weights are written directly as valid quantized blocks (random quants, small fp16 scales: elements of standard
+// deviation ~0.02, norm weights 1), so activations stay finite through every layer. The file is generated while it
+// is written (GgufWriter::add_streamed_tensor): an 8B-parameter model never has to fit in memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace specula::internal {
+
+struct SyntheticShape {
+    std::string name;        // "llama-3.2-1b"
+    std::string arch;        // "llama" or "qwen2"
+    int32_t n_embd = 0;
+    int32_t n_layer = 0;
+    int32_t n_head = 0;
+    int32_t n_head_kv = 0;
+    int32_t n_ff = 0;
+    int32_t n_vocab = 0;     // rows of the real model's embedding; 0 = the tokenizer's token count (see write_synthetic_model)
+    int32_t n_ctx_train = 0;
+    float rope_theta = 10000.0f;
+    float norm_eps = 1e-5f;
+    bool tied_output = false;  // no output.weight: the LM head is token_embd
+    bool qkv_bias = false;     // qwen2's q/k/v biases
+    // Llama-3.1-style RoPE scaling, stored as llama.cpp's converter stores it (a rope_freqs.weight tensor, no
+    // metadata); factor 0 = none.
+    float llama3_factor = 0.0f;
+    float llama3_low_freq_factor = 1.0f;
+    float llama3_high_freq_factor = 4.0f;
+    int32_t llama3_original_ctx = 8192;
+
+    int32_t head_dim() const { return n_embd / n_head; }
+};
+
+// The built-in shapes: llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b (the published configs) and tiny-llama
+// (256 wide, 2 layers: for tests).
+const std::vector<SyntheticShape> &synthetic_shapes();
+// A built-in shape by name, or nullptr.
+const SyntheticShape *find_synthetic_shape(const std::string &name);
+
+// The whole-file weight formats offered, named as llama.cpp's llama_ftype (general.file_type).
+enum class SyntheticType : int32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 7, Q4_K_M = 15 };
+
+// "f32", "f16", "q8_0", "q4_0", "q4_k_m" (any case), or nullopt.
+std::optional<SyntheticType> parse_synthetic_type(const std::string &name);
+// "F32", "F16", "Q8_0", "Q4_0", "Q4_K_M".
+const char *synthetic_type_name(SyntheticType type);
+
+// The ggml type llama.cpp's llama-quantize gives a 2-D weight (llama_tensor_get_type, not --pure, no imatrix):
+// name is the GGUF tensor name, row_length its ne[0]; layer/n_layer place blk.N tensors; tied: the model has no
+// output.weight (token_embd is then also the LM head and quantized like it). Norms and biases are always F32 and
+// never pass through here. Throws Error(INVALID_ARGUMENT) where llama.cpp refuses (a row length that no block
+// of the chosen type divides).
+uint32_t synthetic_weight_type(SyntheticType type, const std::string &name, int64_t row_length, int32_t layer, int32_t n_layer,
+                               bool tied);
+
+// One tensor of a synthetic model.
+struct SyntheticTensor {
+    std::string name;
+    int32_t layer = -1;        // N of blk.N, or -1
+    uint32_t type = 0;         // ggml type id
+    std::vector<int64_t> dims; // ggml order
+};
+
+// The tensors llama.cpp's llama / qwen2 graphs read for `shape` with n_layer layers and n_vocab tokens, typed by
+// synthetic_weight_type (norms, biases and rope_freqs F32), in the order llama-quantize writes them.
+std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &shape, int32_t n_layer, int32_t n_vocab, SyntheticType type);
+
+// llama.cpp's converter's rope_freqs for Llama-3.1-style scaling (convert_hf_to_gguf.py, LlamaModel), in the
+// float32 arithmetic torch does there: head_dim/2 divisors of the rotation frequencies.
+std::vector<float> llama3_rope_freqs(const SyntheticShape &shape);
+
+struct SyntheticOptions {
+    SyntheticType type = SyntheticType::Q8_0;
+    uint64_t seed = 1;     // same seed, shape and type: the same file
+    int32_t n_layer = 0;   // > 0: this many layers instead of the shape's (quick tests of big shapes)
+    std::function<bool(float)> progress;  // fraction of the file written; false cancels (Error CANCELLED)
+};
+
+struct SyntheticResult {
+    uint64_t file_bytes = 0;
+    uint64_t n_params = 0;   // elements of all tensors, as Model::n_params counts them
+    int32_t n_vocab = 0;
+    int32_t n_layer = 0;
+};
+
+// Writes a synthetic model of `shape` to `path`, with the tokenizer of the GGUF at vocab_path (every tokenizer.*
+// key is copied; a vocab-only GGUF is enough). n_vocab is the shape's n_vocab when the tokenizer has fewer tokens
+// (padded with [PADn] tokens of type UNUSED, as llama.cpp's converter pads Qwen's vocabulary to its embedding
+// size), else the tokenizer's count. Throws Error (INVALID_ARGUMENT for a bad shape or option, IO, FORMAT for a
+// vocabulary file without tokens, CANCELLED); a partial file is removed.
+SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::string &vocab_path, const std::string &path,
+                                      const SyntheticOptions &options);
+
+}  // namespace specula::internal
