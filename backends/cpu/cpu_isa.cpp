@@ -3,10 +3,35 @@
 #include "core/log.h"
 
 #include <atomic>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include <cstdlib>
 #include <cstring>
 
 namespace specula::internal {
+
+namespace {
+
+// AMX needs the CPU flags (CPUID.7.0:EDX bits 24 AMX-TILE, 25 AMX-INT8) and Linux's permission for the 8 KiB tile
+// state (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), asked once for the whole process.
+bool amx_usable() {
+#if defined(__x86_64__)
+    static const bool usable = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;
+        constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+        return ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+    }();
+    return usable;
+#else
+    return false;
+#endif
+}
+
+}  // namespace
 
 CpuIsa detected_cpu_isa() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -14,7 +39,7 @@ CpuIsa detected_cpu_isa() {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma"))
-        return CpuIsa::Avx512Vnni;
+        return amx_usable() ? CpuIsa::Amx : CpuIsa::Avx512Vnni;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
         return CpuIsa::Avx2;
 #endif
@@ -23,7 +48,7 @@ CpuIsa detected_cpu_isa() {
 
 namespace {
 
-std::atomic<int> g_cap{int(CpuIsa::Avx512Vnni)};
+std::atomic<int> g_cap{int(CpuIsa::Amx)};
 
 CpuIsa env_capped_isa() {
     static const CpuIsa isa = [] {
@@ -34,7 +59,8 @@ CpuIsa env_capped_isa() {
         if (std::strcmp(cap, "scalar") == 0) wanted = CpuIsa::Scalar;
         else if (std::strcmp(cap, "avx2") == 0) wanted = CpuIsa::Avx2;
         else if (std::strcmp(cap, "avx512") == 0) wanted = CpuIsa::Avx512Vnni;
-        else log(SPECULA_LOG_WARN, "SPECULA_CPU_ISA=%s is not one of scalar, avx2, avx512; using %s", cap, cpu_isa_name(best));
+        else if (std::strcmp(cap, "amx") == 0) wanted = CpuIsa::Amx;
+        else log(SPECULA_LOG_WARN, "SPECULA_CPU_ISA=%s is not one of scalar, avx2, avx512, amx; using %s", cap, cpu_isa_name(best));
         return int(wanted) < int(best) ? wanted : best;
     }();
     return isa;
@@ -52,6 +78,7 @@ void set_cpu_isa_cap(CpuIsa cap) { g_cap.store(int(cap), std::memory_order_relax
 
 const char *cpu_isa_name(CpuIsa isa) {
     switch (isa) {
+    case CpuIsa::Amx: return "avx512-vnni+amx";
     case CpuIsa::Avx512Vnni: return "avx512-vnni";
     case CpuIsa::Avx2: return "avx2";
     case CpuIsa::Scalar: break;

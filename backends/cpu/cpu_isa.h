@@ -1,14 +1,15 @@
 // Which SIMD instruction set the CPU backend's kernels use, chosen at run time: the binary is built for baseline
 // x86-64 and carries an AVX2 and an AVX-512 (VNNI) copy of each packed kernel (backends/cpu/packed/).
 //
-// The environment variable SPECULA_CPU_ISA=scalar|avx2|avx512 caps the choice (read once per process), so the
+// The environment variable SPECULA_CPU_ISA=scalar|avx2|avx512|amx caps the choice (read once per process), so the
 // same binary can be measured or tested at each level. Every level computes bit-identical results (the packed
 // kernels reproduce the scalar reference kernels' arithmetic), so the choice changes speed, never tokens.
 #pragma once
 
 namespace specula::internal {
 
-enum class CpuIsa { Scalar = 0, Avx2 = 1, Avx512Vnni = 2 };
+// Amx: AVX-512 VNNI plus AMX-INT8 tiles, which the Q8_0 kernel uses for batches of 16 tokens (verification).
+enum class CpuIsa { Scalar = 0, Avx2 = 1, Avx512Vnni = 2, Amx = 3 };
 
 // The best level this CPU and OS support.
 CpuIsa detected_cpu_isa();

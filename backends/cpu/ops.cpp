@@ -1,10 +1,12 @@
 #include "ops.h"
 
 #include "backends/cpu/packed/packed_matrix.h"
+#include "backends/cpu/types/q8_0.h"
 #include "backends/cpu/types/type_kernels.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 
 namespace specula::internal {
 
@@ -65,30 +67,14 @@ namespace {
 
 constexpr uint32_t kTypeQ8_0 = 8;
 
-// The packed path: the same activation conversion, then the SIMD kernel over groups of 16 weight rows.
-void matmul_packed(ThreadPool &pool, const WeightView &w, PackedGemmFn gemm, int64_t n_rows_x, float *y,
-                   std::vector<uint8_t> &scratch, size_t x_row_bytes, uint32_t dot_type) {
-    PackedActs x;
-    x.xq = scratch.data();
-    x.row_bytes = x_row_bytes;
-    x.n = n_rows_x;
-    if (dot_type == kTypeQ8_0) {
-        // Per-block sums of the int8 activations, which the kernels need to undo the weights' offsets.
-        x.sums_per_row = w.cols / 32;
-        int32_t *sums = reinterpret_cast<int32_t *>(scratch.data() + ((x_row_bytes * size_t(n_rows_x) + 3) & ~size_t(3)));
-        for (int64_t m = 0; m < n_rows_x; ++m)
-            for (int64_t k = 0; k < x.sums_per_row; ++k) {
-                const int8_t *q = reinterpret_cast<const int8_t *>(scratch.data() + size_t(m) * x_row_bytes + size_t(k) * 34 + 2);
-                int32_t s = 0;
-                for (int i = 0; i < 32; ++i) s += q[i];
-                sums[m * x.sums_per_row + k] = s;
-            }
-        x.block_sums = sums;
-    }
+// The packed path: the SIMD kernel over groups of 16 weight rows. x holds the converted activations.
+void matmul_packed(ThreadPool &pool, const WeightView &w, PackedGemmFn gemm, const PackedActs &x, float *y) {
     const PackedView &v = w.packed->view();
-    // As the scalar path below: about four tasks per thread, each at least ~64K multiply-adds.
-    const int64_t min_groups = ((int64_t(1) << 16) / std::max<int64_t>(1, w.cols * n_rows_x) + kPackRows - 1) / kPackRows;
-    const int64_t per_task = std::max({int64_t(1), v.n_groups / (int64_t(pool.size()) * 4), min_groups});
+    // About sixteen tasks per thread, each at least ~64K multiply-adds: with tasks claimed dynamically, the last
+    // one to finish leaves the other threads idle for at most 1/16 of their share (four per thread cost ~10% of
+    // decode speed on two threads).
+    const int64_t min_groups = ((int64_t(1) << 16) / std::max<int64_t>(1, w.cols * x.n) + kPackRows - 1) / kPackRows;
+    const int64_t per_task = std::max({int64_t(1), v.n_groups / (int64_t(pool.size()) * 16), min_groups});
     const int64_t n_tasks = (v.n_groups + per_task - 1) / per_task;
     pool.run(n_tasks, [&](int64_t task, int) { gemm(v, task * per_task, std::min(v.n_groups, (task + 1) * per_task), x, y, w.rows); });
 }
@@ -99,15 +85,39 @@ void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_row
     const TypeKernels &kw = *cpu_type_kernels(w.type);
     const TypeKernels &kx = *cpu_type_kernels(kw.dot_type);
     const size_t x_row_bytes = cpu_type_row_bytes(kx, w.cols);
-    // Room for the converted activations, plus per-block sums for the packed kernels.
-    const size_t need = ((x_row_bytes * size_t(n_rows_x) + 3) & ~size_t(3)) + size_t(n_rows_x) * size_t(w.cols / 32) * sizeof(int32_t);
+    PackedGemmFn gemm = w.packed != nullptr ? packed_gemm(w.type, active_cpu_isa()) : nullptr;
+
+    // Convert the activations to the dot type, plus, for the packed kernels on Q8_0 activations, each block's sum
+    // of int8 values (they undo the weights' +128 offset). Rows are independent, so a batch converts in parallel.
+    const bool block_sums = gemm != nullptr && kw.dot_type == kTypeQ8_0;
+    const size_t sums_offset = (x_row_bytes * size_t(n_rows_x) + 3) & ~size_t(3);
+    const int64_t sums_per_row = block_sums ? w.cols / 32 : 0;
+    const size_t need = sums_offset + size_t(n_rows_x) * size_t(sums_per_row) * sizeof(int32_t);
     if (scratch.size() < need) scratch.resize(need);
-    for (int64_t m = 0; m < n_rows_x; ++m) kx.from_float(x + m * w.cols, scratch.data() + size_t(m) * x_row_bytes, w.cols);
-    if (w.packed != nullptr)
-        if (PackedGemmFn gemm = packed_gemm(w.type, active_cpu_isa())) {
-            matmul_packed(pool, w, gemm, n_rows_x, y, scratch, x_row_bytes, kw.dot_type);
-            return;
+    int32_t *sums = reinterpret_cast<int32_t *>(scratch.data() + sums_offset);
+    auto convert_row = [&](int64_t m, int) {
+        uint8_t *xq = scratch.data() + size_t(m) * x_row_bytes;
+        kx.from_float(x + m * w.cols, xq, w.cols);
+        for (int64_t k = 0; k < sums_per_row; ++k) {
+            const int8_t *q = reinterpret_cast<const int8_t *>(xq + size_t(k) * sizeof(BlockQ8_0)) + offsetof(BlockQ8_0, qs);
+            int32_t s = 0;
+            for (int i = 0; i < kQ8_0Block; ++i) s += q[i];
+            sums[m * sums_per_row + k] = s;
         }
+    };
+    if (n_rows_x > 1) pool.run(n_rows_x, convert_row);
+    else convert_row(0, 0);
+
+    if (gemm != nullptr) {
+        PackedActs acts;
+        acts.xq = scratch.data();
+        acts.row_bytes = x_row_bytes;
+        acts.block_sums = block_sums ? sums : nullptr;
+        acts.sums_per_row = sums_per_row;
+        acts.n = n_rows_x;
+        matmul_packed(pool, w, gemm, acts, y);
+        return;
+    }
 
     // Tasks are blocks of weight rows: each weight row is read once per call, whatever n_rows_x is. About four
     // blocks per thread balance uneven progress without paying for many task claims, and each block holds at

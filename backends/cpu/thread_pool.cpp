@@ -1,6 +1,22 @@
 #include "thread_pool.h"
 
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SPECULA_CPU_RELAX() _mm_pause()
+#else
+#define SPECULA_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace specula::internal {
+namespace {
+
+constexpr double kSpinSeconds = 0.002;
+
+double now_seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
     for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -9,20 +25,18 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
+        stop_.store(true);
     }
     wake_.notify_all();
     for (std::thread &t : workers_) t.join();
 }
 
-// Claims tasks with an atomic counter until none are left; the lock is released while tasks run.
-void ThreadPool::drain(std::unique_lock<std::mutex> &lock, int thread) {
+// Claims tasks with an atomic counter until none are left.
+void ThreadPool::drain(int thread) {
     const int64_t n = n_tasks_;
     const auto *job = job_;
-    lock.unlock();
     for (int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed); task < n; task = next_task_.fetch_add(1, std::memory_order_relaxed))
         (*job)(task, thread);
-    lock.lock();
 }
 
 void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)> &fn) {
@@ -31,27 +45,39 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)> &f
         for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
         return;
     }
-    std::unique_lock<std::mutex> lock(mutex_);
     job_ = &fn;
     n_tasks_ = n_tasks;
     next_task_.store(0, std::memory_order_relaxed);
-    busy_ = int(workers_.size());  // every worker takes part in every run, so run() can wait for all of them
-    ++generation_;
-    wake_.notify_all();
-    drain(lock, 0);
-    done_.wait(lock, [this] { return busy_ == 0; });
+    busy_.store(int(workers_.size()), std::memory_order_relaxed);  // every worker takes part in every job
+    generation_.fetch_add(1);  // seq_cst: publishes the job, and orders against a worker's sleepers_ increment
+    if (sleepers_.load() > 0) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        wake_.notify_all();
+    }
+    drain(0);
+    while (busy_.load(std::memory_order_acquire) != 0) SPECULA_CPU_RELAX();
     job_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int thread) {
     uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        drain(lock, thread);
-        if (--busy_ == 0) done_.notify_one();
+        // Spin for the next job; after kSpinSeconds without one, sleep until run() or the destructor wakes us.
+        const double spin_until = now_seconds() + kSpinSeconds;
+        for (int i = 0; generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed); ++i) {
+            SPECULA_CPU_RELAX();
+            if ((i & 255) == 255 && now_seconds() > spin_until) {
+                std::unique_lock<std::mutex> lock(mutex_);
+                sleepers_.fetch_add(1);  // seq_cst: run() either sees us here or we see its new generation below
+                wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+                sleepers_.fetch_sub(1);
+                break;
+            }
+        }
+        if (stop_.load()) return;
+        seen = generation_.load(std::memory_order_acquire);
+        drain(thread);
+        busy_.fetch_sub(1, std::memory_order_release);
     }
 }
 

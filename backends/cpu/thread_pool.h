@@ -1,6 +1,11 @@
 // A small fixed thread pool: run(n_tasks, fn) calls fn(task, thread) for every task in [0, n_tasks), spread over
 // the calling thread (thread 0) and the workers (1..size()-1), and returns when all are done. `thread` lets a
 // task use per-thread scratch memory. One pool per session; not re-entrant.
+//
+// A decode step runs ~100 matrix products of ~100 us each, so waking a sleeping worker (a futex round trip, tens
+// of microseconds in a VM) for each would cost several percent. Workers therefore spin on the job counter for a
+// while (kSpinSeconds) after each job before sleeping on the condition variable, and run() spins for the last
+// worker to finish; an idle session sleeps.
 #pragma once
 
 #include <atomic>
@@ -26,17 +31,18 @@ public:
 
 private:
     void worker_loop(int thread);
-    void drain(std::unique_lock<std::mutex> &lock, int thread);
+    void drain(int thread);
 
     std::vector<std::thread> workers_;
-    std::mutex mutex_;
-    std::condition_variable wake_, done_;
-    const std::function<void(int64_t, int)> *job_ = nullptr;
+    std::mutex mutex_;                // guards sleeping and waking only
+    std::condition_variable wake_;
+    const std::function<void(int64_t, int)> *job_ = nullptr;  // published by generation_
     int64_t n_tasks_ = 0;
-    std::atomic<int64_t> next_task_{0};  // claimed without the lock
-    int busy_ = 0;
-    uint64_t generation_ = 0;
-    bool stop_ = false;
+    std::atomic<int64_t> next_task_{0};
+    std::atomic<int> busy_{0};         // workers still in the current job
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> sleepers_{0};     // workers waiting on wake_
+    std::atomic<bool> stop_{false};
 };
 
 }  // namespace specula::internal

@@ -66,7 +66,7 @@ std::vector<uint8_t> random_matrix(const TypeCase &c, int64_t rows, int64_t cols
 TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", "[kernels]") {
     const CpuIsa detected = detected_cpu_isa();
     int levels_run = 0;
-    for (CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512Vnni}) {
+    for (CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512Vnni, CpuIsa::Amx}) {
         if (int(isa) > int(detected)) {
             WARN("this CPU lacks " << cpu_isa_name(isa) << ": its kernels are not tested here");
             continue;
@@ -91,7 +91,7 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
                         PackedGemmFn gemm = packed_gemm(c.type, isa);
                         REQUIRE(gemm != nullptr);
 
-                        for (int64_t n : {1, 2, 4, 5, 9}) {
+                        for (int64_t n : {1, 2, 4, 5, 9, 16, 37}) {
                             // Activations: normal values with a few outliers, quantized as matmul does.
                             std::normal_distribution<float> value(0.0f, 1.0f);
                             std::vector<float> x(size_t(n * cols));

@@ -14,6 +14,11 @@
 
 namespace specula::internal {
 namespace {
+// Decoding streams each weight once: ask for the bytes kPrefetch ahead of each load, so more misses are in flight
+// than the out-of-order window alone keeps (it covers fewer bytes for the K-quants, which do more work per byte).
+// 4 KiB measured best on the 1B shape (2 threads: 1 KiB 21 tok/s, 4 KiB 24.5 tok/s for Q4_K_M).
+constexpr int kPrefetch = 4096;
+inline void prefetch(const uint8_t *p) { _mm_prefetch(reinterpret_cast<const char *>(p + kPrefetch), _MM_HINT_T0); }
 
 struct ActQ8_0 {  // ggml block_q8_0
     uint16_t d;
@@ -67,6 +72,7 @@ template <int NX> void tile_q8_0(const Tile &t) {
     for (int64_t k = 0; k < kb; ++k) {
         const __m512 dwv = load_halfs(dw + k * 16);
         __m512i wv[8];
+        for (int q = 0; q < 8; ++q) prefetch(qs + (k * 8 + q) * 64);
         for (int q = 0; q < 8; ++q) wv[q] = load(qs + (k * 8 + q) * 64);
         for (int j = 0; j < NX; ++j) {
             const int8_t *xq = xb[j][k].qs;
@@ -102,6 +108,7 @@ template <int NX> void tile_q4_0(const Tile &t) {
         const __m512 dwv = load_halfs(dw + k * 16);
         __m512i lo[4], hi[4];
         for (int q = 0; q < 4; ++q) {
+            prefetch(qs + (k * 4 + q) * 64);
             const __m512i v = load(qs + (k * 4 + q) * 64);
             lo[q] = _mm512_and_si512(v, low4);
             hi[q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
@@ -142,6 +149,7 @@ template <int NX> void tile_q4_k(const Tile &t) {
             __m512i slo[NX], shi[NX];
             for (int j = 0; j < NX; ++j) slo[j] = shi[j] = _mm512_setzero_si512();
             for (int q = 0; q < 8; ++q) {
+                prefetch(qs + ((s * 4 + p) * 8 + q) * 64);
                 const __m512i v = load(qs + ((s * 4 + p) * 8 + q) * 64);
                 const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
                 for (int j = 0; j < NX; ++j) {
@@ -190,6 +198,7 @@ template <int NX> void tile_q6_k(const Tile &t) {
         for (int j = 0; j < NX; ++j) scaled[j] = _mm512_setzero_si512();
         for (int sub = 0; sub < 16; ++sub) {
             const uint8_t *base = qv + (s * 16 + sub) * 192;
+            prefetch(base), prefetch(base + 64), prefetch(base + 128);
             const __m512i ql0 = load(base), ql1 = load(base + 64), qh = load(base + 128);
             const __m512i a = _mm512_or_si512(_mm512_and_si512(ql0, low4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
             const __m512i b = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), low4),

@@ -47,5 +47,6 @@ using PackedGemmFn = void (*)(const PackedView &w, int64_t group_begin, int64_t 
 // The kernel for a source type at one instruction-set level, or nullptr (defined in gemm_avx2.cpp / gemm_avx512.cpp).
 PackedGemmFn packed_gemm_avx2(uint32_t type);
 PackedGemmFn packed_gemm_avx512(uint32_t type);
+PackedGemmFn packed_gemm_amx(uint32_t type);  // AMX for batches of 16 activations, else the AVX-512 kernel
 
 }  // namespace specula::internal

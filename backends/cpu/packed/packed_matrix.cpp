@@ -6,6 +6,7 @@
 #include "core/error.h"
 
 #include <cstring>
+#include <sys/mman.h>
 
 namespace specula::internal {
 namespace {
@@ -164,10 +165,17 @@ std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
     case kTypeF16:
     case kTypeBF16: layout(v, {size_t(w.cols) * kPackRows * 2}); break;
     }
-    const size_t total = size_t(v.n_groups) * v.group_bytes;
-    uint8_t *p = static_cast<uint8_t *>(std::aligned_alloc(64, total));
+    // Large matrices go on 2 MiB-aligned memory the kernel may back with huge pages: decoding streams every
+    // weight once per token, and with 4 KiB pages that is a TLB miss every 4 KiB.
+    const size_t kHuge = size_t(2) << 20;
+    const size_t align = v.n_groups * v.group_bytes >= kHuge ? kHuge : 64;
+    const size_t total = (size_t(v.n_groups) * v.group_bytes + align - 1) / align * align;
+    uint8_t *p = static_cast<uint8_t *>(std::aligned_alloc(align, total));
     if (p == nullptr) throw Error(SPECULA_ERR_OUT_OF_MEMORY, "packed matrix: cannot allocate " + std::to_string(total) + " bytes");
     m->storage_.reset(p);
+#ifdef MADV_HUGEPAGE
+    if (align == kHuge) ::madvise(p, total, MADV_HUGEPAGE);
+#endif
     std::memset(p, 0, total);
     switch (w.type) {
     case kTypeQ8_0: pack_q8_0(w, v, p); break;
@@ -184,6 +192,7 @@ std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
 
 PackedGemmFn packed_gemm(uint32_t type, CpuIsa isa) {
     switch (isa) {
+    case CpuIsa::Amx: return packed_gemm_amx(type);
     case CpuIsa::Avx512Vnni: return packed_gemm_avx512(type);
     case CpuIsa::Avx2: return packed_gemm_avx2(type);
     case CpuIsa::Scalar: break;

@@ -26,7 +26,10 @@ void q8_0_from_float(const float *src, void *dst, int64_t n) {
     for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
         const float *x = src + b * kQ8_0Block;
         float amax = 0.0f;
-        for (int j = 0; j < kQ8_0Block; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        for (int j = 0; j < kQ8_0Block; ++j) {
+            const float a = std::fabs(x[j]);
+            amax = a > amax ? a : amax;  // as fmax for the finite values activations are (fmax is a libm call here)
+        }
         const float d = amax / 127.0f;
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         blocks[b].d = float_to_half(d);

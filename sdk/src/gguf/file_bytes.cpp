@@ -25,6 +25,13 @@ std::string errno_text(const std::string &what, const std::string &path) {
 
 }  // namespace
 
+void FileBytes::release_pages(const uint8_t *p, size_t n) const noexcept {
+    if (!mapped_ || p < data_ || p + n > data_ + size_) return;
+    const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (uintptr_t(p) + page - 1) & ~(page - 1), end = (uintptr_t(p) + n) & ~(page - 1);
+    if (end > begin) ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+}
+
 FileBytes FileBytes::open(const std::string &path, bool use_mmap, const Progress &progress) {
     Fd file;
     file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -29,6 +29,10 @@ public:
     const uint8_t *data() const { return data_; }
     size_t size() const { return size_; }
     bool mapped() const { return mapped_; }
+    // Tells the OS that the mapped pages inside [p, p + n) are not needed now (madvise DONTNEED): they leave the
+    // process's resident memory and are read from the file again if touched. The bytes do not change. Used for
+    // weights the CPU backend has repacked. No effect on bytes read into memory.
+    void release_pages(const uint8_t *p, size_t n) const noexcept;
 
 private:
     void unmap() noexcept;

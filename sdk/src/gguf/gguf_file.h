@@ -62,6 +62,7 @@ public:
     uint64_t data_offset() const { return data_offset_; }
     size_t file_size() const { return bytes_.size(); }
     bool mapped() const { return bytes_.mapped(); }
+    const FileBytes &bytes() const { return bytes_; }
 
     // Metadata, in file order.
     const std::vector<std::pair<std::string, Value>> &metadata() const { return metadata_; }

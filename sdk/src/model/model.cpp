@@ -36,6 +36,9 @@ void Model::pack_weights() {
         if (!w || !PackedMatrix::packable(w.type) || packed_gemm(w.type, active_cpu_isa()) == nullptr) return;
         packed_.push_back(PackedMatrix::pack(w));
         w.packed = packed_.back().get();
+        // The packed copy serves every matrix product; the mapped original is read again only for embedding rows
+        // (tied output) or by nothing, so its pages need not stay resident beside the copy.
+        if (&w != &weights_.output || !weights_.tied_output) file_.bytes().release_pages(w.data, size_t(w.rows) * w.row_bytes);
     };
     for (LayerWeights &l : weights_.layers)
         for (WeightView *w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) pack(*w);
