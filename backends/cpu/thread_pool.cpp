@@ -13,6 +13,15 @@ namespace specula::internal {
 namespace {
 
 constexpr double kSpinSeconds = 0.002;
+// Waits spin with PAUSE this many rounds, then yield the core on every round: when the machine has more runnable
+// threads than cores (two sessions, parallel test processes), a pure spin would hold the core the awaited thread
+// needs for a whole scheduler time slice.
+constexpr int kPureSpins = 2000;
+
+inline void relax(int round) {
+    if (round < kPureSpins) SPECULA_CPU_RELAX();
+    else std::this_thread::yield();
+}
 
 double now_seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -55,7 +64,7 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)> &f
         wake_.notify_all();
     }
     drain(0);
-    while (busy_.load(std::memory_order_acquire) != 0) SPECULA_CPU_RELAX();
+    for (int round = 0; busy_.load(std::memory_order_acquire) != 0; ++round) relax(round);
     job_ = nullptr;
 }
 
@@ -65,7 +74,7 @@ void ThreadPool::worker_loop(int thread) {
         // Spin for the next job; after kSpinSeconds without one, sleep until run() or the destructor wakes us.
         const double spin_until = now_seconds() + kSpinSeconds;
         for (int i = 0; generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed); ++i) {
-            SPECULA_CPU_RELAX();
+            relax(i);
             if ((i & 255) == 255 && now_seconds() > spin_until) {
                 std::unique_lock<std::mutex> lock(mutex_);
                 sleepers_.fetch_add(1);  // seq_cst: run() either sees us here or we see its new generation below

@@ -5,7 +5,8 @@
 // A decode step runs ~100 matrix products of ~100 us each, so waking a sleeping worker (a futex round trip, tens
 // of microseconds in a VM) for each would cost several percent. Workers therefore spin on the job counter for a
 // while (kSpinSeconds) after each job before sleeping on the condition variable, and run() spins for the last
-// worker to finish; an idle session sleeps.
+// worker to finish; an idle session sleeps. Spinning turns into yielding after a few microseconds, so that an
+// oversubscribed machine (more busy threads than cores) still runs the thread being waited for.
 #pragma once
 
 #include <atomic>
