@@ -126,10 +126,6 @@ template <int NX> void tile_q4_0(const Tile &t) {
 
 template <int NX> void tile_q4_k(const Tile &t) {
     const int64_t nsb = t.w->cols / 256;
-    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]) + 8 * t.half;
-    const uint16_t *dmw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[1]) + 8 * t.half;
-    const uint8_t *scales = t.grp + t.w->region[2] + 8 * t.half, *mins = t.grp + t.w->region[3] + 8 * t.half;
-    const uint8_t *qs = t.grp + t.w->region[4] + 32 * t.half;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     const ActQ8_K *xb[NX];
     __m256 acc[NX];
@@ -138,13 +134,14 @@ template <int NX> void tile_q4_k(const Tile &t) {
         acc[j] = _mm256_setzero_ps();
     }
     for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t *sb = t.grp + size_t(s) * kQ4KSuperBytes;
         __m256i scaled[NX];
         for (int j = 0; j < NX; ++j) scaled[j] = _mm256_setzero_si256();
         for (int p = 0; p < 4; ++p) {
             __m256i slo[NX], shi[NX];
             for (int j = 0; j < NX; ++j) slo[j] = shi[j] = _mm256_setzero_si256();
             for (int q = 0; q < 8; ++q) {
-                const __m256i v = load(qs + ((s * 4 + p) * 8 + q) * 64);
+                const __m256i v = load(sb + kQ4KQuants + (p * 8 + q) * 64 + 32 * t.half);
                 const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
                 for (int j = 0; j < NX; ++j) {
                     const int8_t *xq = xb[j][s].qs + 64 * p + 4 * q;
@@ -152,17 +149,22 @@ template <int NX> void tile_q4_k(const Tile &t) {
                     shi[j] = dot4(shi[j], hi, bcast4(xq + 32));
                 }
             }
-            const __m256i sc_lo = bytes_to_i32(scales + (s * 8 + 2 * p) * 16);
-            const __m256i sc_hi = bytes_to_i32(scales + (s * 8 + 2 * p + 1) * 16);
+            const __m256i sc_lo = bytes_to_i32(sb + kQ4KScales + (2 * p) * 16 + 8 * t.half);
+            const __m256i sc_hi = bytes_to_i32(sb + kQ4KScales + (2 * p + 1) * 16 + 8 * t.half);
             for (int j = 0; j < NX; ++j)
                 scaled[j] = _mm256_add_epi32(scaled[j], _mm256_add_epi32(_mm256_mullo_epi32(sc_lo, slo[j]), _mm256_mullo_epi32(sc_hi, shi[j])));
         }
-        const __m256 dwv = load_halfs(dw + s * 16), dmv = load_halfs(dmw + s * 16);
+        const __m256 dwv = load_halfs(reinterpret_cast<const uint16_t *>(sb) + 8 * t.half);
+        const __m256 dmv = load_halfs(reinterpret_cast<const uint16_t *>(sb + kQ4KDmin) + 8 * t.half);
+        __m256i mins[4];  // per pair of sub-blocks: 8 rows x (min, min) as 16-bit values
+        for (int p = 0; p < 4; ++p)
+            mins[p] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(sb + kQ4KMins + p * 32 + 16 * t.half)));
         for (int j = 0; j < NX; ++j) {
             __m256i msum = _mm256_setzero_si256();
-            for (int sub = 0; sub < 8; ++sub) {
-                const int32_t act_sum = int32_t(xb[j][s].bsums[2 * sub]) + int32_t(xb[j][s].bsums[2 * sub + 1]);
-                msum = _mm256_add_epi32(msum, _mm256_mullo_epi32(bytes_to_i32(mins + (s * 8 + sub) * 16), _mm256_set1_epi32(act_sum)));
+            for (int p = 0; p < 4; ++p) {
+                const int16_t *bs = xb[j][s].bsums + 4 * p;
+                const uint32_t pair = uint32_t(uint16_t(bs[0] + bs[1])) | (uint32_t(uint16_t(bs[2] + bs[3])) << 16);
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins[p], _mm256_set1_epi32(int32_t(pair))));
             }
             const __m256 dx = _mm256_set1_ps(xb[j][s].d);
             const __m256 a = _mm256_mul_ps(_mm256_mul_ps(dwv, dx), _mm256_cvtepi32_ps(scaled[j]));

@@ -132,9 +132,6 @@ template <int NX> void tile_q4_0(const Tile &t) {
 // sum += (d_w * d_x) * float(scaled) - (dmin_w * d_x) * float(mins).
 template <int NX> void tile_q4_k(const Tile &t) {
     const int64_t nsb = t.w->cols / 256;
-    const uint16_t *dw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[0]);
-    const uint16_t *dmw = reinterpret_cast<const uint16_t *>(t.grp + t.w->region[1]);
-    const uint8_t *scales = t.grp + t.w->region[2], *mins = t.grp + t.w->region[3], *qs = t.grp + t.w->region[4];
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const ActQ8_K *xb[NX];
     __m512 acc[NX];
@@ -143,14 +140,16 @@ template <int NX> void tile_q4_k(const Tile &t) {
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t *sb = t.grp + size_t(s) * kQ4KSuperBytes;
         __m512i scaled[NX];
         for (int j = 0; j < NX; ++j) scaled[j] = _mm512_setzero_si512();
         for (int p = 0; p < 4; ++p) {
             __m512i slo[NX], shi[NX];
             for (int j = 0; j < NX; ++j) slo[j] = shi[j] = _mm512_setzero_si512();
             for (int q = 0; q < 8; ++q) {
-                prefetch(qs + ((s * 4 + p) * 8 + q) * 64);
-                const __m512i v = load(qs + ((s * 4 + p) * 8 + q) * 64);
+                const uint8_t *qv = sb + kQ4KQuants + (p * 8 + q) * 64;
+                prefetch(qv);
+                const __m512i v = load(qv);
                 const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
                 for (int j = 0; j < NX; ++j) {
                     const int8_t *xq = xb[j][s].qs + 64 * p + 4 * q;
@@ -158,17 +157,20 @@ template <int NX> void tile_q4_k(const Tile &t) {
                     shi[j] = _mm512_dpbusd_epi32(shi[j], hi, bcast4(xq + 32));
                 }
             }
-            const __m512i sc_lo = bytes_to_i32(scales + (s * 8 + 2 * p) * 16);
-            const __m512i sc_hi = bytes_to_i32(scales + (s * 8 + 2 * p + 1) * 16);
+            const __m512i sc_lo = bytes_to_i32(sb + kQ4KScales + (2 * p) * 16);
+            const __m512i sc_hi = bytes_to_i32(sb + kQ4KScales + (2 * p + 1) * 16);
             for (int j = 0; j < NX; ++j)
                 scaled[j] = _mm512_add_epi32(scaled[j], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, slo[j]), _mm512_mullo_epi32(sc_hi, shi[j])));
         }
-        const __m512 dwv = load_halfs(dw + s * 16), dmv = load_halfs(dmw + s * 16);
+        const __m512 dwv = load_halfs(reinterpret_cast<const uint16_t *>(sb)), dmv = load_halfs(reinterpret_cast<const uint16_t *>(sb + kQ4KDmin));
+        __m512i mins[4];  // per pair of sub-blocks: 16 rows x (min, min) as 16-bit values
+        for (int p = 0; p < 4; ++p) mins[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(sb + kQ4KMins + p * 32)));
         for (int j = 0; j < NX; ++j) {
             __m512i msum = _mm512_setzero_si512();
-            for (int sub = 0; sub < 8; ++sub) {
-                const int32_t act_sum = int32_t(xb[j][s].bsums[2 * sub]) + int32_t(xb[j][s].bsums[2 * sub + 1]);
-                msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(bytes_to_i32(mins + (s * 8 + sub) * 16), _mm512_set1_epi32(act_sum)));
+            for (int p = 0; p < 4; ++p) {
+                const int16_t *bs = xb[j][s].bsums + 4 * p;  // sub-block 2p: bsums 4p, 4p+1; 2p + 1: 4p+2, 4p+3
+                const uint32_t pair = uint32_t(uint16_t(bs[0] + bs[1])) | (uint32_t(uint16_t(bs[2] + bs[3])) << 16);
+                msum = _mm512_dpwssd_epi32(msum, mins[p], _mm512_set1_epi32(int32_t(pair)));
             }
             const __m512 dx = _mm512_set1_ps(xb[j][s].d);
             const __m512 a = _mm512_mul_ps(_mm512_mul_ps(dwv, dx), _mm512_cvtepi32_ps(scaled[j]));

@@ -19,6 +19,11 @@ namespace specula::internal {
 
 constexpr int kPackRows = 16;
 
+// Q4_K is stored super-block by super-block, each one contiguous stream of bytes for the 16 rows (one stream to
+// prefetch): d and dmin (fp16), the eight sub-block scales ([sub][row] bytes), the minimums in pairs
+// ([pair][row][2] bytes, the layout VPDPWSSD/PMADDWD read after widening to 16 bits), then the quants.
+constexpr size_t kQ4KSuperBytes = 2368, kQ4KDmin = 32, kQ4KScales = 64, kQ4KMins = 192, kQ4KQuants = 320;
+
 struct PackedView {
     const uint8_t *data = nullptr;  // n_groups * group_bytes bytes, 64-byte aligned
     uint32_t type = 0;              // ggml type id of the source weights

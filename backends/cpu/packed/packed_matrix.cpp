@@ -68,30 +68,28 @@ void pack_q4_0(const WeightView &w, PackedView &v, uint8_t *dst) {
     }
 }
 
-// Q4_K: regions d, dmin (fp16), the eight sub-block scales and minimums as bytes ([sub][lane]), then per
-// super-block and per pair p of sub-blocks eight vectors, byte b of vector q being the block's qs[32p + 4q + b]
-// (low nibble: weight 64p + 4q + b of sub-block 2p; high nibble: weight 64p + 32 + 4q + b of sub-block 2p + 1).
+// Q4_K: per super-block (packed_gemm.h: kQ4K*) d, dmin, scales, minimum pairs, then for each pair p of sub-blocks
+// eight vectors, byte b of vector q being the block's qs[32p + 4q + b] (low nibble: weight 64p + 4q + b of
+// sub-block 2p; high nibble: weight 64p + 32 + 4q + b of sub-block 2p + 1).
 void pack_q4_k(const WeightView &w, PackedView &v, uint8_t *dst) {
     const int64_t nsb = w.cols / QK_K;
     for (int64_t g = 0; g < v.n_groups; ++g) {
         uint8_t *grp = dst + size_t(g) * v.group_bytes;
-        uint16_t *d = reinterpret_cast<uint16_t *>(grp + v.region[0]);
-        uint16_t *dmin = reinterpret_cast<uint16_t *>(grp + v.region[1]);
-        uint8_t *scales = grp + v.region[2], *mins = grp + v.region[3], *qs = grp + v.region[4];
         for (int lane = 0; lane < kPackRows && g * kPackRows + lane < w.rows; ++lane) {
             const BlockQ4_K *row = reinterpret_cast<const BlockQ4_K *>(w.row(g * kPackRows + lane));
             for (int64_t s = 0; s < nsb; ++s) {
-                d[s * kPackRows + lane] = row[s].d;
-                dmin[s * kPackRows + lane] = row[s].dmin;
+                uint8_t *sb = grp + size_t(s) * kQ4KSuperBytes;
+                reinterpret_cast<uint16_t *>(sb)[lane] = row[s].d;
+                reinterpret_cast<uint16_t *>(sb + kQ4KDmin)[lane] = row[s].dmin;
                 for (int j = 0; j < 8; ++j) {
                     int32_t sc = 0, mn = 0;
                     scale_min_k4(j, row[s].scales, sc, mn);
-                    scales[(s * 8 + j) * kPackRows + lane] = uint8_t(sc);
-                    mins[(s * 8 + j) * kPackRows + lane] = uint8_t(mn);
+                    sb[kQ4KScales + size_t(j) * kPackRows + size_t(lane)] = uint8_t(sc);
+                    sb[kQ4KMins + size_t(j / 2) * 32 + size_t(lane) * 2 + size_t(j % 2)] = uint8_t(mn);
                 }
                 for (int p = 0; p < 4; ++p)
                     for (int q = 0; q < 8; ++q)
-                        std::memcpy(qs + lane_offset(size_t((s * 4 + p) * 8 + q), lane), row[s].qs + 32 * p + 4 * q, 4);
+                        std::memcpy(sb + kQ4KQuants + lane_offset(size_t(p * 8 + q), lane), row[s].qs + 32 * p + 4 * q, 4);
             }
         }
     }
@@ -159,7 +157,7 @@ std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
     switch (w.type) {
     case kTypeQ8_0: layout(v, {kb32 * 2 * kPackRows, kb32 * 512}); break;
     case kTypeQ4_0: layout(v, {kb32 * 2 * kPackRows, kb32 * 256}); break;
-    case kTypeQ4_K: layout(v, {nsb * 32, nsb * 32, nsb * 128, nsb * 128, nsb * 2048}); break;
+    case kTypeQ4_K: layout(v, {nsb * kQ4KSuperBytes}); break;
     case kTypeQ6_K: layout(v, {nsb * 32, nsb * 256, nsb * 16 * 192}); break;
     case kTypeF32: layout(v, {size_t(w.cols) * kPackRows * 4}); break;
     case kTypeF16:
