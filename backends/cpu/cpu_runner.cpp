@@ -10,6 +10,7 @@
 #include "backends/cpu/hybrid_attention.h"
 #include "backends/cpu/ops.h"
 #include "backends/cpu/types/type_kernels.h"
+#include "gguf/tensor_type.h"
 #include "model/model.h"
 
 #include <algorithm>
@@ -144,7 +145,7 @@ void CpuRunner::attention(int layer, int32_t n, int32_t n_past, const TreeBatch 
     ensure(scores_, size_t(pool_.size()) * size_t(max_keys));
     // q . k with the F32 dot product (eight partial sums, vectorized): a single running sum would be a chain of
     // head_dim dependent additions per key, which made attention ~5% of a 1B model's decode step at context 64.
-    const auto dot = cpu_type_kernels(0)->vec_dot;  // ggml type 0: F32
+    const auto dot = cpu_type_kernels(uint32_t(TensorType::F32))->vec_dot;
     for_each_head(n, max_keys, [&](int64_t h, int thread) {
         float *scores = scores_.data() + size_t(thread) * size_t(max_keys);
         const int32_t kv_head = int32_t(h) / group;

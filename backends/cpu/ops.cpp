@@ -1,12 +1,11 @@
 #include "ops.h"
 
 #include "backends/cpu/packed/packed_matrix.h"
-#include "backends/cpu/types/q8_0.h"
 #include "backends/cpu/types/type_kernels.h"
+#include "gguf/tensor_type.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstddef>
 
 namespace specula::internal {
 
@@ -65,8 +64,6 @@ void add(float *x, const float *y, int64_t n) {
 
 namespace {
 
-constexpr uint32_t kTypeQ8_0 = 8;
-
 // The packed path: the SIMD kernel over groups of 16 weight rows. x holds the converted activations.
 void matmul_packed(ThreadPool &pool, const WeightView &w, PackedGemmFn gemm, const PackedActs &x, float *y) {
     const PackedView &v = w.packed->view();
@@ -89,7 +86,7 @@ void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_row
 
     // Convert the activations to the dot type, plus, for the packed kernels on Q8_0 activations, each block's sum
     // of int8 values (they undo the weights' +128 offset). Rows are independent, so a batch converts in parallel.
-    const bool block_sums = gemm != nullptr && kw.dot_type == kTypeQ8_0;
+    const bool block_sums = gemm != nullptr && kw.dot_type == uint32_t(TensorType::Q8_0);
     const size_t sums_offset = (x_row_bytes * size_t(n_rows_x) + 3) & ~size_t(3);
     const int64_t sums_per_row = block_sums ? w.cols / 32 : 0;
     const size_t need = sums_offset + size_t(n_rows_x) * size_t(sums_per_row) * sizeof(int32_t);
@@ -98,12 +95,7 @@ void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_row
     auto convert_row = [&](int64_t m, int) {
         uint8_t *xq = scratch.data() + size_t(m) * x_row_bytes;
         kx.from_float(x + m * w.cols, xq, w.cols);
-        for (int64_t k = 0; k < sums_per_row; ++k) {
-            const int8_t *q = reinterpret_cast<const int8_t *>(xq + size_t(k) * sizeof(BlockQ8_0)) + offsetof(BlockQ8_0, qs);
-            int32_t s = 0;
-            for (int i = 0; i < kQ8_0Block; ++i) s += q[i];
-            sums[m * sums_per_row + k] = s;
-        }
+        if (block_sums) q8_0_block_sums(xq, w.cols, sums + m * sums_per_row);
     };
     if (n_rows_x > 1) pool.run(n_rows_x, convert_row);
     else convert_row(0, 0);

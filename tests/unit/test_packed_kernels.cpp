@@ -6,6 +6,7 @@
 #include "backends/cpu/packed/packed_matrix.h"
 #include "backends/cpu/types/half.h"
 #include "backends/cpu/types/type_kernels.h"
+#include "gguf/tensor_type.h"
 
 #include <catch2/catch.hpp>
 
@@ -100,13 +101,8 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
                             std::vector<uint8_t> xq(xrow * size_t(n));
                             for (int64_t m = 0; m < n; ++m) kx.from_float(x.data() + m * cols, xq.data() + size_t(m) * xrow, cols);
                             std::vector<int32_t> sums(size_t(n * (cols / 32)));
-                            if (kw.dot_type == 8)
-                                for (int64_t m = 0; m < n; ++m)
-                                    for (int64_t k = 0; k < cols / 32; ++k) {
-                                        int32_t s = 0;
-                                        for (int i = 0; i < 32; ++i) s += int8_t(xq[size_t(m) * xrow + size_t(k) * 34 + 2 + size_t(i)]);
-                                        sums[size_t(m * (cols / 32) + k)] = s;
-                                    }
+                            if (kw.dot_type == uint32_t(TensorType::Q8_0))
+                                for (int64_t m = 0; m < n; ++m) q8_0_block_sums(xq.data() + size_t(m) * xrow, cols, sums.data() + m * (cols / 32));
                             PackedActs acts;
                             acts.xq = xq.data();
                             acts.row_bytes = xrow;

@@ -7,6 +7,8 @@
 // (see packed_gemm.h).
 #include "packed_gemm.h"
 
+#include "gguf/tensor_type.h"  // an enum and declarations only: safe here
+
 #if defined(__x86_64__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (see gemm_avx512.cpp)
 #include <immintrin.h>
@@ -116,7 +118,7 @@ void gemm_q8_0(const PackedView &w, int64_t group_begin, int64_t group_end, cons
         rest.xq += size_t(n16) * x.row_bytes;
         rest.block_sums += n16 * x.sums_per_row;
         rest.n -= n16;
-        packed_gemm_avx512(8)(w, group_begin, group_end, rest, y + n16 * ldy, ldy);
+        packed_gemm_avx512(uint32_t(TensorType::Q8_0))(w, group_begin, group_end, rest, y + n16 * ldy, ldy);
     }
 }
 
@@ -124,7 +126,7 @@ void gemm_q8_0(const PackedView &w, int64_t group_begin, int64_t group_end, cons
 
 PackedGemmFn packed_gemm_amx(uint32_t type) {
     switch (type) {
-    case 8: return gemm_q8_0;
+    case uint32_t(TensorType::Q8_0): return gemm_q8_0;
     }
     return packed_gemm_avx512(type);  // types without an AMX kernel run on AVX-512
 }

@@ -5,6 +5,8 @@
 // Only <immintrin.h> and plain structs here: see packed_gemm.h for why.
 #include "packed_gemm.h"
 
+#include "gguf/tensor_type.h"  // an enum and declarations only: safe here
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -271,14 +273,14 @@ void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const Pac
 
 PackedGemmFn packed_gemm_avx2(uint32_t type) {
     switch (type) {
-    case 8: return gemm<tile_q8_0<4>, tile_q8_0<1>>;
-    case 2: return gemm<tile_q4_0<4>, tile_q4_0<1>>;
-    case 12: return gemm<tile_q4_k<4>, tile_q4_k<1>>;
-    case 14: return gemm<tile_q6_k<4>, tile_q6_k<1>>;
+    case uint32_t(TensorType::Q8_0): return gemm<tile_q8_0<4>, tile_q8_0<1>>;
+    case uint32_t(TensorType::Q4_0): return gemm<tile_q4_0<4>, tile_q4_0<1>>;
+    case uint32_t(TensorType::Q4_K): return gemm<tile_q4_k<4>, tile_q4_k<1>>;
+    case uint32_t(TensorType::Q6_K): return gemm<tile_q6_k<4>, tile_q6_k<1>>;
     // Eight accumulators per activation already fill AVX2's sixteen registers: one activation per tile.
-    case 0: return gemm<tile_f32, tile_f32, 1>;
-    case 1: return gemm<tile_f16, tile_f16, 1>;
-    case 30: return gemm<tile_bf16, tile_bf16, 1>;
+    case uint32_t(TensorType::F32): return gemm<tile_f32, tile_f32, 1>;
+    case uint32_t(TensorType::F16): return gemm<tile_f16, tile_f16, 1>;
+    case uint32_t(TensorType::BF16): return gemm<tile_bf16, tile_bf16, 1>;
     }
     return nullptr;
 }

@@ -4,6 +4,8 @@
 // Only <immintrin.h> and plain structs here: see packed_gemm.h for why.
 #include "packed_gemm.h"
 
+#include "gguf/tensor_type.h"  // an enum and declarations only: safe here
+
 #if defined(__x86_64__)
 // GCC 12 warns inside its own AVX-512 headers (the undefined source of _mm512_cvtepi*_epi32 etc.): a known
 // false positive.
@@ -293,14 +295,14 @@ void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const Pac
 
 PackedGemmFn packed_gemm_avx512(uint32_t type) {
     switch (type) {
-    case 8: return gemm<tile_q8_0<4>, tile_q8_0<1>>;
-    case 2: return gemm<tile_q4_0<4>, tile_q4_0<1>>;
-    case 12: return gemm<tile_q4_k<4>, tile_q4_k<1>>;
-    case 14: return gemm<tile_q6_k<4>, tile_q6_k<1>>;
+    case uint32_t(TensorType::Q8_0): return gemm<tile_q8_0<4>, tile_q8_0<1>>;
+    case uint32_t(TensorType::Q4_0): return gemm<tile_q4_0<4>, tile_q4_0<1>>;
+    case uint32_t(TensorType::Q4_K): return gemm<tile_q4_k<4>, tile_q4_k<1>>;
+    case uint32_t(TensorType::Q6_K): return gemm<tile_q6_k<4>, tile_q6_k<1>>;
     // The float types keep eight accumulators per activation: two activations per tile fill the registers.
-    case 0: return gemm<tile_f32<2>, tile_f32<1>, 2>;
-    case 1: return gemm<tile_f16<2>, tile_f16<1>, 2>;
-    case 30: return gemm<tile_bf16<2>, tile_bf16<1>, 2>;
+    case uint32_t(TensorType::F32): return gemm<tile_f32<2>, tile_f32<1>, 2>;
+    case uint32_t(TensorType::F16): return gemm<tile_f16<2>, tile_f16<1>, 2>;
+    case uint32_t(TensorType::BF16): return gemm<tile_bf16<2>, tile_bf16<1>, 2>;
     }
     return nullptr;
 }

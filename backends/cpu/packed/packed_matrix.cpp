@@ -4,14 +4,13 @@
 #include "backends/cpu/types/q4_0.h"
 #include "backends/cpu/types/q8_0.h"
 #include "core/error.h"
+#include "gguf/tensor_type.h"
 
 #include <cstring>
 #include <sys/mman.h>
 
 namespace specula::internal {
 namespace {
-
-constexpr uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeQ4_0 = 2, kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ6_K = 14, kTypeBF16 = 30;
 
 size_t round64(size_t n) { return (n + 63) & ~size_t(63); }
 
@@ -140,9 +139,18 @@ void pack_float(const WeightView &w, PackedView &v, uint8_t *dst, size_t bytes) 
 
 }  // namespace
 
+void q8_0_block_sums(const uint8_t *xq, int64_t cols, int32_t *sums) {
+    const BlockQ8_0 *blocks = reinterpret_cast<const BlockQ8_0 *>(xq);
+    for (int64_t k = 0; k < cols / kQ8_0Block; ++k) {
+        int32_t s = 0;
+        for (int i = 0; i < kQ8_0Block; ++i) s += blocks[k].qs[i];
+        sums[k] = s;
+    }
+}
+
 bool PackedMatrix::packable(uint32_t type) {
-    return type == kTypeQ8_0 || type == kTypeQ4_0 || type == kTypeQ4_K || type == kTypeQ6_K || type == kTypeF32 || type == kTypeF16 ||
-           type == kTypeBF16;
+    return type == uint32_t(TensorType::Q8_0) || type == uint32_t(TensorType::Q4_0) || type == uint32_t(TensorType::Q4_K) || type == uint32_t(TensorType::Q6_K) || type == uint32_t(TensorType::F32) || type == uint32_t(TensorType::F16) ||
+           type == uint32_t(TensorType::BF16);
 }
 
 std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
@@ -155,13 +163,13 @@ std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
     v.n_groups = (w.rows + kPackRows - 1) / kPackRows;
     const size_t kb32 = size_t(w.cols / 32), nsb = size_t(w.cols / QK_K);
     switch (w.type) {
-    case kTypeQ8_0: layout(v, {kb32 * 2 * kPackRows, kb32 * 512}); break;
-    case kTypeQ4_0: layout(v, {kb32 * 2 * kPackRows, kb32 * 256}); break;
-    case kTypeQ4_K: layout(v, {nsb * kQ4KSuperBytes}); break;
-    case kTypeQ6_K: layout(v, {nsb * 32, nsb * 256, nsb * 16 * 192}); break;
-    case kTypeF32: layout(v, {size_t(w.cols) * kPackRows * 4}); break;
-    case kTypeF16:
-    case kTypeBF16: layout(v, {size_t(w.cols) * kPackRows * 2}); break;
+    case uint32_t(TensorType::Q8_0): layout(v, {kb32 * 2 * kPackRows, kb32 * 512}); break;
+    case uint32_t(TensorType::Q4_0): layout(v, {kb32 * 2 * kPackRows, kb32 * 256}); break;
+    case uint32_t(TensorType::Q4_K): layout(v, {nsb * kQ4KSuperBytes}); break;
+    case uint32_t(TensorType::Q6_K): layout(v, {nsb * 32, nsb * 256, nsb * 16 * 192}); break;
+    case uint32_t(TensorType::F32): layout(v, {size_t(w.cols) * kPackRows * 4}); break;
+    case uint32_t(TensorType::F16):
+    case uint32_t(TensorType::BF16): layout(v, {size_t(w.cols) * kPackRows * 2}); break;
     }
     // Large matrices go on 2 MiB-aligned memory the kernel may back with huge pages: decoding streams every
     // weight once per token, and with 4 KiB pages that is a TLB miss every 4 KiB.
@@ -176,13 +184,13 @@ std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
 #endif
     std::memset(p, 0, total);
     switch (w.type) {
-    case kTypeQ8_0: pack_q8_0(w, v, p); break;
-    case kTypeQ4_0: pack_q4_0(w, v, p); break;
-    case kTypeQ4_K: pack_q4_k(w, v, p); break;
-    case kTypeQ6_K: pack_q6_k(w, v, p); break;
-    case kTypeF32: pack_float(w, v, p, 4); break;
-    case kTypeF16:
-    case kTypeBF16: pack_float(w, v, p, 2); break;
+    case uint32_t(TensorType::Q8_0): pack_q8_0(w, v, p); break;
+    case uint32_t(TensorType::Q4_0): pack_q4_0(w, v, p); break;
+    case uint32_t(TensorType::Q4_K): pack_q4_k(w, v, p); break;
+    case uint32_t(TensorType::Q6_K): pack_q6_k(w, v, p); break;
+    case uint32_t(TensorType::F32): pack_float(w, v, p, 4); break;
+    case uint32_t(TensorType::F16):
+    case uint32_t(TensorType::BF16): pack_float(w, v, p, 2); break;
     }
     v.data = p;
     return m;

@@ -31,6 +31,10 @@ private:
     std::unique_ptr<uint8_t, Free> storage_;
 };
 
+// The sum of each Q8_0 block's 32 int8 values of one converted activation row of `cols` values
+// (PackedActs::block_sums: the kernels undo the weights' +128 offset with it).
+void q8_0_block_sums(const uint8_t *xq, int64_t cols, int32_t *sums);
+
 // The packed kernel for a type at an instruction-set level, or nullptr (scalar level, or a type without one).
 PackedGemmFn packed_gemm(uint32_t type, CpuIsa isa);
 
