@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 3
+#define SPECULA_VERSION_MINOR 4
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -519,6 +519,16 @@ SPECULA_API specula_status specula_session_set_speculative(specula_session *sess
 /* Name of the attached drafter ("ngram", "longspec", "draft-model", "longspec+ngram", ...), "" when none.
  * Borrowed, valid until the next specula_session_set_speculative or specula_session_destroy. */
 SPECULA_API const char *specula_session_drafter_name(const specula_session *session);
+
+/* Since 0.4. The attached LongSpec draft's raw logits (n_vocab floats) for the token after the session's context,
+ * exactly as the first step of a speculative round computes them: the context's last token is the draft's root,
+ * and its cross-attention reads the target's keys/values of every context token before that one. Pending
+ * context is evaluated first. For trainers and tests that check their own forward pass against the SDK.
+ * Statuses: INVALID_ARGUMENT (NULL session/logits, no drafter attached, empty context), BUFFER_TOO_SMALL
+ * (capacity < n_vocab), UNSUPPORTED (a drafter without one distribution: n-gram, merged, draft model),
+ * CANCELLED. */
+SPECULA_API specula_status specula_session_draft_logits(specula_session *session, float *logits, size_t capacity,
+                                                        specula_error **err);
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* Synthetic models (since 0.3)                                                                           */

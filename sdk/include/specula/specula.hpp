@@ -499,6 +499,13 @@ public:
     }
     /// Name of the attached drafter ("ngram", "longspec+ngram", ...), "" when none.
     std::string drafter_name() const { return specula_session_drafter_name(s_); }
+    /// The attached LongSpec draft's raw logits for the token after the context (specula_session_draft_logits).
+    std::vector<float> draft_logits(int32_t n_vocab) {
+        std::vector<float> out(static_cast<size_t>(n_vocab));
+        specula_error *err = nullptr;
+        check(specula_session_draft_logits(s_, out.data(), out.size(), &err), err);
+        return out;
+    }
 
     /// Appends text (evaluated lazily by the next generate/next). Throws Error(CONTEXT_FULL) if it does not fit.
     void append_text(std::string_view text, int32_t flags = SPECULA_TOKENIZE_ADD_SPECIAL) {

@@ -134,4 +134,15 @@ const char *specula_session_drafter_name(const specula_session *session) {
     return session != nullptr && session->session != nullptr ? session->session->drafter_name() : "";
 }
 
+specula_status specula_session_draft_logits(specula_session *session, float *logits, size_t capacity, specula_error **err) {
+    return guarded(err, [&] {
+        Session &s = get_session(session);
+        require_arg(logits != nullptr, "logits is NULL");
+        const size_t n_vocab = size_t(s.model().hparams().n_vocab);
+        require(capacity >= n_vocab, SPECULA_ERR_BUFFER_TOO_SMALL,
+                "draft logits: capacity " + std::to_string(capacity) + " is below n_vocab " + std::to_string(n_vocab));
+        if (!s.draft_logits(logits)) throw Error(SPECULA_ERR_CANCELLED, "draft logits: cancelled");
+    });
+}
+
 }  // extern "C"

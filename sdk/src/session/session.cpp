@@ -257,6 +257,20 @@ specula_stats Session::stats() const {
     return s;
 }
 
+bool Session::draft_logits(float *logits) {
+    require(drafter_ != nullptr, SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the session has no drafter attached");
+    require(!tokens_.empty(), SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the context is empty");
+    if (!evaluate_pending()) return false;
+    DraftRequest request;
+    request.tokens = tokens_;
+    request.target_kv = &runner_.kv();
+    request.n_target_kv = int32_t(tokens_.size()) - 1;
+    request.shape = spec_.shape;
+    require(drafter_->root_logits(request, logits), SPECULA_ERR_UNSUPPORTED,
+            std::string("draft logits: the '") + drafter_->name() + "' drafter has no single next-token distribution");
+    return true;
+}
+
 // One speculative round. The context ends with a pending token (the root); every earlier token is evaluated.
 //  1. the drafter proposes a tree under the root, within the node budget and the room left in the context;
 //  2. the target evaluates root + tree in one pass with hybrid tree attention (tree slots follow the context);

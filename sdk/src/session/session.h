@@ -86,6 +86,12 @@ public:
     const char *drafter_name() const { return drafter_ ? drafter_->name() : ""; }
     size_t drafter_bytes() const { return drafter_ ? drafter_->allocated_bytes() : 0; }
     const SpeculativeStats &speculative_stats() const { return spec_stats_; }
+    // The attached drafter's raw logits for the token after the context (n_vocab floats), computed as the first
+    // step of a speculative round computes them: the context's last token is the root, the target's KV holds
+    // every token before it. Evaluates pending context first. Throws Error(INVALID_ARGUMENT) without a drafter
+    // or with an empty context, Error(UNSUPPORTED) for drafters without one distribution (n-gram, merged).
+    // Returns false if cancelled while evaluating.
+    bool draft_logits(float *logits);
     // Throws Error(INVALID_TOKEN / CONTEXT_FULL); nothing is appended on error.
     void append_tokens(const int32_t *tokens, size_t n);
     void append_text(std::string_view text, bool add_special, bool parse_special);

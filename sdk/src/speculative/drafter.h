@@ -49,6 +49,14 @@ public:
     virtual void rewind(int32_t n_tokens) = 0;
     // Bytes the drafter holds now (buffers, caches, tables), for memory reports and tests.
     virtual size_t allocated_bytes() const = 0;
+    // The drafter's raw next-token logits at the root (request.tokens.back()), exactly as the first step of
+    // draft() computes them, into n_vocab floats. For tools and tests (a trainer checks its own forward pass
+    // against this). Returns false for drafters without one such distribution (n-gram tables, merged drafters).
+    virtual bool root_logits(const DraftRequest &request, float *logits) {
+        (void)request;
+        (void)logits;
+        return false;
+    }
 };
 
 }  // namespace specula::internal

@@ -1,5 +1,7 @@
 #include "longspec_draft_file.h"
 
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/packed/packed_matrix.h"
 #include "backends/cpu/types/half.h"
 #include "backends/cpu/types/type_kernels.h"
 #include "core/error.h"
@@ -263,8 +265,26 @@ std::shared_ptr<const LongSpecDraft> LongSpecDraft::load(const std::string &path
     w.ffn_down = bind_tensor(file, "blk.0.ffn_down.weight", f, d, false);
 
     for (const TensorInfo &t : file.tensors()) draft->n_params_ += uint64_t(t.n_elements());
+    draft->pack_weights();
     draft->target_ = std::move(target);
     return draft;
+}
+
+void LongSpecDraft::pack_weights() {
+    if (active_cpu_isa() == CpuIsa::Scalar) return;
+    LongSpecWeights &w = weights_;
+    for (WeightView *v : {&w.wq, &w.wk, &w.wv, &w.wo, &w.cross_wq, &w.cross_wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+        if (!PackedMatrix::packable(v->type) || packed_gemm(v->type, active_cpu_isa()) == nullptr) continue;
+        packed_.push_back(PackedMatrix::pack(*v));
+        v->packed = packed_.back().get();
+        file_.bytes().release_pages(v->data, size_t(v->rows) * v->row_bytes);
+    }
+}
+
+size_t LongSpecDraft::packed_bytes() const {
+    size_t n = 0;
+    for (const auto &p : packed_) n += p->bytes();
+    return n;
 }
 
 void write_random_longspec_draft(const Model &target, const std::string &path, const RandomDraftOptions &options) {

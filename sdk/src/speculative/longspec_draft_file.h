@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace specula::internal {
 
@@ -74,10 +75,16 @@ public:
     const std::shared_ptr<const Model> &target_ptr() const { return target_; }
     const GgufFile &file() const { return file_; }
     uint64_t n_params() const { return n_params_; }
+    // Bytes of the SIMD-packed copies of the draft's matrices (0 at the scalar level).
+    size_t packed_bytes() const;
 
 private:
     LongSpecDraft() = default;
+    // Packs the layer's matrices for the active SIMD level, as Model::pack_weights does for the target: the draft
+    // runs five forward passes per round, so its matrix products are worth the same kernels.
+    void pack_weights();
     GgufFile file_;
+    std::vector<std::unique_ptr<PackedMatrix>> packed_;  // the packed copies the weight views point to
     std::shared_ptr<const Model> target_;
     LongSpecDraftConfig config_;
     LongSpecWeights weights_;

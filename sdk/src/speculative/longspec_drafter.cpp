@@ -63,6 +63,19 @@ public:
                         [this](const DraftTree &t, int32_t first, int32_t count, float *logits) { score(t, first, count, logits); });
     }
 
+    bool root_logits(const DraftRequest &request, float *logits) override {
+        require(request.target_kv != nullptr, SPECULA_ERR_INTERNAL, "longspec: the request has no target KV cache");
+        const int32_t n = int32_t(request.tokens.size());
+        require(n >= 1, SPECULA_ERR_INTERNAL, "longspec: empty context");
+        root_pos_ = n - 1;
+        n_target_kv_ = std::min(request.n_target_kv, n - 1);
+        target_kv_ = request.target_kv;
+        catch_up(request.tokens);
+        root_tree_.reset(request.tokens.back());
+        score(root_tree_, 0, 1, logits);
+        return true;
+    }
+
 private:
     // Writes self-attention keys/values of committed positions [max(n_done, n - ring), n) into the ring.
     void catch_up(std::span<const int32_t> tokens) {
@@ -193,6 +206,7 @@ private:
     int32_t n_done_ = 0;  // committed positions [0, n_done) have been written to the ring (the last ring_ kept)
     int32_t root_pos_ = 0, n_target_kv_ = 0;
     const KvCache *target_kv_ = nullptr;
+    DraftTree root_tree_;  // root_logits' one-node tree
     std::vector<float> ring_k_, ring_v_, tree_k_, tree_v_;
     std::vector<int32_t> ring_pos_, positions_;
     std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, head_scratch_;
