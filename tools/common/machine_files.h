@@ -1,8 +1,9 @@
 // Header-only helpers that find real text on the machine (Python sources, licences) in a deterministic order,
-// shared by the tokenizer benchmark and the tokenizer round-trip test.
+// shared by the tokenizer and speculative benchmarks and the tokenizer round-trip test.
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -48,6 +49,24 @@ inline std::filesystem::path python_stdlib_dir() {
     for (const fs::path &dir : candidates)
         if (fs::is_regular_file(dir / "os.py")) return dir;
     return {};
+}
+
+// The standard library of the `python3` on PATH, as `python3 -c "import sysconfig;
+// print(sysconfig.get_paths()['stdlib'])"` prints it (with pyenv, a folder that also holds site-packages/). This
+// is the folder code-7m was trained on (its README). Falls back to python_stdlib_dir() when there is no python3 or
+// what it prints holds no os.py.
+inline std::filesystem::path python3_sysconfig_stdlib_dir() {
+    namespace fs = std::filesystem;
+    std::string out;
+    if (FILE *p = popen("python3 -c \"import sysconfig; print(sysconfig.get_paths()['stdlib'])\" 2>/dev/null", "r")) {
+        char buf[512];
+        while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+        pclose(p);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    std::error_code ec;
+    if (!out.empty() && fs::is_regular_file(fs::path(out) / "os.py", ec)) return fs::path(out);
+    return python_stdlib_dir();
 }
 
 }  // namespace specula_apps
