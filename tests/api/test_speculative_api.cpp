@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
@@ -530,4 +531,58 @@ TEST_CASE("speculative: stats are written only up to the caller's struct_size", 
     const specula_stats full = session.stats();
     CHECK(full.n_spec_rounds > 0);
     CHECK(full.drafter_bytes > 0);
+}
+
+TEST_CASE("speculative: draft logits are the draft's, deterministic, and change nothing; misuse is an error",
+          "[speculative][api]") {
+    TempDir dir;
+    const specula::Model &model = stories();
+    const specula::Draft draft = specula::Draft::load(write_random_draft(dir, model, "d.gguf"), model);
+    const int32_t n_vocab = model.n_vocab();
+    specula_error *err = nullptr;
+    std::vector<float> buf(size_t(n_vocab) + 1, 0.0f);
+
+    specula::Session session = greedy_session(model);
+    // No drafter attached, then an n-gram drafter (no single distribution): refused with a message.
+    session.append_text(kPrompt);
+    Outcome o = outcome(specula_session_draft_logits(session.get(), buf.data(), buf.size(), &err), &err);
+    CHECK(o.status == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(o.message.find("no drafter") != std::string::npos);
+    session.set_speculative([] {
+        specula::SpeculativeOptions s;
+        s.ngram = true;
+        return s;
+    }());
+    o = outcome(specula_session_draft_logits(session.get(), buf.data(), buf.size(), &err), &err);
+    CHECK(o.status == SPECULA_ERR_UNSUPPORTED);
+
+    specula::SpeculativeOptions with_draft;
+    with_draft.draft = &draft;
+    session.set_speculative(with_draft);
+    CHECK(outcome(specula_session_draft_logits(nullptr, buf.data(), buf.size(), &err), &err).status == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(outcome(specula_session_draft_logits(session.get(), nullptr, buf.size(), &err), &err).status == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(outcome(specula_session_draft_logits(session.get(), buf.data(), size_t(n_vocab) - 1, &err), &err).status ==
+          SPECULA_ERR_BUFFER_TOO_SMALL);
+
+    const std::vector<float> first = session.draft_logits(n_vocab);
+    const std::vector<float> again = session.draft_logits(n_vocab);
+    CHECK(first == again);
+    bool finite = true, varied = false;
+    for (float v : first) {
+        finite = finite && std::isfinite(v);
+        varied = varied || v != first[0];
+    }
+    CHECK(finite);
+    CHECK(varied);
+
+    // Asking changes nothing: the output is still plain greedy decoding's.
+    const Run run = generate(session);
+    CHECK(test_fixtures::ids_to_string(run.tokens) == test_fixtures::ids_to_string(reference_tokens()));
+
+    // A different context gives different logits; an empty one is an error.
+    session.rewind(1);
+    CHECK(session.draft_logits(n_vocab) != first);
+    session.rewind(0);
+    CHECK(outcome(specula_session_draft_logits(session.get(), buf.data(), buf.size(), &err), &err).status ==
+          SPECULA_ERR_INVALID_ARGUMENT);
 }
