@@ -7,6 +7,8 @@
 // from the hyperparameters. An architecture that differs in structure gets its own file beside this one.
 #include "cpu_runner.h"
 
+#include "attention_kernels.h"
+
 #include "backends/cpu/hybrid_attention.h"
 #include "backends/cpu/ops.h"
 #include "backends/cpu/types/type_kernels.h"
@@ -143,32 +145,29 @@ void CpuRunner::attention(int layer, int32_t n, int32_t n_past, const TreeBatch 
     const int32_t n_tree = tree ? tree->offset + n : 0;
     const int32_t max_keys = n_past + (tree ? n_tree : n);
     ensure(scores_, size_t(pool_.size()) * size_t(max_keys));
-    // q . k with the F32 dot product (eight partial sums, vectorized): a single running sum would be a chain of
-    // head_dim dependent additions per key, which made attention ~5% of a 1B model's decode step at context 64.
-    const auto dot = cpu_type_kernels(uint32_t(TensorType::F32))->vec_dot;
+    // Scores and the weighted sum run per contiguous run of keys (attention_kernels.h): the prefix (and, without a
+    // tree, the causal keys) in one call, visible tree slots one by one, always in slot order. The arithmetic per
+    // key is f32_vec_dot's, so a node's result does not depend on how many queries share the batch.
+    const size_t dkv = size_t(hp.n_embd_kv());
     for_each_head(n, max_keys, [&](int64_t h, int thread) {
         float *scores = scores_.data() + size_t(thread) * size_t(max_keys);
         const int32_t kv_head = int32_t(h) / group;
+        const float *k_base = kv_.k(layer, 0) + kv_head * hd, *v_base = kv_.v(layer, 0) + kv_head * hd;
         for (int32_t i = 0; i < n; ++i) {
             const float *qv = q_.data() + int64_t(i) * dq + h * hd;
-            const int32_t end = tree ? n_past + n_tree : n_past + i + 1;
+            const int32_t run = tree ? n_past : n_past + i + 1;  // contiguous visible keys [0, run)
             const uint8_t *mask = tree ? tree->mask + size_t(i) * size_t(n_tree) : nullptr;
-            const auto visible = [&](int32_t t) { return !mask || t < n_past || mask[t - n_past]; };
-            int32_t n_keys = 0;
-            for (int32_t t = 0; t < end; ++t) {
-                if (!visible(t)) continue;
-                scores[n_keys++] = dot(hd, kv_.k(layer, t) + kv_head * hd, qv) * scale;
-            }
+            attention_scores(qv, hd, scale, k_base, dkv, run, scores);
+            int32_t n_keys = run;
+            for (int32_t j = 0; mask && j < n_tree; ++j)
+                if (mask[j]) attention_scores(qv, hd, scale, k_base + size_t(n_past + j) * dkv, dkv, 1, scores + n_keys++);
             softmax(scores, n_keys);
             float *out = att_out_.data() + int64_t(i) * dq + h * hd;
             std::fill(out, out + hd, 0.0f);
-            int32_t key = 0;
-            for (int32_t t = 0; t < end; ++t) {
-                if (!visible(t)) continue;
-                const float *vv = kv_.v(layer, t) + kv_head * hd;
-                const float w = scores[key++];
-                for (int32_t j = 0; j < hd; ++j) out[j] += w * vv[j];
-            }
+            accumulate_weighted(out, hd, scores, v_base, dkv, run);
+            int32_t key = run;
+            for (int32_t j = 0; mask && j < n_tree; ++j)
+                if (mask[j]) accumulate_weighted(out, hd, scores + key++, v_base + size_t(n_past + j) * dkv, dkv, 1);
         }
     });
 }

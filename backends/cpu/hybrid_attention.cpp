@@ -1,5 +1,7 @@
 #include "hybrid_attention.h"
 
+#include "attention_kernels.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -14,16 +16,10 @@ float attend_with_lse(const float *q, int32_t hd, float scale, const float *k, c
     std::fill(out, out + hd, 0.0f);
     for (int32_t t0 = 0; t0 < n; t0 += kBlock) {
         const int32_t t1 = std::min(n, t0 + kBlock);
+        attention_scores(q, hd, scale, k + size_t(t0) * stride, stride, t1 - t0, scores);
         float block_max = -INFINITY;
         for (int32_t t = t0; t < t1; ++t) {
-            if (mask && !mask[t]) {
-                scores[t - t0] = -INFINITY;
-                continue;
-            }
-            const float *kt = k + size_t(t) * stride;
-            float dot = 0.0f;
-            for (int32_t j = 0; j < hd; ++j) dot += q[j] * kt[j];
-            scores[t - t0] = dot * scale;
+            if (mask && !mask[t]) scores[t - t0] = -INFINITY;
             block_max = std::max(block_max, scores[t - t0]);
         }
         if (block_max == -INFINITY) continue;
@@ -35,12 +31,12 @@ float attend_with_lse(const float *q, int32_t hd, float scale, const float *k, c
             m = block_max;
         }
         for (int32_t t = t0; t < t1; ++t) {
-            if (scores[t - t0] == -INFINITY) continue;
-            const float w = std::exp(scores[t - t0] - m);
+            // Masked keys weigh exactly 0 (exp(-inf)): adding 0 * v leaves out unchanged.
+            const float w = scores[t - t0] == -INFINITY ? 0.0f : std::exp(scores[t - t0] - m);
             l += w;
-            const float *vt = v + size_t(t) * stride;
-            for (int32_t j = 0; j < hd; ++j) out[j] += w * vt[j];
+            scores[t - t0] = w;
         }
+        accumulate_weighted(out, hd, scores, v + size_t(t0) * stride, stride, t1 - t0);
     }
     if (l == 0.0) return -INFINITY;
     const float inv = float(1.0 / l);

@@ -1,0 +1,41 @@
+// The attention inner loops (backends/cpu/attention_kernels.h): the AVX2 versions must give exactly the scalar
+// reference's bits, since decode and tree verification both use them and speculation is bit-exact.
+#include "backends/cpu/attention_kernels.h"
+#include "backends/cpu/cpu_isa.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace specula::internal;
+
+TEST_CASE("attention kernels are bit-identical to the scalar reference", "[cpu][attention]") {
+    if (detected_cpu_isa() < CpuIsa::Avx2) {
+        WARN("SKIPPED: this CPU has no AVX2; only the reference runs");
+        return;
+    }
+    std::mt19937 rng(11);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    for (int32_t hd : {1, 7, 8, 16, 60, 64, 100, 128, 136}) {
+        for (int32_t n : {1, 2, 3, 4, 5, 9, 37}) {
+            const size_t stride = size_t(hd) + 5;
+            std::vector<float> q(static_cast<size_t>(hd)), k(stride * static_cast<size_t>(n)), v(k.size()), w(static_cast<size_t>(n));
+            for (float &x : q) x = g(rng);
+            for (float &x : k) x = g(rng) * 3.0f;
+            for (float &x : v) x = g(rng);
+            for (float &x : w) x = std::abs(g(rng));
+            std::vector<float> s_ref(static_cast<size_t>(n)), s(s_ref.size()), o_ref(static_cast<size_t>(hd)), o(o_ref.size());
+            for (size_t j = 0; j < o.size(); ++j) o_ref[j] = o[j] = g(rng);
+            attention_kernels_testing::scores_reference(q.data(), hd, 0.125f, k.data(), stride, n, s_ref.data());
+            attention_scores(q.data(), hd, 0.125f, k.data(), stride, n, s.data());
+            attention_kernels_testing::accumulate_reference(o_ref.data(), hd, w.data(), v.data(), stride, n);
+            accumulate_weighted(o.data(), hd, w.data(), v.data(), stride, n);
+            INFO("hd " << hd << " n " << n);
+            CHECK(std::memcmp(s.data(), s_ref.data(), s.size() * sizeof(float)) == 0);
+            CHECK(std::memcmp(o.data(), o_ref.data(), o.size() * sizeof(float)) == 0);
+        }
+    }
+}
