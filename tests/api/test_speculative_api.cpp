@@ -533,7 +533,7 @@ TEST_CASE("speculative: stats are written only up to the caller's struct_size", 
     CHECK(full.drafter_bytes > 0);
 }
 
-TEST_CASE("speculative: draft logits are the draft's, deterministic, and change nothing; misuse is an error",
+TEST_CASE("speculative: draft logits are deterministic, change nothing, and misuse is an error",
           "[speculative][api]") {
     TempDir dir;
     const specula::Model &model = stories();
@@ -585,4 +585,39 @@ TEST_CASE("speculative: draft logits are the draft's, deterministic, and change 
     session.rewind(0);
     CHECK(outcome(specula_session_draft_logits(session.get(), buf.data(), buf.size(), &err), &err).status ==
           SPECULA_ERR_INVALID_ARGUMENT);
+}
+
+// The trained drafts committed under models/drafts/ (tools/train; docs/training.md): lossless like any draft, and
+// trained: a deterministic (greedy) run accepts several tokens per round where an untrained draft accepts ~0.
+// The thresholds sit well below what the files measure (bench_draft_quality: tau 5.3 stories, 5.1 code), so
+// they catch a broken file or a broken draft forward pass, not noise.
+TEST_CASE("speculative: the committed trained drafts are lossless and accept several tokens per round", "[speculative][api]") {
+    struct Case {
+        fs::path model;
+        const char *draft;
+        std::string prompt;
+    };
+    const Case cases[] = {
+        {kModelPath, "stories260K.longspec.gguf", kPrompt},
+        {code_model_path(), "code-7m.longspec.gguf",
+         "import os\nimport sys\n\n\ndef main(argv):\n    \"\"\"Print the arguments.\"\"\"\n    for arg in argv:\n"},
+    };
+    for (const Case &c : cases) {
+        if (!test_fixtures::have_fixture(c.model)) continue;
+        INFO(c.draft);
+        const specula::Model model = specula::Model::load(c.model.string());
+        specula::Session plain = greedy_session(model);
+        plain.append_text(c.prompt);
+        const Run expected = generate(plain);
+
+        const specula::Draft draft = specula::Draft::load(std::string(SPECULA_SOURCE_DIR "/models/drafts/") + c.draft, model);
+        specula::Session fast = greedy_session(model);
+        specula::SpeculativeOptions o;
+        o.draft = &draft;
+        fast.set_speculative(o);
+        fast.append_text(c.prompt);
+        const Run run = generate(fast);
+        CHECK(test_fixtures::ids_to_string(run.tokens) == test_fixtures::ids_to_string(expected.tokens));
+        CHECK(run.stats.tau >= 3.0);
+    }
 }
