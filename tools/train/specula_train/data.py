@@ -9,7 +9,7 @@ import hashlib
 import json
 import os
 import random
-from typing import Iterable, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch

@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .rope import RopeConfig, apply_rope, rope_angles
+from .rope import apply_rope, rope_angles
 from .target import TargetConfig, attention, rms_norm
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import torch
 
 from . import sdk
-from .gguf import F16, F32, BF16, GgufReader, GgufWriter, T_STRING, T_UINT32
+from .gguf import BF16, F16, F32, GgufReader, GgufWriter
 
 # torch (official checkpoint) name -> GGUF tensor name, in the file order the SDK writes.
 TENSOR_NAMES: Tuple[Tuple[str, str], ...] = (

@@ -12,9 +12,7 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
-from typing import Optional
 
 import torch
 import torch.distributed as dist
