@@ -64,10 +64,12 @@ def self_attention_mask(L: int, window: int, device=None) -> torch.Tensor:
 
 def cross_attention_mask(L: int, S: int, lags: torch.Tensor) -> torch.Tensor:
     """[B, L, S]: query i sees target key j when j <= i - lag (lag 0: ordinary causal; lag 1: the runtime's first
-    step, where the root's own target KV does not exist yet; lag d+1 at tree depth d). lags: [B] integers."""
+    step, where the root's own target KV does not exist yet; lag d+1 at tree depth d). lags: [B] (one lag per
+    sequence) or [B, L] (one per query) integers."""
     i = torch.arange(L, device=lags.device).view(1, L, 1)
     j = torch.arange(S, device=lags.device).view(1, 1, S)
-    return j <= i - lags.view(-1, 1, 1)
+    per_query = lags.view(-1, L, 1) if lags.dim() == 2 else lags.view(-1, 1, 1)
+    return j <= i - per_query
 
 
 class LongSpecDraft(nn.Module):
@@ -93,7 +95,7 @@ class LongSpecDraft(nn.Module):
     def forward(self, h0: torch.Tensor, positions: torch.Tensor, target_k: torch.Tensor, target_v: torch.Tensor,
                 lags: torch.Tensor) -> torch.Tensor:
         """h0 [B, L, D] token embeddings, positions [B, L], target_k/v [B, S, Hkv, d] (post-RoPE, positions aligned
-        with the first S tokens), lags [B] -> hidden [B, L, D] (feed to the target's lm_head, no final norm)."""
+        with the first S tokens), lags [B] or [B, L] -> hidden [B, L, D] (feed to the target's lm_head, no final norm)."""
         c = self.cfg
         B, L, _ = h0.shape
         angles = rope_angles(positions, c.rope)

@@ -8,6 +8,11 @@ index the draft meets at inference, and the target (which sees the same indices)
 Flash noisy training (paper §3.2): during speculation the draft's query at position t sees the target's KV only up
 to t - j with 1 <= j < gamma (the target commits its cache only after verification). Training draws that lag j per
 sequence; without noise the lag is 0 (ordinary causal cross-attention, the mismatch the paper removes).
+
+Block lags (Beagle's inverse block attention, GliDe's block mask): the sequence is cut into blocks of k = gamma - 1
+tokens from a random offset, and the query at the i-th position of a block (i = 1..k) sees target KV only up to the
+block's start, i.e. lag i. That is one chain round of speculation: the root sees lag 1, the node at depth d lag d+1;
+every query of the sequence trains one of those lags.
 """
 from __future__ import annotations
 
@@ -33,3 +38,12 @@ def noisy_lags(B: int, gamma: int, gen: torch.Generator, enabled: bool = True) -
     if gamma < 2:
         raise ValueError("noisy training needs gamma >= 2")
     return torch.randint(1, gamma, (B,), generator=gen)
+
+
+def block_lags(B: int, L: int, gamma: int, gen: torch.Generator) -> torch.Tensor:
+    """[B, L] lags 1..gamma-1 cycling over blocks of gamma-1 positions that start at a random offset per sequence."""
+    k = gamma - 1
+    if k < 1:
+        raise ValueError("block lags need gamma >= 2")
+    offsets = torch.randint(0, k, (B, 1), generator=gen)
+    return (torch.arange(L).view(1, L) - offsets) % k + 1

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from .data import WindowSampler, held_out_prefixes, list_files, tokenize_files
 from .draft import LongSpecDraft
 from .draft_io import export_draft, read_draft_gguf
-from .indices import anchor_offset_positions, noisy_lags
+from .indices import anchor_offset_positions, block_lags, noisy_lags
 from .target import TargetModel
 
 
@@ -54,6 +54,8 @@ def parse_args(argv=None):
     p.add_argument("--sinks", type=int, default=4, help="at most this many anchor positions")
     p.add_argument("--noisy", action=argparse.BooleanOptionalAction, default=True, help="flash noisy training")
     p.add_argument("--gamma", type=int, default=5, help="noisy lags are drawn from 1..gamma-1")
+    p.add_argument("--lags", choices=("sequence", "block"), default="sequence",
+                   help="noisy lags: one per sequence (LongSpec) or cycling 1..gamma-1 over blocks (Beagle/GliDe)")
     p.add_argument("--loss", choices=("kl", "ce"), default="kl",
                    help="kl: match the target's distribution (distillation); ce: the data's next token (the reference)")
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast")
@@ -150,7 +152,7 @@ def main(argv=None):
 
     run.log(f"target {a.target}: {cfg.arch}, {cfg.n_layer} layers, d={cfg.n_embd}, vocab {cfg.n_vocab}; draft "
             f"{n_params:,} params (window {a.window}); {run.world} rank(s) on {run.device}; anchor-offset "
-            f"{a.anchor_offset} (max position {max_position}), noisy {a.noisy} (gamma {a.gamma}), loss {a.loss}")
+            f"{a.anchor_offset} (max position {max_position}), noisy {a.noisy} (gamma {a.gamma}, {a.lags} lags), loss {a.loss}")
     t0 = time.time()
     total_steps = a.steps
     step = 0
@@ -174,7 +176,10 @@ def main(argv=None):
             g["lr"] = lr
         tokens = sampler.batch(a.batch)
         positions = anchor_offset_positions(a.batch, a.seq_len, max_position, gen, a.sinks, a.anchor_offset)
-        lags = noisy_lags(a.batch, a.gamma, gen, a.noisy)
+        if a.noisy and a.lags == "block":
+            lags = block_lags(a.batch, a.seq_len, a.gamma, gen)
+        else:
+            lags = noisy_lags(a.batch, a.gamma, gen, a.noisy)
         loss, agree = losses(run, target, model, tokens, positions, lags, a.loss, a.bf16)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -210,6 +215,7 @@ def provenance(a, step: int, v) -> dict:
         "longspec.training.batch": a.batch * int(os.environ.get("WORLD_SIZE", "1")),
         "longspec.training.anchor_offset": int(a.anchor_offset),
         "longspec.training.noisy": int(a.noisy),
+        "longspec.training.lags": a.lags,
         "longspec.training.loss": a.loss,
         "longspec.training.val_top1": float(v[1]),
     }

@@ -2,7 +2,7 @@
 import torch
 
 from specula_train.draft import cross_attention_mask, self_attention_mask
-from specula_train.indices import anchor_offset_positions, noisy_lags
+from specula_train.indices import anchor_offset_positions, block_lags, noisy_lags
 
 
 def test_disabled_anchor_offset_is_plain_positions():
@@ -64,3 +64,24 @@ def test_self_attention_mask_is_a_causal_window():
     for i in range(10):
         for j in range(10):
             assert bool(m[i, j]) == (0 <= i - j <= 3)
+
+
+def test_block_lags_cycle_one_to_gamma_minus_one_from_a_random_offset():
+    g = torch.Generator().manual_seed(4)
+    lags = block_lags(500, 20, 5, g)
+    starts = set()
+    for row in lags:
+        assert set(row.tolist()) == {1, 2, 3, 4}
+        first_one = int((row == 1).nonzero()[0])
+        starts.add(first_one)
+        # after each 1 the lags count up to 4 and start again (a chain round: root lag 1, depth d lag d + 1)
+        assert torch.equal(row[first_one:first_one + 8], torch.tensor([1, 2, 3, 4, 1, 2, 3, 4]))
+    assert starts == {0, 1, 2, 3}
+
+
+def test_cross_attention_mask_with_a_lag_per_query():
+    lags = torch.tensor([[1, 2, 1, 2]])
+    m = cross_attention_mask(4, 4, lags)[0]
+    for i in range(4):
+        for j in range(4):
+            assert bool(m[i, j]) == (j <= i - int(lags[0, i]))
