@@ -41,6 +41,7 @@
 
 #include "bench_common.h"
 #include "machine_files.h"
+#include "tree_widths.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -111,24 +112,6 @@ Args parse_args(int argc, char **argv) {
         std::exit(app.exit(e));
     }
     return a;
-}
-
-std::vector<int32_t> parse_tree(const std::string &text) {
-    std::vector<int32_t> widths;
-    std::stringstream in(text);
-    for (std::string item; std::getline(in, item, ',');) {
-        size_t used = 0;
-        int value = 0;
-        try {
-            value = std::stoi(item, &used);
-        } catch (const std::exception &) {
-            used = 0;
-        }
-        if (used == 0 || used != item.size() || value < 1) throw std::runtime_error("--tree: bad width '" + item + "' in '" + text + "'");
-        widths.push_back(value);
-    }
-    if (widths.empty()) throw std::runtime_error("--tree: empty");
-    return widths;  // the library checks the limits (levels, widths) when the drafter is attached
 }
 
 std::string resolve_model(const std::string &name) {
@@ -297,7 +280,7 @@ std::string depth_summary(const Row &r, int levels) {
 int main(int argc, char **argv) {
     const Args args = parse_args(argc, argv);
     try {
-        const std::vector<int32_t> tree = parse_tree(args.tree);
+        const std::vector<int32_t> tree = specula_apps::parse_tree_widths(args.tree);
         const fs::path model_path = resolve_model(args.model);
         std::error_code ec;
         if (!fs::is_regular_file(model_path, ec)) throw std::runtime_error("model not found: " + model_path.string());

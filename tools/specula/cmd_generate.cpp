@@ -15,6 +15,7 @@
 #include "model_path.h"
 #include "progress_bar.h"
 #include "stats_line.h"
+#include "tree_widths.h"
 
 #include <specula/specula.hpp>
 
@@ -58,26 +59,13 @@ struct GenerateArgs {
     int32_t ngram_nodes = -1; // -1: library default
 };
 
-// "4,16,16,16,16": 1..32 levels of widths 1..256.
+// "4,16,16,16,16" (tools/common/tree_widths.h), as a usage error.
 std::vector<int32_t> parse_tree(const std::string &text) {
-    std::vector<int32_t> widths;
-    std::string item;
-    std::istringstream in(text);
-    while (std::getline(in, item, ',')) {
-        size_t used = 0;
-        long v = 0;
-        try {
-            v = std::stol(item, &used, 10);
-        } catch (const std::exception &) {
-            used = 0;
-        }
-        if (used == 0 || used != item.size() || v < 1 || v > 256)
-            throw UsageError("--tree: '" + item + "' is not a level width in [1, 256] (expected e.g. 4,16,16,16,16)");
-        widths.push_back(static_cast<int32_t>(v));
+    try {
+        return specula_apps::parse_tree_widths(text);
+    } catch (const std::invalid_argument &e) {
+        throw UsageError(e.what());
     }
-    if (widths.empty() || widths.size() > 32 || (!text.empty() && text.back() == ','))
-        throw UsageError("--tree: expected 1 to 32 comma-separated level widths, e.g. 4,16,16,16,16 (a chain: 1,1,1,1)");
-    return widths;
 }
 
 // "1,403,407" (also "[1, 403, 407]" or whitespace-separated, so a JSON array can be pasted as is).
