@@ -206,4 +206,12 @@ PackedGemmFn packed_gemm(uint32_t type, CpuIsa isa) {
     return nullptr;
 }
 
+bool pack_for_active_isa(WeightView &w, std::vector<std::unique_ptr<PackedMatrix>> &store) {
+    const CpuIsa isa = active_cpu_isa();
+    if (isa == CpuIsa::Scalar || !w || !PackedMatrix::packable(w.type) || packed_gemm(w.type, isa) == nullptr) return false;
+    store.push_back(PackedMatrix::pack(w));
+    w.packed = store.back().get();
+    return true;
+}
+
 }  // namespace specula::internal

@@ -31,11 +31,8 @@ Model::~Model() = default;
 // packed copies as they share the mapped file. Nothing is packed at the scalar level (SPECULA_CPU_ISA=scalar or
 // a CPU without AVX2), which then runs the reference kernels on the mapped bytes.
 void Model::pack_weights() {
-    if (active_cpu_isa() == CpuIsa::Scalar) return;
     auto pack = [&](WeightView &w) {
-        if (!w || !PackedMatrix::packable(w.type) || packed_gemm(w.type, active_cpu_isa()) == nullptr) return;
-        packed_.push_back(PackedMatrix::pack(w));
-        w.packed = packed_.back().get();
+        if (!pack_for_active_isa(w, packed_)) return;
         // The packed copy serves every matrix product; the mapped original is read again only for embedding rows
         // (tied output) or by nothing, so its pages need not stay resident beside the copy.
         if (&w != &weights_.output || !weights_.tied_output) file_.bytes().release_pages(w.data, size_t(w.rows) * w.row_bytes);

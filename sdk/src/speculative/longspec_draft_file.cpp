@@ -1,6 +1,5 @@
 #include "longspec_draft_file.h"
 
-#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/packed/packed_matrix.h"
 #include "backends/cpu/types/half.h"
 #include "backends/cpu/types/type_kernels.h"
@@ -271,14 +270,9 @@ std::shared_ptr<const LongSpecDraft> LongSpecDraft::load(const std::string &path
 }
 
 void LongSpecDraft::pack_weights() {
-    if (active_cpu_isa() == CpuIsa::Scalar) return;
     LongSpecWeights &w = weights_;
-    for (WeightView *v : {&w.wq, &w.wk, &w.wv, &w.wo, &w.cross_wq, &w.cross_wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
-        if (!PackedMatrix::packable(v->type) || packed_gemm(v->type, active_cpu_isa()) == nullptr) continue;
-        packed_.push_back(PackedMatrix::pack(*v));
-        v->packed = packed_.back().get();
-        file_.bytes().release_pages(v->data, size_t(v->rows) * v->row_bytes);
-    }
+    for (WeightView *v : {&w.wq, &w.wk, &w.wv, &w.wo, &w.cross_wq, &w.cross_wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down})
+        if (pack_for_active_isa(*v, packed_)) file_.bytes().release_pages(v->data, size_t(v->rows) * v->row_bytes);
 }
 
 size_t LongSpecDraft::packed_bytes() const {
