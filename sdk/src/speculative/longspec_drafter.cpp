@@ -50,12 +50,7 @@ public:
     }
 
     void draft(const DraftRequest &request, DraftTree &tree) override {
-        require(request.target_kv != nullptr, SPECULA_ERR_INTERNAL, "longspec: the request has no target KV cache");
-        const int32_t n = int32_t(request.tokens.size());
-        root_pos_ = n - 1;
-        n_target_kv_ = std::min(request.n_target_kv, n - 1);
-        target_kv_ = request.target_kv;
-        catch_up(request.tokens);
+        begin_round(request);
         DraftRequest bounded = request;
         bounded.node_budget = std::min(request.node_budget, max_nodes_ + 1);
         const int32_t vocab = hp_.n_vocab;
@@ -64,6 +59,16 @@ public:
     }
 
     bool root_logits(const DraftRequest &request, float *logits) override {
+        begin_round(request);
+        root_tree_.reset(request.tokens.back());
+        score(root_tree_, 0, 1, logits);
+        return true;
+    }
+
+private:
+    // What both draft() and root_logits() start from: the root (the context's last token) and its position, the
+    // target KV the cross-attention may read (never at or beyond the root), and the ring caught up to the context.
+    void begin_round(const DraftRequest &request) {
         require(request.target_kv != nullptr, SPECULA_ERR_INTERNAL, "longspec: the request has no target KV cache");
         const int32_t n = int32_t(request.tokens.size());
         require(n >= 1, SPECULA_ERR_INTERNAL, "longspec: empty context");
@@ -71,12 +76,8 @@ public:
         n_target_kv_ = std::min(request.n_target_kv, n - 1);
         target_kv_ = request.target_kv;
         catch_up(request.tokens);
-        root_tree_.reset(request.tokens.back());
-        score(root_tree_, 0, 1, logits);
-        return true;
     }
 
-private:
     // Writes self-attention keys/values of committed positions [max(n_done, n - ring), n) into the ring.
     void catch_up(std::span<const int32_t> tokens) {
         const int32_t n = int32_t(tokens.size());
