@@ -68,6 +68,22 @@ inline std::string version() { return specula_version_string(); }
 
 namespace detail {
 
+// A C progress callback around a std::function<bool(float)>. Exceptions must not unwind through the C library:
+// one thrown by the function is parked in `error` and the call is cancelled; the caller rethrows it afterwards.
+struct ProgressTrampoline {
+    const std::function<bool(float)> *fn;
+    std::exception_ptr error;
+    static int32_t call(float p, void *user) noexcept {
+        auto *self = static_cast<ProgressTrampoline *>(user);
+        try {
+            return (*self->fn)(p) ? 1 : 0;
+        } catch (...) {
+            self->error = std::current_exception();
+            return 0;
+        }
+    }
+};
+
 // The C API wants a non-NULL pointer even for empty text; std::string_view::data() may be NULL when empty.
 inline const char *text_ptr(std::string_view text) noexcept { return text.data() != nullptr ? text.data() : ""; }
 
@@ -195,27 +211,14 @@ public:
 
     /// Loads a GGUF file; throws Error (IO, FORMAT, UNSUPPORTED, OUT_OF_MEMORY, CANCELLED).
     static Model load(const std::string &path, const ModelOptions &opts = {}) {
-        struct Progress {
-            const std::function<bool(float)> *fn;
-            std::exception_ptr error;
-            // Exceptions must not unwind through the C library: park them and cancel the load instead.
-            static int32_t trampoline(float p, void *user) noexcept {
-                auto *self = static_cast<Progress *>(user);
-                try {
-                    return (*self->fn)(p) ? 1 : 0;
-                } catch (...) {
-                    self->error = std::current_exception();
-                    return 0;
-                }
-            }
-        } progress{&opts.progress, nullptr};
+        detail::ProgressTrampoline progress{&opts.progress, nullptr};
 
         specula_model_options c;
         specula_model_options_init(&c);
         c.use_mmap = opts.use_mmap ? 1 : 0;
         c.vocab_only = opts.vocab_only ? 1 : 0;
         if (opts.progress) {
-            c.progress = &Progress::trampoline;
+            c.progress = &detail::ProgressTrampoline::call;
             c.progress_user_data = &progress;
         }
         specula_model *out = nullptr;
@@ -656,20 +659,7 @@ struct SyntheticOptions {
 /// vocab_path. Throws Error (INVALID_ARGUMENT, IO, FORMAT, CANCELLED, ...).
 inline void write_synthetic_model(const std::string &shape, const std::string &vocab_path, const std::string &path,
                                   const SyntheticOptions &opts = {}) {
-    struct Progress {
-        const std::function<bool(float)> *fn;
-        std::exception_ptr error;
-        // Exceptions must not unwind through the C library: park them and cancel instead.
-        static int32_t trampoline(float p, void *user) noexcept {
-            auto *self = static_cast<Progress *>(user);
-            try {
-                return (*self->fn)(p) ? 1 : 0;
-            } catch (...) {
-                self->error = std::current_exception();
-                return 0;
-            }
-        }
-    } progress{&opts.progress, nullptr};
+    detail::ProgressTrampoline progress{&opts.progress, nullptr};
 
     specula_synthetic_options c;
     specula_synthetic_options_init(&c);
@@ -677,7 +667,7 @@ inline void write_synthetic_model(const std::string &shape, const std::string &v
     c.seed = opts.seed;
     c.n_layer = opts.n_layer;
     if (opts.progress) {
-        c.progress = &Progress::trampoline;
+        c.progress = &detail::ProgressTrampoline::call;
         c.progress_user_data = &progress;
     }
     specula_error *err = nullptr;
