@@ -2,6 +2,7 @@
 // fixture models (parsed with mmap and with read, and rewritten byte for byte). Hostile input: test_gguf_malformed.cpp.
 #include <catch2/catch.hpp>
 
+#include "common/error_status.h"
 #include "core/error.h"
 #include "gguf/file_bytes.h"
 #include "gguf/gguf_file.h"
@@ -339,35 +340,27 @@ TEST_CASE("gguf writer: streamed tensors give the bytes of in-memory ones, gener
 
 TEST_CASE("gguf writer: rejects inconsistent input", "[gguf]") {
     GgufWriter w;
-    auto status_of = [](auto &&fn) {
-        try {
-            fn();
-        } catch (const Error &e) {
-            return e.status();
-        }
-        return SPECULA_OK;
-    };
     const auto f32 = uint32_t(TensorType::F32);
-    CHECK(status_of([&] { w.set_u8("", 1); }) == SPECULA_ERR_INVALID_ARGUMENT);
-    CHECK(status_of([&] { w.set_array("k", value_u8(1)); }) == SPECULA_ERR_INVALID_ARGUMENT);
-    CHECK(status_of([&] { w.add_tensor("", f32, {1}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
-    CHECK(status_of([&] { w.add_tensor("t", f32, {}, {}); }) == SPECULA_ERR_INVALID_ARGUMENT);
-    CHECK(status_of([&] { w.add_tensor("t", f32, {1, 1, 1, 1, 1}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
-    CHECK(status_of([&] { w.add_tensor("t", f32, {0}, {}); }) == SPECULA_ERR_INVALID_ARGUMENT);
-    CHECK(status_of([&] { w.add_tensor("t", f32, {2}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
-    CHECK(status_of([&] { w.add_tensor("t", 99, {1}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
-    CHECK(status_of([&] { w.add_tensor("t", uint32_t(TensorType::Q8_0), {33}, std::vector<uint8_t>(34)); }) ==
+    CHECK(test_fixtures::error_status([&] { w.set_u8("", 1); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { w.set_array("k", value_u8(1)); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { w.add_tensor("", f32, {1}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { w.add_tensor("t", f32, {}, {}); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { w.add_tensor("t", f32, {1, 1, 1, 1, 1}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { w.add_tensor("t", f32, {0}, {}); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { w.add_tensor("t", f32, {2}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { w.add_tensor("t", 99, {1}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { w.add_tensor("t", uint32_t(TensorType::Q8_0), {33}, std::vector<uint8_t>(34)); }) ==
           SPECULA_ERR_INVALID_ARGUMENT);
     CHECK(w.tensor_count() == 0);
     w.add_tensor("t", f32, {1}, {0, 0, 0, 0});
-    CHECK(status_of([&] { w.add_tensor("t", f32, {1}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
-    CHECK(status_of([&] { (void)w.to_bytes(48); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { w.add_tensor("t", f32, {1}, {0, 0, 0, 0}); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { (void)w.to_bytes(48); }) == SPECULA_ERR_INVALID_ARGUMENT);
     w.set("bad", value_array(ValueType::INT32, {value_u8(1)}));  // item type differs from the element type
-    CHECK(status_of([&] { (void)w.to_bytes(); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { (void)w.to_bytes(); }) == SPECULA_ERR_INVALID_ARGUMENT);
     w.set_u8("bad", 1);  // replacing a key keeps one entry
     CHECK(w.metadata_count() == 1);
-    CHECK(status_of([&] { (void)w.to_bytes(); }) == SPECULA_OK);
-    CHECK(status_of([&] { w.write_file("/nonexistent-dir/x.gguf"); }) == SPECULA_ERR_IO);
+    CHECK(test_fixtures::error_status([&] { (void)w.to_bytes(); }) == SPECULA_OK);
+    CHECK(test_fixtures::error_status([&] { w.write_file("/nonexistent-dir/x.gguf"); }) == SPECULA_ERR_IO);
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // with finite logits; determinism, cancellation, and the Qwen2.5 vocabulary padding (with the fixture vocab).
 #include "backends/cpu/cpu_runner.h"
 #include "common/fixture_files.h"
+#include "common/error_status.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "model/rope_scaling.h"
@@ -254,26 +255,18 @@ TEST_CASE("synthetic models are deterministic, and a layer is the same whatever 
 TEST_CASE("synthetic model: cancelling and bad arguments leave no file", "[synthetic]") {
     TempDir dir;
     const SyntheticShape &s = shape("tiny-llama");
-    auto status_of = [](auto &&fn) {
-        try {
-            fn();
-        } catch (const Error &e) {
-            return e.status();
-        }
-        return SPECULA_OK;
-    };
     SyntheticOptions options;
     options.progress = [](float p) { return p < 0.5f; };
-    CHECK(status_of([&] { write_synthetic_model(s, kStoriesPath, dir.file("x.gguf"), options); }) == SPECULA_ERR_CANCELLED);
+    CHECK(test_fixtures::error_status([&] { write_synthetic_model(s, kStoriesPath, dir.file("x.gguf"), options); }) == SPECULA_ERR_CANCELLED);
     CHECK_FALSE(fs::exists(dir.file("x.gguf")));
 
     options = SyntheticOptions{};
-    CHECK(status_of([&] { write_synthetic_model(s, dir.file("missing.gguf"), dir.file("x.gguf"), options); }) == SPECULA_ERR_IO);
+    CHECK(test_fixtures::error_status([&] { write_synthetic_model(s, dir.file("missing.gguf"), dir.file("x.gguf"), options); }) == SPECULA_ERR_IO);
     options.n_layer = -1;
-    CHECK(status_of([&] { write_synthetic_model(s, kStoriesPath, dir.file("x.gguf"), options); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { write_synthetic_model(s, kStoriesPath, dir.file("x.gguf"), options); }) == SPECULA_ERR_INVALID_ARGUMENT);
     SyntheticShape bad = s;
     bad.n_head_kv = 3;
-    CHECK(status_of([&] { write_synthetic_model(bad, kStoriesPath, dir.file("x.gguf"), SyntheticOptions{}); }) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(test_fixtures::error_status([&] { write_synthetic_model(bad, kStoriesPath, dir.file("x.gguf"), SyntheticOptions{}); }) == SPECULA_ERR_INVALID_ARGUMENT);
     CHECK_FALSE(fs::exists(dir.file("x.gguf")));
 
     CHECK(parse_synthetic_type("Q4_K_M") == SyntheticType::Q4_K_M);
