@@ -181,6 +181,19 @@ class GgufReader:
         return t
 
 
+# --- bfloat16 (shared with safetensors.py) ---------------------------------------------------------------------
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    """uint16 bfloat16 bit patterns -> float32 (exact)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(a: np.ndarray) -> np.ndarray:
+    """float32 -> little-endian uint16 bfloat16 bits, rounded to nearest even as ggml's fp32_to_bf16."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
+
+
 # --- dequantization (ggml-quants.c reference order) ---------------------------------------------------------
 
 def _f16(b: np.ndarray) -> np.ndarray:
@@ -205,7 +218,7 @@ def dequantize(raw: np.ndarray, ttype: int, n: int) -> np.ndarray:
     if ttype == F16:
         return raw.view(np.float16).astype(np.float32)
     if ttype == BF16:
-        return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        return bf16_to_f32(raw.view(np.uint16))
     per, nb = BLOCKS[ttype]
     blocks = raw.reshape(n // per, nb)
     if ttype == Q8_0:
@@ -299,9 +312,7 @@ class GgufWriter:
             return a.astype("<f4").tobytes()
         if ttype == F16:
             return a.astype("<f2").tobytes()
-        bits = a.astype(np.float32).view(np.uint32)
-        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even, as ggml's fp32_to_bf16
-        return rounded.astype("<u2").tobytes()
+        return f32_to_bf16(a).tobytes()
 
     @staticmethod
     def _value(vtype: int, value, etype: Optional[int]) -> bytes:

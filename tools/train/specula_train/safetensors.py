@@ -10,6 +10,8 @@ from typing import Dict
 
 import numpy as np
 
+from .gguf import bf16_to_f32, f32_to_bf16
+
 _DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32}
 
 
@@ -37,7 +39,7 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
         raw = np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=base + begin)
         dtype, shape = info["dtype"], tuple(info["shape"])
         if dtype == "BF16":
-            arr = (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+            arr = bf16_to_f32(raw.view("<u2"))
         elif dtype in _DTYPES:
             arr = raw.view(np.dtype(_DTYPES[dtype]).newbyteorder("<"))
         else:
@@ -58,8 +60,7 @@ def write_safetensors(path: str, tensors: Dict[str, np.ndarray], dtype: str = "F
         elif dtype == "F16":
             b = a.astype("<f2").tobytes()
         elif dtype == "BF16":
-            bits = a.view(np.uint32)
-            b = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2").tobytes()
+            b = f32_to_bf16(a).tobytes()
         else:
             raise ValueError(f"dtype {dtype}")
         header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}

@@ -164,13 +164,11 @@ class TargetModel(torch.nn.Module):
             v = proj("attn_v").view(B, L, c.n_head_kv, c.head_dim)
             if i == kv_layer:
                 keep_k, keep_v = k, v
-                if not want_logits and i == c.n_layer - 1:
+                if not want_logits:  # nothing after this layer's K/V is needed
                     break
             a = attention(q, k, v, mask).reshape(B, L, c.n_head * c.head_dim)
             x = x + a @ w["attn_output"].t()
             h = rms_norm(x, w["ffn_norm"], c.norm_eps)
             x = x + (F.silu(h @ w["ffn_gate"].t()) * (h @ w["ffn_up"].t())) @ w["ffn_down"].t()
-            if not want_logits and i == kv_layer:
-                break
         logits = self.lm_head(rms_norm(x, self.output_norm, c.norm_eps)) if want_logits else None
         return logits, keep_k, keep_v
