@@ -33,14 +33,14 @@ CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_th
       kv_(model_->hparams().n_layer, n_ctx, model_->hparams().n_embd_kv()),
       pool_(n_threads) {}
 
-void CpuRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
-    forward(tokens, n, n_past, nullptr, logits, all_logits);
+bool CpuRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
+    return forward(tokens, n, n_past, nullptr, logits, all_logits);
 }
 
-void CpuRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
+bool CpuRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
                           const uint8_t *mask, float *logits) {
     const TreeBatch tree{tree_offset, positions, mask};
-    forward(tokens, n, n_past, &tree, logits, true);
+    return forward(tokens, n, n_past, &tree, logits, true);
 }
 
 void CpuRunner::tree_logits(int32_t i, float *logits) {
@@ -60,7 +60,7 @@ void CpuRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n
 
 // One pass over the layers. Without a tree, token i sits at slot and position n_past + i and attends causally;
 // with one, see eval_tree().
-void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, float *logits, bool all_logits) {
+bool CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, float *logits, bool all_logits) {
     const HParams &hp = model_->hparams();
     const ModelWeights &w = model_->weights();
     const int64_t d = hp.n_embd, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), dff = hp.n_ff;
@@ -77,6 +77,7 @@ void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
     for (int32_t i = 0; i < n; ++i) get_row(w.token_embd, tokens[i], x + i * d);
 
     for (int32_t il = 0; il < hp.n_layer; ++il) {
+        if (cancelled()) return false;
         const LayerWeights &l = w.layers[size_t(il)];
 
         // Attention block.
@@ -117,9 +118,10 @@ void CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
     for (int32_t i = first; i < n; ++i) rmsnorm(xb + (i - first) * d, x + i * d, w.output_norm.floats(), d, hp.norm_eps);
     if (logits == nullptr) {  // lazy head: eval_tree() callers ask for rows with tree_logits()
         hidden_.assign(xb, xb + rows * d);
-        return;
+        return true;
     }
     matmul(pool_, w.output, xb, rows, logits, quant_scratch_);
+    return true;
 }
 
 // Runs head(h, thread) for every query head: on the pool, or inline when the whole attention is too little

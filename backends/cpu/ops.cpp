@@ -16,11 +16,10 @@ void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float e
     for (int64_t i = 0; i < n; ++i) out[i] = (x[i] * scale) * weight[i];
 }
 
-void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &freq_factors, int32_t pos) {
+void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int32_t pos, float *cos_t, float *sin_t) {
     // theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i, computed by repeated multiplication as ggml does.
     const int half = hp.rope_dim / 2;
     const float theta_scale = std::pow(hp.rope_freq_base, -2.0f / float(hp.rope_dim));
-    float cos_t[1024], sin_t[1024];  // rope_dim <= head_dim <= 2048 is checked at load
     float theta = float(pos);
     for (int i = 0; i < half; ++i) {
         const float factor = freq_factors.empty() ? 1.0f : freq_factors[size_t(i)];
@@ -29,6 +28,12 @@ void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &fr
         sin_t[i] = std::sin(t);
         theta *= theta_scale;
     }
+}
+
+void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &freq_factors, int32_t pos) {
+    const int half = hp.rope_dim / 2;
+    float cos_t[1024], sin_t[1024];  // rope_dim <= head_dim <= 2048 is checked at load
+    rope_angles(hp, freq_factors, pos, cos_t, sin_t);
     for (int h = 0; h < n_heads; ++h) {
         float *v = x + int64_t(h) * hp.head_dim;
         for (int i = 0; i < half; ++i) {

@@ -17,6 +17,8 @@ void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float e
 // Rotary embedding of one row holding n_heads heads of head_dim values at absolute position `pos`. Only the
 // first hp.rope_dim values of each head rotate. freq_factors (rope_dim/2 values) may be empty.
 void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &freq_factors, int32_t pos);
+// The rope_dim / 2 rotation angles' cosines and sines at `pos` (what rope() applies; GPU backends tabulate them).
+void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int32_t pos, float *cos_t, float *sin_t);
 
 void softmax(float *x, int64_t n);
 

@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include "backends/cpu/thread_pool.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "speculative/longspec_drafter.h"
@@ -29,8 +30,10 @@ int choose_threads(int32_t requested) {
 Session::Session(std::shared_ptr<const Model> model, const SessionConfig &config, const SamplerConfig &sampler)
     : model_(std::move(model)),
       config_(config),
-      runner_(model_, choose_n_ctx(*model_, config.n_ctx), choose_threads(config.n_threads)),
+      runner_(make_target_runner(model_, choose_n_ctx(*model_, config.n_ctx), choose_threads(config.n_threads), config.backend,
+                                 backend_note_)),
       sampler_(sampler) {
+    runner_->set_cancel_flag(&cancel_requested_);
     require(config_.n_batch > 0 && config_.n_batch <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "session: n_batch must be in [1, 4096]");
     logits_.resize(size_t(model_->hparams().n_vocab));
 }
@@ -53,8 +56,8 @@ void Session::set_speculative(const SpeculativeConfig &config) {
     const int32_t model_nodes = (config.longspec || config.draft_model) ? config.shape.max_nodes() : 0;
     const int32_t budget = 1 + model_nodes + (config.ngram ? config.ngram_nodes : 0);
     std::unique_ptr<Drafter> primary;
-    if (config.longspec) primary = make_longspec_drafter(config.longspec, budget - 1, runner_.pool());
-    if (config.draft_model) primary = make_model_drafter(config.draft_model, *model_, n_ctx(), runner_.n_threads());
+    if (config.longspec) primary = make_longspec_drafter(config.longspec, budget - 1, runner_->pool());
+    if (config.draft_model) primary = make_model_drafter(config.draft_model, *model_, n_ctx(), runner_->pool().size());
     std::unique_ptr<Drafter> drafter;
     if (config.ngram) {
         std::unique_ptr<Drafter> ngram = make_ngram_drafter(config.ngram_config);
@@ -133,7 +136,10 @@ bool Session::evaluate_pending() {
         if (take_cancel()) return false;
         const int32_t n = std::min<int32_t>(config_.n_batch, int32_t(target) - n_evaluated_);
         const double t0 = now_ms();
-        runner_.eval(tokens_.data() + n_evaluated_, n, n_evaluated_, logits_.data(), false);
+        if (!runner_->eval(tokens_.data() + n_evaluated_, n, n_evaluated_, logits_.data(), false)) {
+            take_cancel();
+            return false;
+        }
         const double ms = now_ms() - t0;
         if (last_token_generated_ && n == 1) {
             decode_ms_ += ms;
@@ -181,8 +187,12 @@ specula_status Session::step(StepResult &out) {
     if (drafter_) {
         if (ready_next_ >= ready_.size()) {
             const double t_round = now_ms();
-            speculate();
+            const bool done = speculate();
             decode_ms_ += now_ms() - t_round;
+            if (!done) {
+                finish(SPECULA_STOP_CANCELLED);
+                return SPECULA_ERR_CANCELLED;
+            }
         }
         const size_t i = ready_next_++;
         token = ready_[i].token;
@@ -257,14 +267,19 @@ specula_stats Session::stats() const {
     return s;
 }
 
+const KvCache *Session::drafter_target_kv(int32_t n_slots) {
+    const int32_t layer = drafter_ ? drafter_->target_kv_layer() : -1;
+    return layer >= 0 ? &runner_->host_kv(layer, n_slots) : nullptr;
+}
+
 bool Session::draft_logits(float *logits) {
     require(drafter_ != nullptr, SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the session has no drafter attached");
     require(!tokens_.empty(), SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the context is empty");
     if (!evaluate_pending()) return false;
     DraftRequest request;
     request.tokens = tokens_;
-    request.target_kv = &runner_.kv();
     request.n_target_kv = int32_t(tokens_.size()) - 1;
+    request.target_kv = drafter_target_kv(request.n_target_kv);
     request.shape = spec_.shape;
     require(drafter_->root_logits(request, logits), SPECULA_ERR_UNSUPPORTED,
             std::string("draft logits: the '") + drafter_->name() + "' drafter has no single next-token distribution");
@@ -290,8 +305,8 @@ bool Session::speculate() {
     if (budget > 1) {
         DraftRequest request;
         request.tokens = tokens_;
-        request.target_kv = &runner_.kv();
         request.n_target_kv = n_past;
+        request.target_kv = drafter_target_kv(n_past);
         request.shape = spec_.shape;
         request.node_budget = budget;
         request.sampler = sampler_.greedy() ? nullptr : &sampler_;
@@ -309,13 +324,16 @@ bool Session::speculate() {
     for (int32_t i = 0; i < n_nodes; ++i) tree_positions_[size_t(i)] = n_past + tree_.depth(i);
     tree_.ancestor_mask(tree_mask_);
     // Only the rows the verifier visits get the LM head (at most depth + 1 of the tree's nodes).
-    runner_.eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, tree_positions_.data(), tree_mask_.data(), nullptr);
+    if (!runner_->eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, tree_positions_.data(), tree_mask_.data(), nullptr)) {
+        take_cancel();
+        return false;
+    }
     tree_logits_.resize(size_t(n_nodes) * size_t(n_vocab));
     tree_row_ready_.assign(size_t(n_nodes), 0);
     const auto row = [&](int32_t node) {
         float *r = tree_logits_.data() + size_t(node) * size_t(n_vocab);
         if (!tree_row_ready_[size_t(node)]) {
-            runner_.tree_logits(node, r);
+            runner_->tree_logits(node, r);
             tree_row_ready_[size_t(node)] = 1;
         }
         return static_cast<const float *>(r);
@@ -323,7 +341,7 @@ bool Session::speculate() {
     const VerifyOutcome outcome = verify_tree(tree_, row, n_vocab, sampler_, tokens_, spec_.residual_rule);
     path_nodes_.assign(1, 0);
     path_nodes_.insert(path_nodes_.end(), outcome.path.begin(), outcome.path.end());
-    runner_.commit_tree_path(n_past, path_nodes_.data(), int32_t(path_nodes_.size()));
+    runner_->commit_tree_path(n_past, path_nodes_.data(), int32_t(path_nodes_.size()));
     n_evaluated_ = n_past + 1;
     logits_valid_ = true;
 

@@ -6,7 +6,8 @@
 // appends it to the context (it is evaluated at the start of the next step), and streams its text.
 #pragma once
 
-#include "backends/cpu/cpu_runner.h"
+#include "backend/backend_choice.h"
+#include "backend/target_runner.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "speculative/draft_tree.h"
@@ -31,6 +32,7 @@ struct SessionConfig {
     int32_t n_ctx = 0;      // 0 = min(n_ctx_train, 4096)
     int32_t n_threads = 0;  // 0 = cores, at most 8
     int32_t n_batch = 64;
+    BackendChoice backend;  // which backend runs the target (auto: CUDA when usable, else the CPU)
 };
 
 struct GenerateConfig {
@@ -75,7 +77,13 @@ public:
     Session(std::shared_ptr<const Model> model, const SessionConfig &config, const SamplerConfig &sampler);
 
     const Model &model() const { return *model_; }
-    int32_t n_ctx() const { return runner_.n_ctx(); }
+    int32_t n_ctx() const { return runner_->n_ctx(); }
+    // The backend running the target ("cpu", "cuda") and, when it is not the one asked for (auto included),
+    // why: e.g. "CUDA: no device found (cudaErrorNoDevice)". Empty when the first choice was used.
+    const char *backend() const { return runner_->backend(); }
+    const std::string &backend_note() const { return backend_note_; }
+    // Bytes of the target's KV cache.
+    size_t kv_bytes() const { return runner_->kv_bytes(); }
     const std::vector<int32_t> &tokens() const { return tokens_; }
 
     void set_sampler(const SamplerConfig &config);
@@ -115,6 +123,8 @@ private:
     // Evaluates every context token without KV yet. Returns false if cancelled (progress is kept).
     bool evaluate_pending();
     bool take_cancel() { return cancel_requested_.exchange(false, std::memory_order_relaxed); }
+    // The target's cache as the drafter reads it (its cross-attention layer), or nullptr.
+    const KvCache *drafter_target_kv(int32_t n_slots);
     void reset_stream();
     void fill_top_logits(int32_t k, StepResult &out) const;
     // One draft + verify round: fills ready_ with the accepted tokens and the bonus token.
@@ -126,7 +136,8 @@ private:
 
     std::shared_ptr<const Model> model_;
     SessionConfig config_;
-    CpuRunner runner_;
+    std::string backend_note_;
+    std::unique_ptr<TargetRunner> runner_;
     Sampler sampler_;
     GenerateConfig run_;
     std::vector<int32_t> tokens_;

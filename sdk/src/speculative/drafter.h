@@ -49,6 +49,9 @@ public:
     virtual void rewind(int32_t n_tokens) = 0;
     // Bytes the drafter holds now (buffers, caches, tables), for memory reports and tests.
     virtual size_t allocated_bytes() const = 0;
+    // The target layer whose keys/values the drafter reads through DraftRequest::target_kv, or -1 when it reads
+    // none (the session then passes no cache; a GPU backend copies only this layer to the host).
+    virtual int32_t target_kv_layer() const { return -1; }
     // The drafter's raw next-token logits at the root (request.tokens.back()), exactly as the first step of
     // draft() computes them, into n_vocab floats. For tools and tests (a trainer checks its own forward pass
     // against this). Returns false for drafters without one such distribution (n-gram tables, merged drafters).

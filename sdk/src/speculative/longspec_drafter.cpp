@@ -39,6 +39,7 @@ public:
     }
 
     const char *name() const override { return "longspec"; }
+    int32_t target_kv_layer() const override { return cfg_.cross_layer; }
 
     void rewind(int32_t n_tokens) override { n_done_ = std::min(n_done_, std::max(n_tokens, 0)); }
 

@@ -65,6 +65,7 @@ public:
         secondary_->rewind(n_tokens);
     }
     size_t allocated_bytes() const override { return primary_->allocated_bytes() + secondary_->allocated_bytes(); }
+    int32_t target_kv_layer() const override { return primary_->target_kv_layer(); }
     void draft(const DraftRequest &request, DraftTree &tree) override {
         DraftRequest first = request;
         first.node_budget = std::min(request.node_budget, primary_budget_);

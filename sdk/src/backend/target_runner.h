@@ -1,0 +1,71 @@
+// The one interface a backend implements to run the target model for a session: evaluate token batches and
+// speculation trees into its own KV cache. Session and verifier are written against this, so the CPU reference
+// (backends/cpu/cpu_runner.h) and the CUDA backend (backends/cuda/cuda_runner.h) run the same speculative loop.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace specula::internal {
+
+class KvCache;
+class ThreadPool;
+
+// How tree nodes attend. Exact (default): each node's softmax runs over the committed prefix and then its
+// ancestors, in position order, with the same arithmetic as plain decoding -- so a token's logits are bit-identical
+// whether it is verified in a tree or decoded alone, which makes greedy speculative decoding token-for-token
+// lossless. Hybrid: LongSpec's split form (paper Appendix C): prefix part and masked tree part, each with its
+// log-sum-exp, merged; equal to Exact up to float rounding.
+enum class TreeAttention { Exact, Hybrid };
+
+class TargetRunner {
+public:
+    virtual ~TargetRunner() = default;
+
+    // "cpu" or "cuda".
+    virtual const char *backend() const = 0;
+
+    // Evaluates n tokens that occupy KV slots (and positions) [n_past, n_past + n); each attends causally to
+    // slots [0, its own]. Writes n_vocab logits for the last token into `logits`, or for every token
+    // (n * n_vocab floats) when all_logits. The caller guarantees n_past + n <= n_ctx and valid token ids.
+    // Returns false if the cancel flag (set_cancel_flag) was raised between kernel launches / layers: the slots
+    // [n_past, n_past + n) then hold partial results and must be evaluated again.
+    virtual bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) = 0;
+
+    // Evaluates n nodes of a speculation tree. Node i (token tokens[i], RoPE position positions[i]) is written to
+    // KV slot n_past + tree_offset + i and attends to every committed slot [0, n_past) plus the tree slots
+    // n_past + j (j < tree_offset + n) with mask[i * (tree_offset + n) + j] != 0 (itself and its ancestors).
+    // Writes n rows of n_vocab logits, or, with logits == nullptr, keeps the nodes' final hidden states so that
+    // tree_logits() computes only the rows a verifier visits. The caller guarantees n_past + tree_offset + n <= n_ctx.
+    virtual bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
+                           const uint8_t *mask, float *logits) = 0;
+    // Logits of row i of the last eval_tree(..., nullptr) call (bit-identical to computing all rows).
+    virtual void tree_logits(int32_t i, float *logits) = 0;
+    // Commits an accepted tree path: moves the keys/values of tree slots n_past + nodes[i] to slot n_past + i in
+    // every layer. nodes must be strictly increasing with nodes[i] >= i (parents precede children).
+    virtual void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) = 0;
+
+    virtual void set_tree_attention(TreeAttention mode) = 0;
+    // A flag another thread may raise to stop a forward pass between launches (the session's cancel flag).
+    void set_cancel_flag(const std::atomic<bool> *flag) { cancel_ = flag; }
+
+    // Keys/values of slots [0, n_slots) of `layer` in host memory, for drafters that read the target's cache
+    // (LongSpec's cross-attention). The CPU backend returns its cache; a GPU backend keeps a host mirror of the
+    // layer and copies only the slots changed since the last call. Valid until the next call on the runner.
+    virtual const KvCache &host_kv(int32_t layer, int32_t n_slots) = 0;
+    // CPU threads for drafters that run between the target's forward passes.
+    virtual ThreadPool &pool() = 0;
+
+    virtual int32_t n_ctx() const = 0;
+    // Bytes of the target's KV cache (on whatever memory the backend keeps it).
+    virtual size_t kv_bytes() const = 0;
+
+protected:
+    bool cancelled() const { return cancel_ != nullptr && cancel_->load(std::memory_order_relaxed); }
+
+private:
+    const std::atomic<bool> *cancel_ = nullptr;
+};
+
+}  // namespace specula::internal
