@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,7 +15,11 @@
 
 namespace test_fixtures {
 
-inline std::filesystem::path fixtures_dir() { return SPECULA_FIXTURES_DIR; }
+// $SPECULA_FIXTURES_DIR when set (binaries run on another machine, e.g. the GPU one), else the build's path.
+inline std::filesystem::path fixtures_dir() {
+    const char *env = std::getenv("SPECULA_FIXTURES_DIR");
+    return env != nullptr && *env != '\0' ? std::filesystem::path(env) : std::filesystem::path(SPECULA_FIXTURES_DIR);
+}
 
 // True when the fixture exists; otherwise a visible warning, and the caller returns (the test is skipped).
 inline bool have_fixture(const std::filesystem::path &path) {

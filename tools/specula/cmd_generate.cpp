@@ -45,6 +45,7 @@ struct GenerateArgs {
     int32_t n_predict = 128;
     specula::SamplerOptions sampler;  // library defaults until overridden by flags
     specula::SessionOptions session;
+    std::string backend = "auto";
     std::vector<std::string> stops;
     bool no_mmap = false;
     std::string format = "text";
@@ -154,7 +155,11 @@ int run_generate(GenerateArgs &a) {
         }
     }
 
+    a.session.backend = a.backend == "cpu" ? SPECULA_BACKEND_CPU : a.backend == "cuda" ? SPECULA_BACKEND_CUDA : SPECULA_BACKEND_AUTO;
     specula::Session session(model, a.session, a.sampler);
+    // A CUDA request that ended on the CPU says why (AUTO stays quiet: the CPU is a normal outcome there).
+    if (a.session.backend == SPECULA_BACKEND_CUDA && !session.backend_note().empty())
+        std::fprintf(stderr, "specula: %s\n", session.backend_note().c_str());
 
     // Drafters. The session keeps its own references: the handles below may go at the end of this block.
     if (model_drafter || ngram) {
@@ -266,6 +271,11 @@ Command add_generate_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::Range(0, 1 << 22));
     cmd->add_option("-t,--threads", so.n_threads, "Compute threads (0 = number of cores, at most 8)")
         ->capture_default_str()->check(CLI::Range(0, 512));
+    cmd->add_option("--backend", a.backend, "Where the model runs: auto (CUDA when usable, else CPU), cpu, cuda")
+        ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    cmd->add_option("--device", so.device, "GPU index for --backend cuda/auto (see `specula devices`)")
+        ->capture_default_str()->check(CLI::Range(0, 1024));
+    cmd->add_flag("--no-fallback{0}", so.allow_fallback, "Fail instead of falling back to the CPU when the backend cannot be used");
 
     // One value per --stop, accumulated over repeats (CLI11 would otherwise let one --stop swallow several words).
     cmd->add_option("--stop", a.stops, "Stop before this string (repeatable)")

@@ -16,6 +16,7 @@ namespace specula_cli {
 Command add_tokenize_command(CLI::App &parent);    // cmd_tokenize.cpp
 Command add_draft_init_command(CLI::App &parent);  // cmd_draft_init.cpp
 Command add_synth_command(CLI::App &parent);       // cmd_synth.cpp
+Command add_devices_command(CLI::App &parent);     // cmd_devices.cpp
 }  // namespace specula_cli
 
 int main(int argc, char **argv) {
@@ -31,7 +32,7 @@ int main(int argc, char **argv) {
     app.require_subcommand(1);
 
     const Command commands[] = {add_generate_command(app), add_info_command(app), add_tokenize_command(app),
-                               add_draft_init_command(app), add_synth_command(app)};
+                               add_draft_init_command(app), add_synth_command(app), add_devices_command(app)};
 
     try {
         app.parse(argc, argv);

@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 4
+#define SPECULA_VERSION_MINOR 5
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -269,15 +269,53 @@ SPECULA_API const char *specula_chat_template_detect(const specula_model *model,
 SPECULA_API const char *specula_chat_template_builtin(int32_t index);
 
 /* ------------------------------------------------------------------------------------------------------ */
+/* Devices (since 0.5)                                                                                    */
+
+typedef struct specula_device_info {
+    uint32_t struct_size;
+    int32_t backend;              /* specula_backend */
+    int32_t index;                /* the value for specula_session_options.device */
+    char name[256];               /* e.g. "NVIDIA H100 80GB HBM3" (NUL-terminated) */
+    uint64_t total_memory;        /* bytes */
+    uint64_t free_memory;         /* bytes free when queried */
+    int32_t compute_capability;   /* major * 10 + minor, e.g. 90 */
+    int32_t multiprocessors;
+    double peak_bandwidth_gbs;    /* memory bandwidth from the clock and bus width the driver reports; 0 if unknown */
+} specula_device_info;
+
+/* Number of usable devices of a GPU backend (0 when none or when the library was built without it). For
+ * SPECULA_BACKEND_CPU and AUTO: 0. Thread-safe. */
+SPECULA_API int32_t specula_device_count(int32_t backend);
+/* Fills *info (set info->struct_size first) for device index in [0, specula_device_count(backend)).
+ * Statuses: INVALID_ARGUMENT (bad backend, index or info). Thread-safe. */
+SPECULA_API specula_status specula_device_get_info(int32_t backend, int32_t index, specula_device_info *info, specula_error **err);
+/* OK when the backend has a usable device; otherwise UNSUPPORTED with the reason in *err (no driver, no device,
+ * built without CUDA, ...). SPECULA_BACKEND_CPU is always OK. Thread-safe. */
+SPECULA_API specula_status specula_backend_check(int32_t backend, specula_error **err);
+
+/* ------------------------------------------------------------------------------------------------------ */
 /* Sessions                                                                                               */
 
 typedef struct specula_session specula_session;
+
+/* Where a session runs its target model. */
+typedef enum specula_backend {
+    SPECULA_BACKEND_AUTO = 0, /* CUDA when built in and a usable device has room, else the CPU (the default) */
+    SPECULA_BACKEND_CPU = 1,  /* the CPU reference backend */
+    SPECULA_BACKEND_CUDA = 2  /* an NVIDIA GPU (compute capability 8.0 or newer) */
+} specula_backend;
 
 typedef struct specula_session_options {
     uint32_t struct_size;
     int32_t n_ctx;      /* context length in tokens; 0 = min(n_ctx_train, 4096) */
     int32_t n_threads;  /* compute threads; 0 = number of cores (at most 8) */
     int32_t n_batch;    /* prompt tokens evaluated per forward pass; 0 = 64 */
+    /* Since 0.5: */
+    int32_t backend;        /* specula_backend; default SPECULA_BACKEND_AUTO */
+    int32_t device;         /* device index for GPU backends (see specula_device_count); default 0 */
+    int32_t allow_fallback; /* 1 (default): when the backend cannot be used (no device, not enough memory), run on
+                               the CPU and report why through specula_session_backend_note(); 0: fail with
+                               SPECULA_ERR_UNSUPPORTED or SPECULA_ERR_OUT_OF_MEMORY and that reason instead */
 } specula_session_options;
 
 SPECULA_API void specula_session_options_init(specula_session_options *opts);
@@ -332,6 +370,12 @@ SPECULA_API specula_status specula_session_rewind(specula_session *session, int3
                                                   specula_error **err);
 
 SPECULA_API int32_t specula_session_n_ctx(const specula_session *session);
+/* Since 0.5. The backend running the session's target: "cpu" or "cuda" (static storage; "" for NULL). */
+SPECULA_API const char *specula_session_backend(const specula_session *session);
+/* Since 0.5. Why the session does not run on the backend asked for (SPECULA_BACKEND_AUTO asks for CUDA), e.g.
+ * "CUDA: no usable CUDA device (cudaErrorNoDevice: no CUDA-capable device is detected); running on the CPU";
+ * "" when it does. Valid as long as the session. */
+SPECULA_API const char *specula_session_backend_note(const specula_session *session);
 SPECULA_API int32_t specula_session_n_tokens(const specula_session *session);
 /* Copies the context's token ids (two-call pattern on n_tokens, which is required). */
 SPECULA_API specula_status specula_session_tokens(const specula_session *session, int32_t *tokens,

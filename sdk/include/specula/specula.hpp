@@ -23,6 +23,7 @@
 
 #include "specula.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -65,6 +66,30 @@ inline void check(specula_status status, specula_error *err) {
 
 /// Library version as "MAJOR.MINOR.PATCH".
 inline std::string version() { return specula_version_string(); }
+
+/// A GPU the library can run sessions on (specula_device_info).
+struct DeviceInfo : specula_device_info {
+    DeviceInfo() noexcept : specula_device_info() { struct_size = sizeof(specula_device_info); }
+};
+
+/// The usable devices of a GPU backend (empty when none, or when the library was built without it).
+inline std::vector<DeviceInfo> devices(specula_backend backend = SPECULA_BACKEND_CUDA) {
+    std::vector<DeviceInfo> out(static_cast<size_t>(std::max(0, specula_device_count(backend))));
+    for (size_t i = 0; i < out.size(); ++i) {
+        specula_error *err = nullptr;
+        check(specula_device_get_info(backend, static_cast<int32_t>(i), &out[i], &err), err);
+    }
+    return out;
+}
+
+/// Why a backend cannot be used now, or "" when it can.
+inline std::string backend_unavailable_reason(specula_backend backend) {
+    specula_error *err = nullptr;
+    if (specula_backend_check(backend, &err) == SPECULA_OK) return "";
+    std::string message = err != nullptr ? specula_error_message(err) : "unavailable";
+    specula_error_destroy(err);
+    return message;
+}
 
 namespace detail {
 
@@ -116,7 +141,7 @@ std::string fetch_text(Fn &&call) {
 // fields added in later versions get their defaults. ModelOptions and GenerateOptions carry C++ types
 // (std::function, std::string) and are translated into the C structs at call time.
 
-/// specula_session_options with library defaults (n_ctx, n_threads, n_batch).
+/// specula_session_options with library defaults (n_ctx, n_threads, n_batch, backend AUTO with CPU fallback).
 struct SessionOptions : specula_session_options {
     SessionOptions() noexcept : specula_session_options() { specula_session_options_init(this); }
 };
@@ -532,6 +557,10 @@ public:
     }
 
     int32_t n_ctx() const noexcept { return specula_session_n_ctx(s_); }
+    /// "cpu" or "cuda".
+    std::string backend() const { return specula_session_backend(s_); }
+    /// Why the session is not on the backend asked for ("" when it is).
+    std::string backend_note() const { return specula_session_backend_note(s_); }
     int32_t n_tokens() const noexcept { return specula_session_n_tokens(s_); }
     /// The context's token ids.
     std::vector<int32_t> tokens() const {

@@ -79,6 +79,9 @@ void specula_session_options_init(specula_session_options *opts) {
     *opts = specula_session_options{};
     opts->struct_size = sizeof *opts;
     opts->n_batch = 64;
+    opts->backend = SPECULA_BACKEND_AUTO;
+    opts->device = 0;
+    opts->allow_fallback = 1;
 }
 
 void specula_sampler_options_init(specula_sampler_options *opts) {
@@ -134,6 +137,10 @@ specula_status specula_session_create(specula_model *model, const specula_sessio
         config.n_ctx = o.n_ctx;
         config.n_threads = o.n_threads;
         config.n_batch = o.n_batch == 0 ? 64 : o.n_batch;
+        require_arg(o.backend >= SPECULA_BACKEND_AUTO && o.backend <= SPECULA_BACKEND_CUDA, "opts->backend is not a specula_backend value");
+        config.backend.kind = o.backend == SPECULA_BACKEND_CPU ? BackendKind::Cpu : o.backend == SPECULA_BACKEND_CUDA ? BackendKind::Cuda : BackendKind::Auto;
+        config.backend.device = o.device;
+        config.backend.allow_fallback = o.allow_fallback != 0;
         auto handle = std::make_unique<specula_session>();
         handle->session = std::make_unique<Session>(model->model, config, to_config(sampler));
         *out = handle.release();
@@ -166,6 +173,8 @@ specula_status specula_session_rewind(specula_session *session, int32_t n_tokens
 }
 
 int32_t specula_session_n_ctx(const specula_session *s) { return s && s->session ? s->session->n_ctx() : 0; }
+const char *specula_session_backend(const specula_session *s) { return s && s->session ? s->session->backend() : ""; }
+const char *specula_session_backend_note(const specula_session *s) { return s && s->session ? s->session->backend_note().c_str() : ""; }
 int32_t specula_session_n_tokens(const specula_session *s) { return s && s->session ? int32_t(s->session->tokens().size()) : 0; }
 
 specula_status specula_session_tokens(const specula_session *session, int32_t *tokens, size_t capacity, size_t *n_tokens, specula_error **err) {

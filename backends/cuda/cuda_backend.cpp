@@ -1,0 +1,20 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include "backends/cuda/cuda_devices.h"
+#include "backends/cuda/cuda_runner.h"
+
+#include <algorithm>
+
+namespace specula::internal::cuda {
+
+std::unique_ptr<TargetRunner> make_cuda_runner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, int device) {
+    std::string reason;
+    const std::vector<DeviceInfo> devices = list_devices(&reason);
+    require(!devices.empty(), SPECULA_ERR_UNSUPPORTED, "CUDA: " + reason);
+    const bool found = std::any_of(devices.begin(), devices.end(), [&](const DeviceInfo &d) { return d.index == device; });
+    require(found, SPECULA_ERR_INVALID_ARGUMENT, "CUDA: device " + std::to_string(device) + " does not exist or is not usable (" +
+                                                     std::to_string(devices.size()) + " usable device(s))");
+    return std::make_unique<CudaRunner>(std::move(model), n_ctx, n_threads, device);
+}
+
+}  // namespace specula::internal::cuda

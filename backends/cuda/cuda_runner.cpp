@@ -1,0 +1,414 @@
+// The llama-family forward pass on a CUDA device, kernel by kernel in the order of backends/cpu/cpu_runner.cpp:
+//   x = embed(tokens)
+//   per layer: x += Wo · attention(rope(Wq·norm(x) [+bq]), rope(Wk·norm(x) [+bk]), Wv·norm(x) [+bv])
+//              x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
+//   logits = Wout · norm(x)
+// Attention reads each row's logical key list (kernels.h: AttentionRows): a causal batch, or a tree node's
+// committed prefix followed by its ancestors. TreeAttention::Hybrid runs LongSpec's split form instead.
+#include "backends/cuda/cuda_runner.h"
+
+#include "backends/cpu/ops.h"
+#include "backends/cpu/types/half.h"
+#include "model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace specula::internal::cuda {
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+std::string mib(size_t bytes) { return std::to_string((bytes + kMiB - 1) / kMiB) + " MiB"; }
+
+// Keys per split-K chunk: fixed for the session (a row's arithmetic must not depend on the batch), about 32 chunks
+// over a full context, between 64 and 1024 keys.
+int32_t choose_chunk(int32_t n_ctx) {
+    int32_t chunk = (n_ctx / 32 + 63) / 64 * 64;
+    return std::clamp(chunk, 64, 1024);
+}
+
+struct ScratchPlan {
+    size_t x, xb, q, kv, att, ff, logits, gemm, partials, tree_partials;
+};
+
+}  // namespace
+
+CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, int device)
+    : model_(std::move(model)), device_(device), n_ctx_(n_ctx), pool_(n_threads) {
+    const HParams &hp = model_->hparams();
+    require(hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "CUDA: head_dim " + std::to_string(hp.head_dim) + " > 256 is not supported");
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    if (const char *env = std::getenv("SPECULA_CUDA_GRAPHS")) use_graphs_ = std::strcmp(env, "0") != 0;
+
+    shape_.n_head = hp.n_head;
+    shape_.n_head_kv = hp.n_head_kv;
+    shape_.head_dim = hp.head_dim;
+    shape_.chunk = choose_chunk(n_ctx);
+    shape_.scale = 1.0f / std::sqrt(float(hp.head_dim));
+
+    // Sizes first, so that a device without room is reported before anything is allocated.
+    const int64_t d = hp.n_embd, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), dff = hp.n_ff, n_vocab = hp.n_vocab;
+    const size_t R = size_t(kMaxRows);
+    const size_t kv_bytes_each = size_t(hp.n_layer) * size_t(n_ctx) * size_t(dkv) * 2;
+    ScratchPlan s{};
+    s.x = R * size_t(d) * 4;
+    s.xb = R * size_t(std::max(d, dq)) * 4;
+    s.q = R * size_t(dq) * 4;
+    s.kv = R * size_t(dkv) * 4;
+    s.att = R * size_t(dq) * 4;
+    s.ff = R * size_t(dff) * 4;
+    s.logits = R * size_t(n_vocab) * 4;
+    s.partials = attention_partials_floats(shape_, kMaxRows, n_ctx) * 4;
+    s.tree_partials = R * size_t(hp.n_head) * size_t(hp.head_dim + 2) * 4;
+    // The largest GEMM scratch over every matrix shape, at the largest batch.
+    const ModelWeights &w = model_->weights();
+    auto f16_shape = [](const WeightView &v) {
+        DeviceMatrix m;
+        m.type = MatType::F16;
+        m.rows = v.rows;
+        m.cols = v.cols;
+        m.ld = (v.cols + 15) / 16 * 16;
+        m.rows_alloc = (v.rows + 15) / 16 * 16;
+        return m;
+    };
+    s.gemm = gemm_scratch_bytes(f16_shape(w.output), kMaxRows);
+    for (const WeightView *v : {&w.layers[0].wq, &w.layers[0].wk, &w.layers[0].wv, &w.layers[0].wo, &w.layers[0].ffn_gate, &w.layers[0].ffn_up,
+                                &w.layers[0].ffn_down})
+        s.gemm = std::max(s.gemm, gemm_scratch_bytes(f16_shape(*v), kMaxRows));
+    const size_t rope_bytes = size_t(n_ctx) * size_t(std::max(1, hp.rope_dim / 2)) * 4;
+    const size_t session_bytes = 2 * kv_bytes_each + 2 * rope_bytes + s.x + s.xb + s.q + 2 * s.kv + s.att + 2 * s.ff + s.logits + s.gemm +
+                                 s.partials + s.tree_partials;
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    const size_t weights_bytes = DeviceWeights::bytes_needed(*model_);
+    const size_t margin = 256 * kMiB;
+    // The weights may already be on the device (another session); check for the worst case only when they are not.
+    if (session_bytes + weights_bytes + margin > free_b) {
+        std::string detail = "CUDA: not enough device memory: the KV cache (" + mib(2 * kv_bytes_each) + " for n_ctx " + std::to_string(n_ctx) +
+                             ") and scratch need " + mib(session_bytes) + ", the weights " + mib(weights_bytes) + ", and device " +
+                             std::to_string(device_) + " has " + mib(free_b) + " free of " + mib(total_b);
+        require(session_bytes + margin <= free_b, SPECULA_ERR_OUT_OF_MEMORY, detail);
+        weights_ = DeviceWeights::get(model_, device_);  // shared copy already resident: only the session must fit
+        check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+        require(session_bytes + margin <= free_b, SPECULA_ERR_OUT_OF_MEMORY, detail);
+    } else {
+        weights_ = DeviceWeights::get(model_, device_);
+    }
+
+    kv_k_ = DeviceBuffer(kv_bytes_each);
+    kv_v_ = DeviceBuffer(kv_bytes_each);
+    check(cudaMemset(kv_k_.as(), 0, kv_bytes_each), "cudaMemset (KV)");
+    check(cudaMemset(kv_v_.as(), 0, kv_bytes_each), "cudaMemset (KV)");
+    x_ = DeviceBuffer(s.x);
+    xb_ = DeviceBuffer(s.xb);
+    q_ = DeviceBuffer(s.q);
+    k_ = DeviceBuffer(s.kv);
+    v_ = DeviceBuffer(s.kv);
+    att_ = DeviceBuffer(s.att);
+    gate_ = DeviceBuffer(s.ff);
+    up_ = DeviceBuffer(s.ff);
+    logits_ = DeviceBuffer(s.logits);
+    gemm_scratch_ = DeviceBuffer(s.gemm);
+    partials_ = DeviceBuffer(s.partials);
+    tree_partials_ = DeviceBuffer(s.tree_partials);
+    argmax_ = DeviceBuffer(sizeof(int32_t));
+
+    // RoPE angles for every position, computed by the CPU reference's code.
+    const int half = std::max(1, hp.rope_dim / 2);
+    std::vector<float> cos_t(size_t(n_ctx) * size_t(half)), sin_t(cos_t.size());
+    for (int32_t p = 0; p < n_ctx; ++p) rope_angles(hp, w.rope_freq_factors, p, cos_t.data() + size_t(p) * half, sin_t.data() + size_t(p) * half);
+    rope_cos_ = DeviceBuffer(rope_bytes);
+    rope_sin_ = DeviceBuffer(rope_bytes);
+    check(cudaMemcpy(rope_cos_.as(), cos_t.data(), rope_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
+    check(cudaMemcpy(rope_sin_.as(), sin_t.data(), rope_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
+
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    host_logits_.reserve(s.logits);
+    // Sized so that a decode step never allocates (allocation is not allowed while a graph is being captured).
+    ints_ = DeviceBuffer(size_t(1) << 20);
+    host_ints_.reserve(size_t(1) << 20);
+}
+
+CudaRunner::~CudaRunner() {
+    cudaSetDevice(device_);
+    if (decode_graph_ != nullptr) cudaGraphExecDestroy(decode_graph_);
+    if (stream_ != nullptr) {
+        cudaStreamSynchronize(stream_);
+        cudaStreamDestroy(stream_);
+    }
+    (void)cudaGetLastError();
+}
+
+size_t CudaRunner::session_device_bytes() const {
+    size_t total = 0;
+    for (const DeviceBuffer *b : {&kv_k_, &kv_v_, &rope_cos_, &rope_sin_, &x_, &xb_, &q_, &k_, &v_, &att_, &gate_, &up_, &logits_, &gemm_scratch_,
+                                  &partials_, &tree_partials_, &ints_, &mask_, &argmax_, &hidden_})
+        total += b->bytes();
+    return total;
+}
+
+bool CudaRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
+    return forward(tokens, n, n_past, nullptr, Output::HostLogits, logits, all_logits);
+}
+
+bool CudaRunner::eval_argmax(const int32_t *tokens, int32_t n, int32_t n_past, int32_t *next) {
+    if (!forward(tokens, n, n_past, nullptr, Output::Argmax, nullptr, false)) return false;
+    check(cudaMemcpy(next, argmax_.as(), sizeof(int32_t), cudaMemcpyDeviceToHost), "cudaMemcpy (argmax)");
+    return true;
+}
+
+bool CudaRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions, const uint8_t *mask,
+                           float *logits) {
+    const TreeBatch tree{tree_offset, positions, mask, tree_offset + n};
+    return forward(tokens, n, n_past, &tree, logits ? Output::HostLogits : Output::KeepHidden, logits, true);
+}
+
+bool CudaRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, Output output, float *logits, bool all_logits) {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    const int32_t n_vocab = model_->hparams().n_vocab;
+    invalidate_mirror(n_past + (tree ? tree->offset : 0));
+    if (n <= 0) return true;
+    if (output == Output::KeepHidden) {
+        const size_t bytes = size_t(n) * size_t(model_->hparams().n_embd) * 4;
+        if (hidden_.bytes() < bytes) hidden_ = DeviceBuffer(bytes);
+        hidden_rows_ = n;
+    }
+
+    // A single decoded token: capture the step as a graph and replay it (kernel arguments change with n_past;
+    // cudaGraphExecUpdate patches them into the instantiated graph without rebuilding it).
+    if (use_graphs_ && tree == nullptr && n == 1) {
+        if (cancelled()) return false;
+        cudaGraph_t graph = nullptr;
+        check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        try {
+            enqueue_batch(tokens, 1, n_past, nullptr, 0, output, false, true);
+        } catch (...) {
+            cudaStreamEndCapture(stream_, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            (void)cudaGetLastError();
+            throw;
+        }
+        check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+        bool updated = false;
+        if (decode_graph_ != nullptr) {
+            cudaGraphExecUpdateResultInfo info{};
+            updated = cudaGraphExecUpdate(decode_graph_, graph, &info) == cudaSuccess;
+            if (!updated) {
+                (void)cudaGetLastError();
+                cudaGraphExecDestroy(decode_graph_);
+                decode_graph_ = nullptr;
+            }
+        }
+        if (!updated) {
+            const cudaError_t st = cudaGraphInstantiate(&decode_graph_, graph, 0);
+            cudaGraphDestroy(graph);
+            check(st, "cudaGraphInstantiate");
+        } else {
+            cudaGraphDestroy(graph);
+        }
+        check(cudaGraphLaunch(decode_graph_, stream_), "cudaGraphLaunch");
+        check(cudaStreamSynchronize(stream_), "decode step");
+        if (output == Output::HostLogits) std::memcpy(logits, host_logits_.as<float>(), size_t(n_vocab) * 4);
+        return true;
+    }
+
+    for (int32_t a = 0; a < n; a += kMaxRows) {
+        const int32_t m = std::min(kMaxRows, n - a);
+        const bool last = a + m == n;
+        TreeBatch sub{};
+        if (tree) sub = TreeBatch{tree->offset + a, tree->positions + a, tree->mask + size_t(a) * size_t(tree->mask_stride), tree->mask_stride};
+        // A causal batch continues at slot n_past + a; a tree keeps n_past and moves its offset.
+        if (!enqueue_batch(tokens + a, m, tree ? n_past : n_past + a, tree ? &sub : nullptr, a, last || all_logits ? output : Output::None,
+                           all_logits, false)) {
+            check(cudaStreamSynchronize(stream_), "cancelled forward pass");
+            return false;
+        }
+        check(cudaStreamSynchronize(stream_), "forward pass");
+        if (output == Output::HostLogits && all_logits) std::memcpy(logits + size_t(a) * n_vocab, host_logits_.as<float>(), size_t(m) * n_vocab * 4);
+        if (output == Output::HostLogits && !all_logits && last) std::memcpy(logits, host_logits_.as<float>(), size_t(n_vocab) * 4);
+    }
+    return true;
+}
+
+// Enqueues one batch of m <= kMaxRows rows. For a tree, `tree` is this batch's slice: its offset counts the tree
+// nodes before the batch and its mask rows keep the full tree's stride (offset + rows after it are zero).
+bool CudaRunner::enqueue_batch(const int32_t *tokens, int32_t m, int32_t n_past, const TreeBatch *tree, int32_t first_row, Output output,
+                               bool all_logits, bool capturing) {
+    const HParams &hp = model_->hparams();
+    const DeviceWeights &w = *weights_;
+    const int64_t d = hp.n_embd, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), dff = hp.n_ff;
+    const int32_t n_vocab = hp.n_vocab;
+    // ---- the rows' integer data: tokens, positions, tails (+ the mask for hybrid attention) ----------------
+    std::vector<int32_t> &scratch_ints = int_staging_;
+    scratch_ints.clear();
+    const int32_t mask_width = tree ? tree->mask_stride : 0;
+    scratch_ints.insert(scratch_ints.end(), tokens, tokens + m);
+    for (int32_t i = 0; i < m; ++i) scratch_ints.push_back(tree ? tree->positions[i] : n_past + i);
+    const size_t tail_start_at = scratch_ints.size();
+    scratch_ints.resize(scratch_ints.size() + 2 * size_t(m));
+    int32_t max_tail = 0;
+    for (int32_t i = 0; i < m; ++i) {
+        int32_t len = i + 1;
+        if (tree) {
+            const uint8_t *row = tree->mask + size_t(i) * size_t(mask_width);
+            scratch_ints[tail_start_at + size_t(i)] = int32_t(scratch_ints.size() - tail_start_at - 2 * size_t(m));
+            len = 0;
+            for (int32_t j = 0; j < mask_width; ++j)
+                if (row[j]) {
+                    scratch_ints.push_back(n_past + j);
+                    ++len;
+                }
+        }
+        scratch_ints[tail_start_at + size_t(m) + size_t(i)] = len;
+        max_tail = std::max(max_tail, len);
+    }
+    const size_t ints_bytes = scratch_ints.size() * sizeof(int32_t);
+    if (!capturing) check(cudaStreamSynchronize(stream_), "forward pass");  // the pinned staging is about to be rewritten
+    if (ints_.bytes() < ints_bytes) {
+        // Grown buffers move: a captured decode graph would point at the old one.
+        ints_ = DeviceBuffer(std::max(ints_bytes, size_t(4096)));
+        if (decode_graph_ != nullptr) {
+            cudaGraphExecDestroy(decode_graph_);
+            decode_graph_ = nullptr;
+        }
+    }
+    host_ints_.reserve(std::max(ints_bytes, size_t(4096)));
+    std::memcpy(host_ints_.as(), scratch_ints.data(), ints_bytes);
+    check(cudaMemcpyAsync(ints_.as(), host_ints_.as(), ints_bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (rows)");
+    const int32_t *d_tokens = ints_.as<int32_t>(), *d_positions = d_tokens + m;
+    AttentionRows rows;
+    rows.n = m;
+    rows.n_prefix = n_past;
+    rows.max_keys = n_past + max_tail;
+    rows.tail_start = d_tokens + tail_start_at;
+    rows.tail_len = d_tokens + tail_start_at + m;
+    rows.tail_slots = tree ? d_tokens + tail_start_at + 2 * size_t(m) : nullptr;
+    const bool hybrid = tree && tree_attention_ == TreeAttention::Hybrid;
+    if (hybrid) {
+        const size_t mask_bytes = size_t(m) * size_t(mask_width);
+        if (mask_.bytes() < mask_bytes) mask_ = DeviceBuffer(mask_bytes);
+        host_mask_.reserve(mask_bytes);
+        std::memcpy(host_mask_.as(), tree->mask, mask_bytes);
+        check(cudaMemcpyAsync(mask_.as(), host_mask_.as(), mask_bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (mask)");
+    }
+    const int32_t first_slot = n_past + (tree ? tree->offset : 0);
+
+    float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *k = k_.as<float>(), *v = v_.as<float>(), *att = att_.as<float>();
+    cudaStream_t st = stream_;
+    embed(w.token_embd, d_tokens, m, x, st);
+    const size_t layer_stride = size_t(n_ctx_) * size_t(dkv);
+    for (int32_t il = 0; il < hp.n_layer; ++il) {
+        if (!capturing && cancelled()) return false;
+        const DeviceLayer &l = w.layers[size_t(il)];
+        __half *kc = kv_k_.as<__half>() + size_t(il) * layer_stride, *vc = kv_v_.as<__half>() + size_t(il) * layer_stride;
+
+        // Attention block.
+        rmsnorm(x, l.attn_norm, m, int32_t(d), hp.norm_eps, xb, st);
+        gemm(l.wq, xb, m, q, gemm_scratch_.as(), st);
+        gemm(l.wk, xb, m, k, gemm_scratch_.as(), st);
+        gemm(l.wv, xb, m, v, gemm_scratch_.as(), st);
+        if (l.bq) add_bias(q, l.bq, m, int32_t(dq), st);
+        if (l.bk) add_bias(k, l.bk, m, int32_t(dkv), st);
+        if (l.bv) add_bias(v, l.bv, m, int32_t(dkv), st);
+        const bool neox = hp.rope_type == RopeType::Neox;
+        rope(q, m, hp.n_head, hp.head_dim, hp.rope_dim, neox, d_positions, rope_cos_.as<float>(), rope_sin_.as<float>(), st);
+        rope(k, m, hp.n_head_kv, hp.head_dim, hp.rope_dim, neox, d_positions, rope_cos_.as<float>(), rope_sin_.as<float>(), st);
+        store_kv(k, v, m, int32_t(dkv), kc, vc, first_slot, st);
+        if (hybrid) {
+            AttentionRows prefix = rows;
+            prefix.max_keys = n_past;
+            prefix.tail_len = nullptr;
+            prefix.tail_slots = nullptr;
+            prefix.tail_start = nullptr;
+            attention_chunks(q, kc, vc, int32_t(dkv), prefix, shape_, partials_.as<float>(), st);
+            attention_tree(q, kc, vc, int32_t(dkv), m, n_past, mask_width, mask_.as<uint8_t>(), shape_, tree_partials_.as<float>(), st);
+            attention_merge(partials_.as<float>(), tree_partials_.as<float>(), prefix, shape_, att, nullptr, st);
+        } else {
+            attention_chunks(q, kc, vc, int32_t(dkv), rows, shape_, partials_.as<float>(), st);
+            attention_merge(partials_.as<float>(), nullptr, rows, shape_, att, nullptr, st);
+        }
+        gemm(l.wo, att, m, xb, gemm_scratch_.as(), st);
+        add(x, xb, int64_t(m) * d, st);
+
+        // Feed-forward block (SwiGLU).
+        rmsnorm(x, l.ffn_norm, m, int32_t(d), hp.norm_eps, xb, st);
+        gemm(l.ffn_gate, xb, m, gate_.as<float>(), gemm_scratch_.as(), st);
+        gemm(l.ffn_up, xb, m, up_.as<float>(), gemm_scratch_.as(), st);
+        swiglu(gate_.as<float>(), up_.as<float>(), int64_t(m) * dff, st);
+        gemm(l.ffn_down, gate_.as<float>(), m, xb, gemm_scratch_.as(), st);
+        add(x, xb, int64_t(m) * d, st);
+    }
+
+    // Output head: all rows, or the last one.
+    const int32_t first = all_logits || output == Output::KeepHidden ? 0 : m - 1;
+    const int32_t out_rows = m - first;
+    if (output == Output::None) return true;
+    rmsnorm(x + int64_t(first) * d, w.output_norm, out_rows, int32_t(d), hp.norm_eps, xb, st);
+    if (output == Output::KeepHidden) {
+        check(cudaMemcpyAsync(hidden_.as<float>() + int64_t(first_row) * d, xb, size_t(out_rows) * size_t(d) * 4, cudaMemcpyDeviceToDevice, st),
+              "cudaMemcpyAsync (hidden rows)");
+        return true;
+    }
+    gemm(w.output, xb, out_rows, logits_.as<float>(), gemm_scratch_.as(), st);
+    if (output == Output::Argmax) {
+        argmax(logits_.as<float>() + size_t(out_rows - 1) * n_vocab, n_vocab, argmax_.as<int32_t>(), st);
+    } else {
+        check(cudaMemcpyAsync(host_logits_.as(), logits_.as(), size_t(out_rows) * size_t(n_vocab) * 4, cudaMemcpyDeviceToHost, st),
+              "cudaMemcpyAsync (logits)");
+    }
+    return true;
+}
+
+void CudaRunner::tree_logits(int32_t i, float *logits) {
+    require(i >= 0 && i < hidden_rows_, SPECULA_ERR_INTERNAL, "CUDA: tree_logits row out of range");
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    const HParams &hp = model_->hparams();
+    gemm(weights_->output, hidden_.as<float>() + int64_t(i) * hp.n_embd, 1, logits_.as<float>(), gemm_scratch_.as(), stream_);
+    check(cudaMemcpyAsync(host_logits_.as(), logits_.as(), size_t(hp.n_vocab) * 4, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (logits)");
+    check(cudaStreamSynchronize(stream_), "tree logits");
+    std::memcpy(logits, host_logits_.as(), size_t(hp.n_vocab) * 4);
+}
+
+void CudaRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    const HParams &hp = model_->hparams();
+    const size_t layer_stride = size_t(n_ctx_) * size_t(hp.n_embd_kv());
+    // In path order: a later move may read a slot an earlier one left, never one it wrote (nodes[i] >= i).
+    for (int32_t i = 0; i < n; ++i)
+        copy_kv_slot(kv_k_.as<__half>(), kv_v_.as<__half>(), hp.n_layer, layer_stride, hp.n_embd_kv(), n_past + nodes[i], n_past + i, stream_);
+    check(cudaStreamSynchronize(stream_), "commit tree path");
+    invalidate_mirror(n_past);
+}
+
+const KvCache &CudaRunner::host_kv(int32_t layer, int32_t n_slots) {
+    const HParams &hp = model_->hparams();
+    require(layer >= 0 && layer < hp.n_layer && n_slots >= 0 && n_slots <= n_ctx_, SPECULA_ERR_INTERNAL, "CUDA: host_kv out of range");
+    if (!mirror_ || mirror_layer_ != layer) {
+        mirror_ = std::make_unique<KvCache>(layer, 1, n_ctx_, hp.n_embd_kv());
+        mirror_layer_ = layer;
+        mirror_valid_ = 0;
+    }
+    if (n_slots > mirror_valid_) {
+        check(cudaSetDevice(device_), "cudaSetDevice");
+        const size_t dkv = size_t(hp.n_embd_kv()), count = size_t(n_slots - mirror_valid_) * dkv;
+        const size_t offset = (size_t(layer) * size_t(n_ctx_) + size_t(mirror_valid_)) * dkv;
+        mirror_staging_.reserve(2 * count * 2);
+        uint16_t *staging = mirror_staging_.as<uint16_t>();
+        check(cudaMemcpyAsync(staging, kv_k_.as<__half>() + offset, count * 2, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (KV mirror)");
+        check(cudaMemcpyAsync(staging + count, kv_v_.as<__half>() + offset, count * 2, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (KV mirror)");
+        check(cudaStreamSynchronize(stream_), "KV mirror");
+        float *kd = mirror_->k(layer, mirror_valid_), *vd = mirror_->v(layer, mirror_valid_);
+        for (size_t i = 0; i < count; ++i) {
+            kd[i] = half_to_float(staging[i]);
+            vd[i] = half_to_float(staging[count + i]);
+        }
+        mirror_valid_ = n_slots;
+    }
+    return *mirror_;
+}
+
+}  // namespace specula::internal::cuda

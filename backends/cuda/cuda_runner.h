@@ -1,0 +1,97 @@
+// Runs the target on one CUDA device for one session: the same forward pass as backends/cpu/cpu_runner.cpp, as
+// a sequence of kernels on one stream. Weights are shared per (model, device) (device_weights.h); the KV cache
+// (F16), the RoPE tables and every scratch buffer are allocated once here, so decoding allocates nothing and a
+// decode step can be replayed as a CUDA graph.
+#pragma once
+
+#include "backend/target_runner.h"
+#include "backends/cpu/kv_cache.h"
+#include "backends/cpu/thread_pool.h"
+#include "backends/cuda/device_buffer.h"
+#include "backends/cuda/device_weights.h"
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace specula::internal {
+class Model;
+}
+
+namespace specula::internal::cuda {
+
+class CudaRunner final : public TargetRunner {
+public:
+    // Throws Error(OUT_OF_MEMORY) (with the sizes) when the device cannot hold weights + cache + scratch,
+    // Error(UNSUPPORTED) for shapes the kernels do not handle (head_dim > 256), Error(INTERNAL) for CUDA errors.
+    CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, int device);
+    ~CudaRunner() override;
+
+    const char *backend() const override { return "cuda"; }
+    bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) override;
+    bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
+                   const uint8_t *mask, float *logits) override;
+    void tree_logits(int32_t i, float *logits) override;
+    void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) override;
+    void set_tree_attention(TreeAttention mode) override { tree_attention_ = mode; }
+    const KvCache &host_kv(int32_t layer, int32_t n_slots) override;
+    ThreadPool &pool() override { return pool_; }
+    int32_t n_ctx() const override { return n_ctx_; }
+    size_t kv_bytes() const override { return kv_k_.bytes() + kv_v_.bytes(); }
+
+    // Greedy decoding without copying logits to the host: evaluates like eval() and writes the argmax of the
+    // last token's logits (ties: lowest id) to *next. For benchmarks and tools.
+    bool eval_argmax(const int32_t *tokens, int32_t n, int32_t n_past, int32_t *next);
+    // Device bytes this session holds (cache + scratch; the shared weights not counted) and the weights' bytes.
+    size_t session_device_bytes() const;
+    size_t weight_bytes() const { return weights_->bytes(); }
+    // Whether decode steps run as CUDA graphs (on by default; SPECULA_CUDA_GRAPHS=0 turns them off).
+    bool graphs_enabled() const { return use_graphs_; }
+    int32_t attention_chunk() const { return shape_.chunk; }
+
+private:
+    struct TreeBatch {
+        int32_t offset;
+        const int32_t *positions;
+        const uint8_t *mask;
+        int32_t mask_stride;  // bytes between mask rows: the whole tree's width (offset + its rows)
+    };
+    // What a batch leaves behind: logits in host_logits_, normed rows in hidden_ (tree verification), the
+    // argmax of the last row in argmax_, or nothing (an earlier slice of a long batch).
+    enum class Output { HostLogits, KeepHidden, Argmax, None };
+    bool forward(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, Output output, float *logits, bool all_logits);
+    // One batch of at most kMaxRows rows, enqueued on the stream (no synchronisation).
+    bool enqueue_batch(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, int32_t first_row, Output output,
+                       bool all_logits, bool capturing);
+    void invalidate_mirror(int32_t from_slot) {
+        if (mirror_valid_ > from_slot) mirror_valid_ = from_slot;
+    }
+
+    static constexpr int32_t kMaxRows = 256;
+
+    std::shared_ptr<const Model> model_;
+    int device_;
+    int32_t n_ctx_;
+    std::shared_ptr<const DeviceWeights> weights_;
+    ThreadPool pool_;
+    TreeAttention tree_attention_ = TreeAttention::Exact;
+    AttentionShape shape_;
+    cudaStream_t stream_ = nullptr;
+    bool use_graphs_ = true;
+    cudaGraphExec_t decode_graph_ = nullptr;
+
+    DeviceBuffer kv_k_, kv_v_;             // [n_layer][n_ctx][n_embd_kv] F16
+    DeviceBuffer rope_cos_, rope_sin_;     // [n_ctx][rope_dim / 2]
+    DeviceBuffer x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, gemm_scratch_, partials_, tree_partials_, ints_, mask_, argmax_;
+    DeviceBuffer hidden_;                  // final normed rows kept by eval_tree(..., nullptr)
+    int32_t hidden_rows_ = 0;
+    PinnedBuffer host_ints_, host_logits_, host_mask_;
+    std::vector<int32_t> int_staging_;
+
+    // The host mirror of one layer for drafters: slots [0, mirror_valid_) are current.
+    std::unique_ptr<KvCache> mirror_;
+    int32_t mirror_layer_ = -1, mirror_valid_ = 0;
+    PinnedBuffer mirror_staging_;
+};
+
+}  // namespace specula::internal::cuda

@@ -1,0 +1,101 @@
+// Host-side entry points of the CUDA backend's kernels. Each function enqueues work on `stream` and returns at
+// once; sizes are checked by the caller (cuda_runner.cpp). Every pointer is device memory unless named host_*.
+//
+// Batch invariance is the rule every kernel here keeps: the arithmetic that produces one output row (one token)
+// never depends on how many rows share the launch or where the row sits in the batch. A token's logits are then
+// bit-identical whether it is decoded alone or verified inside a speculation tree, which is what makes greedy
+// speculative decoding on the GPU token-for-token lossless (docs/cuda.md). This is why the GEMMs are our own
+// and not cuBLAS: cuBLAS picks different kernels (and split-K) for different batch sizes.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace specula::internal::cuda {
+
+// ---- weights --------------------------------------------------------------------------------------------
+// A matrix on the device: `rows` output rows of `cols` inputs, stored row-major with `ld` elements per row
+// (ld >= cols, zero-padded). F16 matrices also have rows padded with zeros to a multiple of 16 (`rows_alloc`),
+// which is what the tensor-core tiles read.
+enum class MatType { F32, F16 };
+struct DeviceMatrix {
+    MatType type = MatType::F32;
+    const void *data = nullptr;
+    int64_t rows = 0, cols = 0, ld = 0, rows_alloc = 0;
+};
+
+// Y[t][r] = sum_k W[r][k] * X[t][k] for t < n (X: n rows of W.cols floats, Y: n rows of W.rows floats).
+// F32 weights: CUDA cores, one warp per (row, 8 tokens), lane-strided sums reduced by a fixed butterfly.
+// F16 weights: tensor cores (WMMA 16x16x16, F32 accumulate) on activations rounded to F16; K is cut into fixed
+// 512-wide segments whose partial sums are added in segment order. Needs scratch of gemm_scratch_bytes().
+size_t gemm_scratch_bytes(const DeviceMatrix &w, int32_t n);
+void gemm(const DeviceMatrix &w, const float *x, int32_t n, float *y, void *scratch, cudaStream_t stream);
+
+// ---- element-wise -------------------------------------------------------------------------------------------
+// out[t] = row tokens[t] of the embedding matrix, as floats.
+void embed(const DeviceMatrix &table, const int32_t *tokens, int32_t n, float *out, cudaStream_t stream);
+// out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n rows of d floats.
+void rmsnorm(const float *x, const float *weight, int32_t n, int32_t d, float eps, float *out, cudaStream_t stream);
+// x[t] += bias, for n rows of d floats.
+void add_bias(float *x, const float *bias, int32_t n, int32_t d, cudaStream_t stream);
+// x[i] += y[i], count floats.
+void add(float *x, const float *y, int64_t count, cudaStream_t stream);
+// gate[i] = silu(gate[i]) * up[i].
+void swiglu(float *gate, const float *up, int64_t count, cudaStream_t stream);
+// Rotates the first rope_dim values of each of n_heads heads (head_dim apart) of row t at position positions[t]:
+// cos/sin come from a table of rope_dim/2 angles per position (computed on the host as the CPU backend does).
+// neox: pair (i, i + rope_dim/2), else (2i, 2i + 1).
+void rope(float *x, int32_t n, int32_t n_heads, int32_t head_dim, int32_t rope_dim, bool neox, const int32_t *positions,
+          const float *cos_table, const float *sin_table, cudaStream_t stream);
+// Writes n rows of k and v (n_embd_kv floats each) as F16 into cache slots first_slot .. first_slot + n - 1.
+void store_kv(const float *k, const float *v, int32_t n, int32_t n_embd_kv, __half *k_cache, __half *v_cache,
+              int32_t first_slot, cudaStream_t stream);
+// In every layer, copies slot `from` to slot `to` (K and V); layer_stride = halves between layers.
+void copy_kv_slot(__half *k_cache, __half *v_cache, int32_t n_layer, size_t layer_stride, int32_t n_embd_kv, int32_t from,
+                  int32_t to, cudaStream_t stream);
+// Index of the largest of n values (ties: the lowest index) into *out.
+void argmax(const float *values, int32_t n, int32_t *out, cudaStream_t stream);
+
+// ---- attention ----------------------------------------------------------------------------------------------
+// The queries of one forward pass: n rows, each with its own key list. Row i sees the committed prefix, cache
+// slots [0, n_prefix), followed by its "tail" tail_len[i] slots tail_slots[tail_start[i] ..] (for a decoded
+// token: itself; for batch token i: the batch tokens 0..i; for a tree node: its ancestors and itself). Row i's
+// logical key j is prefix slot j for j < n_prefix, else its tail entry j - n_prefix: the same list, in the same
+// order, a token would see if it were decoded alone with every earlier token committed.
+// tail_slots == nullptr means a causal batch: row i's tail is slots n_prefix .. n_prefix + i (key p is slot p).
+// tail_len == nullptr means no tails (the prefix part of LongSpec's hybrid attention).
+struct AttentionRows {
+    int32_t n = 0;
+    int32_t n_prefix = 0;
+    int32_t max_keys = 0;            // max over rows of n_prefix + tail_len[i]
+    const int32_t *tail_start = nullptr;
+    const int32_t *tail_len = nullptr;
+    const int32_t *tail_slots = nullptr;
+};
+
+struct AttentionShape {
+    int32_t n_head = 0, n_head_kv = 0, head_dim = 0;
+    int32_t chunk = 0;               // keys per split-K chunk (fixed per session: batch invariance)
+    float scale = 0;
+};
+
+// Split-K flash-decoding over each row's logical key list: chunk c covers logical keys [c * chunk, (c+1) * chunk).
+// One block per (chunk, KV head) loads the chunk's prefix keys into shared memory once for every row and query
+// head of the group, then each warp runs the online softmax of one query over it. Writes per (row, head, chunk)
+// the running max, the sum of exponentials and the unnormalised output (partials: attention_partials_floats()).
+size_t attention_partials_floats(const AttentionShape &s, int32_t n_rows, int32_t max_keys);
+void attention_chunks(const float *q, const __half *k_cache, const __half *v_cache, int32_t n_embd_kv, const AttentionRows &rows,
+                      const AttentionShape &s, float *partials, cudaStream_t stream);
+// LongSpec's masked tree attention: row i over the tree slots first_tree_slot + j (j < n_tree) with
+// mask[i * n_tree + j] != 0, in slot order, as one more partial (max, sum, output) per (row, head).
+void attention_tree(const float *q, const __half *k_cache, const __half *v_cache, int32_t n_embd_kv, int32_t n_rows,
+                    int32_t first_tree_slot, int32_t n_tree, const uint8_t *mask, const AttentionShape &s, float *tree_partials,
+                    cudaStream_t stream);
+// Merges each row's chunk partials (and, when tree_partials is not null, its tree partial) by log-sum-exp, in
+// chunk order: out[i][h * head_dim ..] = softmax-weighted values; lse (optional) = natural-log normaliser.
+void attention_merge(const float *partials, const float *tree_partials, const AttentionRows &rows, const AttentionShape &s,
+                     float *out, float *lse, cudaStream_t stream);
+
+}  // namespace specula::internal::cuda

@@ -1,0 +1,60 @@
+// C shims for device enumeration (sdk/src/backend/backend_choice.h).
+#include "api/handles.h"
+#include "backend/backend_choice.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace specula::internal;
+
+namespace {
+
+bool is_gpu_backend(int32_t backend) { return backend == SPECULA_BACKEND_CUDA; }
+
+}  // namespace
+
+extern "C" {
+
+int32_t specula_device_count(int32_t backend) {
+    return guarded_value<int32_t>(0, [&] {
+        if (!is_gpu_backend(backend)) return int32_t(0);
+        return int32_t(list_gpu_devices(BackendKind::Cuda, nullptr).size());
+    });
+}
+
+specula_status specula_device_get_info(int32_t backend, int32_t index, specula_device_info *info, specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(info != nullptr && info->struct_size >= sizeof(uint32_t), "info is NULL or its struct_size is unset");
+        require_arg(is_gpu_backend(backend), "backend has no devices to list (only SPECULA_BACKEND_CUDA does)");
+        std::string reason;
+        const std::vector<GpuDevice> devices = list_gpu_devices(BackendKind::Cuda, &reason);
+        require_arg(index >= 0 && size_t(index) < devices.size(),
+                    ("device index " + std::to_string(index) + " is out of range: " + std::to_string(devices.size()) + " device(s)" +
+                     (devices.empty() ? " (" + reason + ")" : std::string()))
+                        .c_str());
+        const GpuDevice &d = devices[size_t(index)];
+        specula_device_info full{};
+        full.struct_size = info->struct_size;
+        full.backend = backend;
+        full.index = d.index;
+        std::strncpy(full.name, d.name.c_str(), sizeof full.name - 1);
+        full.total_memory = d.total_memory;
+        full.free_memory = d.free_memory;
+        full.compute_capability = d.compute_major * 10 + d.compute_minor;
+        full.multiprocessors = d.multiprocessors;
+        full.peak_bandwidth_gbs = d.peak_bandwidth_gbs;
+        std::memcpy(info, &full, std::min<size_t>(info->struct_size, sizeof full));
+    });
+}
+
+specula_status specula_backend_check(int32_t backend, specula_error **err) {
+    return guarded(err, [&] {
+        require_arg(backend >= SPECULA_BACKEND_AUTO && backend <= SPECULA_BACKEND_CUDA, "backend is not a specula_backend value");
+        if (backend == SPECULA_BACKEND_CPU) return;
+        std::string reason;
+        const bool any = !list_gpu_devices(BackendKind::Cuda, &reason).empty();
+        require(any, SPECULA_ERR_UNSUPPORTED, "CUDA: " + reason);
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,280 @@
+// The CUDA runner against the CPU reference on every fixture model, the bit-identity of tree verification and
+// decoding, and greedy speculative decoding on CUDA equal to plain greedy decoding on CUDA (lossless).
+#include "backends/cpu/cpu_runner.h"
+#include "backends/cuda/cuda_runner.h"
+#include "common/fixture_files.h"
+#include "model/model.h"
+#include "session/session.h"
+#include "speculative/longspec_draft_file.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace specula::internal;
+using specula::internal::cuda::CudaRunner;
+
+namespace {
+
+struct Fixture {
+    const char *path;
+    double tolerance;  // max |logit difference| / max |logit| allowed against the CPU
+};
+// F32 weights stay F32 on the GPU (CUDA-core GEMM): close to the CPU. F16 and quantized weights run on tensor
+// cores with activations rounded to F16 (as llama.cpp's CUDA backend does), so they sit further off.
+const std::vector<Fixture> kFixtures = {
+    {"models/stories260K.gguf", 1e-4},        {"models/code-7m/model.gguf", 1e-4},   {"models/synth-qwen2-bias-f32.gguf", 1e-4},
+    {"models/synth-llama-gqa-f16.gguf", 2e-2}, {"models/synth-llama-q8_0.gguf", 3e-2}, {"models/synth-llama-q4_0.gguf", 3e-2},
+    {"models/synth-llama-q4_k_m.gguf", 3e-2},
+};
+
+std::shared_ptr<const Model> load(const std::string &rel) { return Model::load((test_fixtures::fixtures_dir() / rel).string(), LoadOptions{}); }
+
+std::vector<int32_t> prompt_for(const Model &model, int32_t n) {
+    std::vector<int32_t> ids = model.vocab().tokenize("Once upon a time, there was a little dog. def add(a, b):\n    return a + b\n", true, false);
+    std::vector<int32_t> out;
+    while (int32_t(out.size()) < n) out.push_back(ids[out.size() % ids.size()]);
+    return out;
+}
+
+double max_abs(const float *v, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; ++i) m = std::max(m, double(std::fabs(v[i])));
+    return m;
+}
+
+int32_t argmax(const float *v, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; ++i)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+std::vector<int32_t> generate(Session &s, const std::vector<int32_t> &prompt, int32_t n) {
+    s.rewind(0);
+    s.append_tokens(prompt.data(), prompt.size());
+    GenerateConfig run;
+    run.max_tokens = n;
+    run.stop_at_eog = false;
+    s.configure_run(run);
+    s.begin_run();
+    std::vector<int32_t> out;
+    for (;;) {
+        StepResult r;
+        s.step(r);
+        if (r.token >= 0) out.push_back(r.token);
+        if (r.stop != SPECULA_STOP_NONE) break;
+    }
+    return out;
+}
+
+SessionConfig on(BackendKind kind) {
+    SessionConfig c;
+    c.n_ctx = 1024;
+    c.n_threads = 2;
+    c.backend.kind = kind;
+    c.backend.allow_fallback = false;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("cuda logits match the CPU reference on every fixture model, batched and decoded", "[cuda][parity]") {
+    for (const Fixture &f : kFixtures) {
+        if (!test_fixtures::have_fixture(test_fixtures::fixtures_dir() / f.path)) continue;
+        INFO(f.path);
+        const auto model = load(f.path);
+        const int32_t n_vocab = model->hparams().n_vocab, n = 48;
+        const std::vector<int32_t> prompt = prompt_for(*model, n);
+        CpuRunner cpu(model, 256, 2);
+        CudaRunner gpu(model, 256, 2, 0);
+        std::vector<float> ref(size_t(n) * n_vocab), got(ref.size()), step(static_cast<size_t>(n_vocab));
+        cpu.eval(prompt.data(), n, 0, ref.data(), true);
+        REQUIRE(gpu.eval(prompt.data(), n, 0, got.data(), true));
+        double worst = 0, scale = 0;
+        int32_t same_top1 = 0;
+        for (int32_t i = 0; i < n; ++i) {
+            const float *r = ref.data() + size_t(i) * n_vocab, *g = got.data() + size_t(i) * n_vocab;
+            scale = std::max(scale, max_abs(r, size_t(n_vocab)));
+            for (int32_t t = 0; t < n_vocab; ++t) worst = std::max(worst, double(std::fabs(r[t] - g[t])));
+            same_top1 += argmax(r, n_vocab) == argmax(g, n_vocab);
+        }
+        INFO("max |diff| " << worst << " at max |logit| " << scale << ", same top-1 " << same_top1 << "/" << n);
+        CHECK(worst <= f.tolerance * scale);
+        CHECK(same_top1 >= n - (f.tolerance > 1e-3 ? 2 : 0));
+        // Decoding token by token gives the same logits as the batch, bit for bit (batch invariance).
+        CudaRunner gpu2(model, 256, 2, 0);
+        for (int32_t i = 0; i < n; ++i) {
+            REQUIRE(gpu2.eval(prompt.data() + i, 1, i, step.data(), false));
+            INFO("position " << i);
+            REQUIRE(std::memcmp(step.data(), got.data() + size_t(i) * n_vocab, size_t(n_vocab) * 4) == 0);
+        }
+    }
+}
+
+TEST_CASE("cuda: a tree node's logits are bit-identical to decoding its path, in exact mode", "[cuda][lossless]") {
+    const auto path = test_fixtures::fixtures_dir() / "models/synth-llama-gqa-f16.gguf";
+    if (!test_fixtures::have_fixture(path)) return;
+    const auto model = load("models/synth-llama-gqa-f16.gguf");
+    const int32_t n_vocab = model->hparams().n_vocab, n_past = 70;
+    const std::vector<int32_t> prompt = prompt_for(*model, n_past);
+    // Tree: 0 root; 1, 2 under 0; 3 under 1; 4 under 3; 5 under 2.
+    const std::vector<int32_t> parent = {-1, 0, 0, 1, 3, 2}, tokens = {5, 17, 29, 301, 4000, 77};
+    const int32_t n = int32_t(parent.size());
+    std::vector<int32_t> depth(static_cast<size_t>(n), 0), positions(static_cast<size_t>(n));
+    std::vector<uint8_t> mask(static_cast<size_t>(n * n), 0);
+    for (int32_t i = 0; i < n; ++i) {
+        for (int32_t j = i; j >= 0; j = parent[size_t(j)]) mask[size_t(i * n + j)] = 1;
+        depth[size_t(i)] = parent[size_t(i)] < 0 ? 0 : depth[size_t(parent[size_t(i)])] + 1;
+        positions[size_t(i)] = n_past + depth[size_t(i)];
+    }
+    for (const bool graphs : {true, false}) {
+        setenv("SPECULA_CUDA_GRAPHS", graphs ? "1" : "0", 1);
+        CudaRunner tree_runner(model, 256, 2, 0), plain(model, 256, 2, 0);
+        unsetenv("SPECULA_CUDA_GRAPHS");
+        std::vector<float> scratch(static_cast<size_t>(n_vocab)), tree_rows(size_t(n) * n_vocab), lazy(static_cast<size_t>(n_vocab));
+        REQUIRE(tree_runner.eval(prompt.data(), n_past, 0, scratch.data(), false));
+        REQUIRE(plain.eval(prompt.data(), n_past, 0, scratch.data(), false));
+        REQUIRE(tree_runner.eval_tree(tokens.data(), n, n_past, 0, positions.data(), mask.data(), tree_rows.data()));
+        // Path 0 -> 1 -> 3 -> 4 decoded one token at a time.
+        const std::vector<int32_t> path_nodes = {0, 1, 3, 4};
+        for (size_t d = 0; d < path_nodes.size(); ++d) {
+            std::vector<float> step(static_cast<size_t>(n_vocab));
+            REQUIRE(plain.eval(&tokens[size_t(path_nodes[d])], 1, n_past + int32_t(d), step.data(), false));
+            INFO("graphs " << graphs << ", depth " << d);
+            REQUIRE(std::memcmp(step.data(), tree_rows.data() + size_t(path_nodes[d]) * n_vocab, size_t(n_vocab) * 4) == 0);
+        }
+        // The lazy head (logits == nullptr, then tree_logits) gives the same rows.
+        REQUIRE(tree_runner.eval_tree(tokens.data(), n, n_past, 0, positions.data(), mask.data(), nullptr));
+        for (int32_t i = 0; i < n; ++i) {
+            tree_runner.tree_logits(i, lazy.data());
+            REQUIRE(std::memcmp(lazy.data(), tree_rows.data() + size_t(i) * n_vocab, size_t(n_vocab) * 4) == 0);
+        }
+        // Committing the path leaves the cache as if the path had been decoded: the next token agrees bit for bit.
+        tree_runner.commit_tree_path(n_past, path_nodes.data(), int32_t(path_nodes.size()));
+        std::vector<float> a(static_cast<size_t>(n_vocab)), b(static_cast<size_t>(n_vocab));
+        const int32_t next = 123;
+        REQUIRE(tree_runner.eval(&next, 1, n_past + 4, a.data(), false));
+        REQUIRE(plain.eval(&next, 1, n_past + 4, b.data(), false));
+        REQUIRE(std::memcmp(a.data(), b.data(), size_t(n_vocab) * 4) == 0);
+        // LongSpec's hybrid form agrees to rounding.
+        tree_runner.set_tree_attention(TreeAttention::Hybrid);
+        std::vector<float> hybrid(tree_rows.size());
+        REQUIRE(tree_runner.eval_tree(tokens.data(), n, n_past, 0, positions.data(), mask.data(), hybrid.data()));
+        double worst = 0;
+        for (size_t i = 0; i < hybrid.size(); ++i) worst = std::max(worst, double(std::fabs(hybrid[i] - tree_rows[i])));
+        CHECK(worst <= 1e-3 * max_abs(tree_rows.data(), tree_rows.size()));
+    }
+}
+
+TEST_CASE("cuda: greedy tokens equal the CPU's on the trained models", "[cuda][parity]") {
+    for (const char *rel : {"models/stories260K.gguf", "models/code-7m/model.gguf"}) {
+        if (!test_fixtures::have_fixture(test_fixtures::fixtures_dir() / rel)) continue;
+        INFO(rel);
+        const auto model = load(rel);
+        SamplerConfig greedy;
+        greedy.temperature = 0.0f;
+        Session cpu(model, on(BackendKind::Cpu), greedy), gpu(model, on(BackendKind::Cuda), greedy);
+        REQUIRE(std::string(gpu.backend()) == "cuda");
+        const std::vector<int32_t> prompt = prompt_for(*model, 24);
+        CHECK(generate(gpu, prompt, 96) == generate(cpu, prompt, 96));
+    }
+}
+
+TEST_CASE("cuda: speculative greedy equals plain greedy on CUDA for every drafter", "[cuda][lossless]") {
+    for (const char *rel : {"models/stories260K.gguf", "models/synth-llama-gqa-f16.gguf", "models/synth-llama-q4_k_m.gguf"}) {
+        if (!test_fixtures::have_fixture(test_fixtures::fixtures_dir() / rel)) continue;
+        const auto model = load(rel);
+        SamplerConfig greedy;
+        greedy.temperature = 0.0f;
+        Session plain(model, on(BackendKind::Cuda), greedy);
+        const std::vector<int32_t> prompt = prompt_for(*model, 40);
+        const std::vector<int32_t> expected = generate(plain, prompt, 96);
+        const auto draft_path = std::filesystem::temp_directory_path() / ("specula-cuda-draft-" + std::to_string(::getpid()) + ".gguf");
+        RandomDraftOptions opt;
+        opt.window = 16;
+        write_random_longspec_draft(*model, draft_path.string(), opt);
+        const auto longspec = LongSpecDraft::load(draft_path.string(), model);
+        std::filesystem::remove(draft_path);
+        for (const TreeShape &shape : {TreeShape{}, TreeShape::chain(5), TreeShape{{2, 2, 2, 2, 2, 2, 2, 2}}}) {
+            for (int drafter = 0; drafter < 3; ++drafter) {
+                SpeculativeConfig c;
+                c.shape = shape;
+                if (drafter == 0) c.longspec = longspec;
+                if (drafter == 1) c.draft_model = model;  // always accepted: long paths are committed
+                if (drafter == 2) c.ngram = true;
+                Session s(model, on(BackendKind::Cuda), greedy);
+                s.set_speculative(c);
+                INFO(rel << ", drafter " << drafter << ", tree " << shape.to_string());
+                CHECK(generate(s, prompt, 96) == expected);
+                CHECK(s.speculative_stats().rounds > 0);
+            }
+        }
+    }
+    const char *source_env = std::getenv("SPECULA_SOURCE_DIR");  // set by bench/gpu/run.sh on the GPU machine
+    const auto trained = std::filesystem::path(source_env ? source_env : SPECULA_SOURCE_DIR) / "models/drafts/stories260K.longspec.gguf";
+    if (!test_fixtures::have_fixture(test_fixtures::fixtures_dir() / "models/stories260K.gguf") || !std::filesystem::exists(trained)) return;
+    const auto model = load("models/stories260K.gguf");
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    Session plain(model, on(BackendKind::Cuda), greedy), spec(model, on(BackendKind::Cuda), greedy);
+    SpeculativeConfig c;
+    c.longspec = LongSpecDraft::load(trained.string(), model);
+    spec.set_speculative(c);
+    const std::vector<int32_t> prompt = prompt_for(*model, 20);
+    CHECK(generate(spec, prompt, 200) == generate(plain, prompt, 200));
+    const auto &st = spec.speculative_stats();
+    INFO("tau " << double(st.produced) / std::max(1, st.rounds));
+    CHECK(double(st.produced) / std::max(1, st.rounds) >= 3.0);
+}
+
+TEST_CASE("cuda: a raised cancel flag stops the pass between launches, and the runner recovers", "[cuda]") {
+    const auto model = load("models/stories260K.gguf");
+    CudaRunner r(model, 256, 2, 0);
+    std::atomic<bool> flag{true};
+    r.set_cancel_flag(&flag);
+    const std::vector<int32_t> prompt = prompt_for(*model, 16);
+    std::vector<float> logits(static_cast<size_t>(model->hparams().n_vocab)), ref(logits.size());
+    CHECK_FALSE(r.eval(prompt.data(), 16, 0, logits.data(), false));
+    flag = false;
+    REQUIRE(r.eval(prompt.data(), 16, 0, logits.data(), false));
+    CudaRunner fresh(model, 256, 2, 0);
+    REQUIRE(fresh.eval(prompt.data(), 16, 0, ref.data(), false));
+    CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * 4) == 0);
+}
+
+TEST_CASE("cuda: the host mirror of a layer equals the CPU cache to F16 rounding", "[cuda]") {
+    const auto model = load("models/stories260K.gguf");
+    CudaRunner gpu(model, 256, 2, 0);
+    CpuRunner cpu(model, 256, 2);
+    const std::vector<int32_t> prompt = prompt_for(*model, 30);
+    std::vector<float> logits(static_cast<size_t>(model->hparams().n_vocab));
+    REQUIRE(gpu.eval(prompt.data(), 30, 0, logits.data(), false));
+    cpu.eval(prompt.data(), 30, 0, logits.data(), false);
+    const int32_t layer = model->hparams().n_layer - 1, dkv = model->hparams().n_embd_kv();
+    const KvCache &m = gpu.host_kv(layer, 20);
+    const KvCache &m2 = gpu.host_kv(layer, 30);  // only slots 20..29 are copied now
+    REQUIRE(&m == &m2);
+    for (int32_t slot = 0; slot < 30; ++slot)
+        for (int32_t e = 0; e < dkv; ++e) {
+            REQUIRE(std::fabs(m.k(layer, slot)[e] - cpu.kv().k(layer, slot)[e]) <= 2e-3f * (1.0f + std::fabs(cpu.kv().k(layer, slot)[e])));
+            REQUIRE(std::fabs(m.v(layer, slot)[e] - cpu.kv().v(layer, slot)[e]) <= 2e-3f * (1.0f + std::fabs(cpu.kv().v(layer, slot)[e])));
+        }
+}
+
+TEST_CASE("cuda: eval_argmax returns the greedy token without copying logits", "[cuda]") {
+    const auto model = load("models/stories260K.gguf");
+    CudaRunner a(model, 256, 2, 0), b(model, 256, 2, 0);
+    const std::vector<int32_t> prompt = prompt_for(*model, 12);
+    std::vector<float> logits(static_cast<size_t>(model->hparams().n_vocab));
+    int32_t next = -1;
+    REQUIRE(a.eval_argmax(prompt.data(), 12, 0, &next));
+    REQUIRE(b.eval(prompt.data(), 12, 0, logits.data(), false));
+    CHECK(next == argmax(logits.data(), model->hparams().n_vocab));
+}
