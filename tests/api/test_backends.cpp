@@ -78,7 +78,7 @@ TEST_CASE("backends: bad device queries are INVALID_ARGUMENT with a message", "[
     message_of(err);
 }
 
-TEST_CASE("backends: asking for CUDA falls back to the CPU with the reason, or runs on CUDA", "[backend][api]") {
+TEST_CASE("backends: asking for CUDA falls back to the CPU with the reason or runs on CUDA", "[backend][api]") {
     specula::SessionOptions o;
     o.n_ctx = 256;
     o.backend = SPECULA_BACKEND_CUDA;

@@ -103,7 +103,7 @@ TEST_CASE("cuda gemm matches a host loop and is batch invariant", "[cuda][kernel
     }
 }
 
-TEST_CASE("cuda attention: split-K chunks, tree tails and the hybrid merge agree with a host softmax", "[cuda][kernels]") {
+TEST_CASE("cuda attention: split-K chunks with tree tails and the hybrid merge agree with a host softmax", "[cuda][kernels]") {
     AttentionShape s;
     s.n_head = 8;
     s.n_head_kv = 2;

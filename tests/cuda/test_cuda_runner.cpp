@@ -28,11 +28,28 @@ struct Fixture {
 };
 // F32 weights stay F32 on the GPU (CUDA-core GEMM): close to the CPU. F16 and quantized weights run on tensor
 // cores with activations rounded to F16 (as llama.cpp's CUDA backend does), so they sit further off.
+// The K/V cache is F16 (as llama.cpp's CUDA backend keeps it), which alone puts F32 models about 1e-3 off.
+#ifdef SPECULA_CUDA_EMULATION
+// The CPU emulator runs every CUDA thread as a fiber: the same tests on the models and lengths it can afford.
+constexpr bool kEmulated = true;
 const std::vector<Fixture> kFixtures = {
-    {"models/stories260K.gguf", 1e-4},        {"models/code-7m/model.gguf", 1e-4},   {"models/synth-qwen2-bias-f32.gguf", 1e-4},
+    {"models/stories260K.gguf", 2e-3}, {"models/synth-llama-gqa-f16.gguf", 2e-2}, {"models/synth-llama-q4_k_m.gguf", 3e-2}};
+#else
+constexpr bool kEmulated = false;
+const std::vector<Fixture> kFixtures = {
+    {"models/stories260K.gguf", 2e-3},        {"models/code-7m/model.gguf", 2e-3},   {"models/synth-qwen2-bias-f32.gguf", 2e-3},
     {"models/synth-llama-gqa-f16.gguf", 2e-2}, {"models/synth-llama-q8_0.gguf", 3e-2}, {"models/synth-llama-q4_0.gguf", 3e-2},
     {"models/synth-llama-q4_k_m.gguf", 3e-2},
 };
+#endif
+constexpr int32_t kTokens = kEmulated ? 16 : 48;  // parity positions
+// Tests too slow for the emulator's default run (minutes) go to its [slow] set; on a GPU they are quick.
+#ifdef SPECULA_CUDA_EMULATION
+#define SLOW_WHEN_EMULATED "[slow]"
+#else
+#define SLOW_WHEN_EMULATED ""
+#endif
+constexpr int32_t kGenerate = kEmulated ? 40 : 96;  // greedy tokens per run
 
 std::shared_ptr<const Model> load(const std::string &rel) { return Model::load((test_fixtures::fixtures_dir() / rel).string(), LoadOptions{}); }
 
@@ -74,23 +91,27 @@ std::vector<int32_t> generate(Session &s, const std::vector<int32_t> &prompt, in
     return out;
 }
 
+// A session on the CPU reference, or on this build's CUDA runner (the real one, or the emulator's).
 SessionConfig on(BackendKind kind) {
     SessionConfig c;
     c.n_ctx = 1024;
     c.n_threads = 2;
-    c.backend.kind = kind;
-    c.backend.allow_fallback = false;
+    c.backend.kind = BackendKind::Cpu;
+    if (kind == BackendKind::Cuda)
+        c.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, int threads) -> std::unique_ptr<TargetRunner> {
+            return std::make_unique<CudaRunner>(std::move(m), n_ctx, threads, 0);
+        };
     return c;
 }
 
 }  // namespace
 
-TEST_CASE("cuda logits match the CPU reference on every fixture model, batched and decoded", "[cuda][parity]") {
+TEST_CASE("cuda logits match the CPU reference on every fixture model both batched and decoded", "[cuda][parity]") {
     for (const Fixture &f : kFixtures) {
         if (!test_fixtures::have_fixture(test_fixtures::fixtures_dir() / f.path)) continue;
         INFO(f.path);
         const auto model = load(f.path);
-        const int32_t n_vocab = model->hparams().n_vocab, n = 48;
+        const int32_t n_vocab = model->hparams().n_vocab, n = kTokens;
         const std::vector<int32_t> prompt = prompt_for(*model, n);
         CpuRunner cpu(model, 256, 2);
         CudaRunner gpu(model, 256, 2, 0);
@@ -98,16 +119,25 @@ TEST_CASE("cuda logits match the CPU reference on every fixture model, batched a
         cpu.eval(prompt.data(), n, 0, ref.data(), true);
         REQUIRE(gpu.eval(prompt.data(), n, 0, got.data(), true));
         double worst = 0, scale = 0;
-        int32_t same_top1 = 0;
         for (int32_t i = 0; i < n; ++i) {
             const float *r = ref.data() + size_t(i) * n_vocab, *g = got.data() + size_t(i) * n_vocab;
             scale = std::max(scale, max_abs(r, size_t(n_vocab)));
             for (int32_t t = 0; t < n_vocab; ++t) worst = std::max(worst, double(std::fabs(r[t] - g[t])));
-            same_top1 += argmax(r, n_vocab) == argmax(g, n_vocab);
         }
-        INFO("max |diff| " << worst << " at max |logit| " << scale << ", same top-1 " << same_top1 << "/" << n);
+        INFO("max |diff| " << worst << " at max |logit| " << scale);
         CHECK(worst <= f.tolerance * scale);
-        CHECK(same_top1 >= n - (f.tolerance > 1e-3 ? 2 : 0));
+        // Where the greedy picks differ, the CPU's own logits must call it a near-tie (within twice the tolerance):
+        // random-weight models have many, and F16 activations (or the CPU's Q8 ones) may flip them.
+        int32_t same_top1 = 0;
+        for (int32_t i = 0; i < n; ++i) {
+            const float *r = ref.data() + size_t(i) * n_vocab, *g = got.data() + size_t(i) * n_vocab;
+            const int32_t a = argmax(r, n_vocab), b = argmax(g, n_vocab);
+            same_top1 += a == b;
+            INFO("position " << i << ": CPU picks " << a << " (" << r[a] << "), CUDA " << b << " (CPU logit " << r[b] << ")");
+            CHECK(double(r[a] - r[b]) <= 2.0 * f.tolerance * scale);
+        }
+        INFO("same top-1 " << same_top1 << "/" << n);
+        if (f.tolerance <= 2e-3) CHECK(same_top1 == n);  // trained F32 models: no flips at all
         // Decoding token by token gives the same logits as the batch, bit for bit (batch invariance).
         CudaRunner gpu2(model, 256, 2, 0);
         for (int32_t i = 0; i < n; ++i) {
@@ -118,7 +148,7 @@ TEST_CASE("cuda logits match the CPU reference on every fixture model, batched a
     }
 }
 
-TEST_CASE("cuda: a tree node's logits are bit-identical to decoding its path, in exact mode", "[cuda][lossless]") {
+TEST_CASE("cuda: in exact mode a tree node has the logits of decoding its path bit for bit", "[cuda][lossless]") {
     const auto path = test_fixtures::fixtures_dir() / "models/synth-llama-gqa-f16.gguf";
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = load("models/synth-llama-gqa-f16.gguf");
@@ -174,7 +204,8 @@ TEST_CASE("cuda: a tree node's logits are bit-identical to decoding its path, in
 }
 
 TEST_CASE("cuda: greedy tokens equal the CPU's on the trained models", "[cuda][parity]") {
-    for (const char *rel : {"models/stories260K.gguf", "models/code-7m/model.gguf"}) {
+    for (const char *rel : {"models/stories260K.gguf", kEmulated ? "" : "models/code-7m/model.gguf"}) {
+        if (*rel == '\0') continue;
         if (!test_fixtures::have_fixture(test_fixtures::fixtures_dir() / rel)) continue;
         INFO(rel);
         const auto model = load(rel);
@@ -183,40 +214,57 @@ TEST_CASE("cuda: greedy tokens equal the CPU's on the trained models", "[cuda][p
         Session cpu(model, on(BackendKind::Cpu), greedy), gpu(model, on(BackendKind::Cuda), greedy);
         REQUIRE(std::string(gpu.backend()) == "cuda");
         const std::vector<int32_t> prompt = prompt_for(*model, 24);
-        CHECK(generate(gpu, prompt, 96) == generate(cpu, prompt, 96));
+        CHECK(generate(gpu, prompt, kGenerate) == generate(cpu, prompt, kGenerate));
     }
 }
 
-TEST_CASE("cuda: speculative greedy equals plain greedy on CUDA for every drafter", "[cuda][lossless]") {
-    for (const char *rel : {"models/stories260K.gguf", "models/synth-llama-gqa-f16.gguf", "models/synth-llama-q4_k_m.gguf"}) {
-        if (!test_fixtures::have_fixture(test_fixtures::fixtures_dir() / rel)) continue;
-        const auto model = load(rel);
-        SamplerConfig greedy;
-        greedy.temperature = 0.0f;
-        Session plain(model, on(BackendKind::Cuda), greedy);
-        const std::vector<int32_t> prompt = prompt_for(*model, 40);
-        const std::vector<int32_t> expected = generate(plain, prompt, 96);
-        const auto draft_path = std::filesystem::temp_directory_path() / ("specula-cuda-draft-" + std::to_string(::getpid()) + ".gguf");
-        RandomDraftOptions opt;
-        opt.window = 16;
-        write_random_longspec_draft(*model, draft_path.string(), opt);
-        const auto longspec = LongSpecDraft::load(draft_path.string(), model);
-        std::filesystem::remove(draft_path);
-        for (const TreeShape &shape : {TreeShape{}, TreeShape::chain(5), TreeShape{{2, 2, 2, 2, 2, 2, 2, 2}}}) {
-            for (int drafter = 0; drafter < 3; ++drafter) {
-                SpeculativeConfig c;
-                c.shape = shape;
-                if (drafter == 0) c.longspec = longspec;
-                if (drafter == 1) c.draft_model = model;  // always accepted: long paths are committed
-                if (drafter == 2) c.ngram = true;
-                Session s(model, on(BackendKind::Cuda), greedy);
-                s.set_speculative(c);
-                INFO(rel << ", drafter " << drafter << ", tree " << shape.to_string());
-                CHECK(generate(s, prompt, 96) == expected);
-                CHECK(s.speculative_stats().rounds > 0);
-            }
+namespace {
+
+// Greedy speculative decoding on CUDA with a LongSpec draft (random weights, window 16), the target as its own
+// draft (everything accepted: long paths committed) and n-grams, for each tree shape: the plain greedy tokens.
+void check_lossless_on_cuda(const char *rel, const std::vector<TreeShape> &shapes) {
+    if (!test_fixtures::have_fixture(test_fixtures::fixtures_dir() / rel)) return;
+    const auto model = load(rel);
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    Session plain(model, on(BackendKind::Cuda), greedy);
+    const std::vector<int32_t> prompt = prompt_for(*model, 40);
+    const std::vector<int32_t> expected = generate(plain, prompt, kGenerate);
+    const auto draft_path = std::filesystem::temp_directory_path() / ("specula-cuda-draft-" + std::to_string(::getpid()) + ".gguf");
+    RandomDraftOptions opt;
+    opt.window = 16;
+    write_random_longspec_draft(*model, draft_path.string(), opt);
+    const auto longspec = LongSpecDraft::load(draft_path.string(), model);
+    std::filesystem::remove(draft_path);
+    for (const TreeShape &shape : shapes) {
+        for (int drafter = 0; drafter < 3; ++drafter) {
+            SpeculativeConfig c;
+            c.shape = shape;
+            if (drafter == 0) c.longspec = longspec;
+            if (drafter == 1) c.draft_model = model;
+            if (drafter == 2) c.ngram = true;
+            Session s(model, on(BackendKind::Cuda), greedy);
+            s.set_speculative(c);
+            INFO(rel << ", drafter " << s.drafter_name() << ", tree " << shape.to_string());
+            CHECK(generate(s, prompt, kGenerate) == expected);
+            CHECK(s.speculative_stats().rounds > 0);
         }
     }
+}
+
+}  // namespace
+
+TEST_CASE("cuda: speculative greedy equals plain greedy on CUDA with each drafter on stories260K", "[cuda][lossless]") {
+    check_lossless_on_cuda("models/stories260K.gguf", {TreeShape{}, TreeShape::chain(5)});
+}
+
+TEST_CASE("cuda: speculative greedy equals plain greedy on CUDA for every drafter and tree", "[cuda][lossless]" SLOW_WHEN_EMULATED) {
+    check_lossless_on_cuda("models/stories260K.gguf", {TreeShape{{2, 2, 2, 2, 2, 2, 2, 2}}, TreeShape{{32, 8}}});
+    check_lossless_on_cuda("models/synth-llama-gqa-f16.gguf", {TreeShape{}, TreeShape::chain(5), TreeShape{{2, 2, 2, 2, 2, 2, 2, 2}}});
+    if (!kEmulated) check_lossless_on_cuda("models/synth-llama-q4_k_m.gguf", {TreeShape{}, TreeShape::chain(5)});
+}
+
+TEST_CASE("cuda: the committed trained draft is lossless on CUDA and accepts several tokens per round", "[cuda][lossless]") {
     const char *source_env = std::getenv("SPECULA_SOURCE_DIR");  // set by bench/gpu/run.sh on the GPU machine
     const auto trained = std::filesystem::path(source_env ? source_env : SPECULA_SOURCE_DIR) / "models/drafts/stories260K.longspec.gguf";
     if (!test_fixtures::have_fixture(test_fixtures::fixtures_dir() / "models/stories260K.gguf") || !std::filesystem::exists(trained)) return;
@@ -228,13 +276,14 @@ TEST_CASE("cuda: speculative greedy equals plain greedy on CUDA for every drafte
     c.longspec = LongSpecDraft::load(trained.string(), model);
     spec.set_speculative(c);
     const std::vector<int32_t> prompt = prompt_for(*model, 20);
-    CHECK(generate(spec, prompt, 200) == generate(plain, prompt, 200));
+    const int32_t n = kEmulated ? 96 : 200;
+    CHECK(generate(spec, prompt, n) == generate(plain, prompt, n));
     const auto &st = spec.speculative_stats();
     INFO("tau " << double(st.produced) / std::max(1, st.rounds));
     CHECK(double(st.produced) / std::max(1, st.rounds) >= 3.0);
 }
 
-TEST_CASE("cuda: a raised cancel flag stops the pass between launches, and the runner recovers", "[cuda]") {
+TEST_CASE("cuda: a raised cancel flag stops the pass between launches and the runner recovers", "[cuda]") {
     const auto model = load("models/stories260K.gguf");
     CudaRunner r(model, 256, 2, 0);
     std::atomic<bool> flag{true};
@@ -249,7 +298,7 @@ TEST_CASE("cuda: a raised cancel flag stops the pass between launches, and the r
     CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * 4) == 0);
 }
 
-TEST_CASE("cuda: the host mirror of a layer equals the CPU cache to F16 rounding", "[cuda]") {
+TEST_CASE("cuda: the host mirror of a layer equals the CPU cache to F16 rounding (1e-2 after 5 layers of F16 KV)", "[cuda]") {
     const auto model = load("models/stories260K.gguf");
     CudaRunner gpu(model, 256, 2, 0);
     CpuRunner cpu(model, 256, 2);
@@ -263,8 +312,8 @@ TEST_CASE("cuda: the host mirror of a layer equals the CPU cache to F16 rounding
     REQUIRE(&m == &m2);
     for (int32_t slot = 0; slot < 30; ++slot)
         for (int32_t e = 0; e < dkv; ++e) {
-            REQUIRE(std::fabs(m.k(layer, slot)[e] - cpu.kv().k(layer, slot)[e]) <= 2e-3f * (1.0f + std::fabs(cpu.kv().k(layer, slot)[e])));
-            REQUIRE(std::fabs(m.v(layer, slot)[e] - cpu.kv().v(layer, slot)[e]) <= 2e-3f * (1.0f + std::fabs(cpu.kv().v(layer, slot)[e])));
+            REQUIRE(std::fabs(m.k(layer, slot)[e] - cpu.kv().k(layer, slot)[e]) <= 1e-2f * (1.0f + std::fabs(cpu.kv().k(layer, slot)[e])));
+            REQUIRE(std::fabs(m.v(layer, slot)[e] - cpu.kv().v(layer, slot)[e]) <= 1e-2f * (1.0f + std::fabs(cpu.kv().v(layer, slot)[e])));
         }
 }
 

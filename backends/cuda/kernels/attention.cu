@@ -30,7 +30,7 @@ int32_t chunk_count(const AttentionShape &s, int32_t max_keys) { return (max_key
 __global__ void attention_chunks_kernel(const float *__restrict__ q, const __half *__restrict__ k_cache, const __half *__restrict__ v_cache,
                                         int32_t dkv, AttentionRows rows, AttentionShape s, int32_t sub, int32_t n_chunks,
                                         float *__restrict__ partials) {
-    extern __shared__ unsigned char smem[];
+    SPECULA_DYNAMIC_SHARED(unsigned char, smem);
     const int hd = s.head_dim, hp = hd + 2;
     __half *ks = reinterpret_cast<__half *>(smem);
     __half *vs = ks + sub * hp;
@@ -116,7 +116,7 @@ __global__ void attention_chunks_kernel(const float *__restrict__ q, const __hal
 __global__ void attention_tree_kernel(const float *__restrict__ q, const __half *__restrict__ k_cache, const __half *__restrict__ v_cache,
                                       int32_t dkv, int32_t first_slot, int32_t n_tree, const uint8_t *__restrict__ mask, AttentionShape s,
                                       float *__restrict__ out) {
-    extern __shared__ float tree_smem[];
+    SPECULA_DYNAMIC_SHARED(float, tree_smem);
     const int hd = s.head_dim, lane = threadIdx.x;
     const int32_t i = blockIdx.x, h = blockIdx.y, g = h / (s.n_head / s.n_head_kv);
     float *qs = tree_smem, *ps = tree_smem + hd;
@@ -205,7 +205,7 @@ void attention_chunks(const float *q, const __half *k_cache, const __half *v_cac
     const int sub = sub_block(s.head_dim), hp = padded_dim(s.head_dim);
     const size_t halves = size_t(2 * sub * hp);
     const size_t bytes = halves * sizeof(__half) + size_t(kChunkWarps) * size_t(s.head_dim + sub) * sizeof(float);
-    attention_chunks_kernel<<<dim3(unsigned(n_chunks), unsigned(s.n_head_kv)), kChunkWarps * kWarp, bytes, stream>>>(
+    SPECULA_LAUNCH(attention_chunks_kernel, dim3(unsigned(n_chunks), unsigned(s.n_head_kv)), kChunkWarps * kWarp, bytes, stream)(
         q, k_cache, v_cache, n_embd_kv, rows, s, sub, n_chunks, partials);
 }
 
@@ -213,7 +213,7 @@ void attention_tree(const float *q, const __half *k_cache, const __half *v_cache
                     int32_t n_tree, const uint8_t *mask, const AttentionShape &s, float *tree_partials, cudaStream_t stream) {
     if (n_rows <= 0) return;
     const size_t bytes = size_t(s.head_dim + kWarp) * sizeof(float);
-    attention_tree_kernel<<<dim3(unsigned(n_rows), unsigned(s.n_head)), kWarp, bytes, stream>>>(q, k_cache, v_cache, n_embd_kv, first_tree_slot,
+    SPECULA_LAUNCH(attention_tree_kernel, dim3(unsigned(n_rows), unsigned(s.n_head)), kWarp, bytes, stream)(q, k_cache, v_cache, n_embd_kv, first_tree_slot,
                                                                                                n_tree, mask, s, tree_partials);
 }
 
@@ -222,7 +222,7 @@ void attention_merge(const float *partials, const float *tree_partials, const At
     if (rows.n <= 0) return;
     const int32_t n_chunks = std::max(1, chunk_count(s, rows.max_keys));
     const int threads = std::min(256, std::max(32, (s.head_dim + 31) / 32 * 32));
-    attention_merge_kernel<<<dim3(unsigned(rows.n), unsigned(s.n_head)), threads, 0, stream>>>(partials, tree_partials, rows, s, n_chunks,
+    SPECULA_LAUNCH(attention_merge_kernel, dim3(unsigned(rows.n), unsigned(s.n_head)), threads, 0, stream)(partials, tree_partials, rows, s, n_chunks,
                                                                                                out, lse);
 }
 

@@ -119,31 +119,31 @@ __global__ void argmax_kernel(const float *__restrict__ values, int32_t n, int32
 }  // namespace
 
 void embed(const DeviceMatrix &table, const int32_t *tokens, int32_t n, float *out, cudaStream_t stream) {
-    if (n > 0) embed_kernel<<<n, 256, 0, stream>>>(table.data, table.type, table.ld, table.cols, tokens, out);
+    if (n > 0) SPECULA_LAUNCH(embed_kernel, n, 256, 0, stream)(table.data, table.type, table.ld, table.cols, tokens, out);
 }
 
 void rmsnorm(const float *x, const float *weight, int32_t n, int32_t d, float eps, float *out, cudaStream_t stream) {
-    if (n > 0) rmsnorm_kernel<<<n, kNormThreads, 0, stream>>>(x, weight, d, eps, out);
+    if (n > 0) SPECULA_LAUNCH(rmsnorm_kernel, n, kNormThreads, 0, stream)(x, weight, d, eps, out);
 }
 
 void add_bias(float *x, const float *bias, int32_t n, int32_t d, cudaStream_t stream) {
     const int64_t total = int64_t(n) * d;
-    if (total > 0) add_bias_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(x, bias, total, d);
+    if (total > 0) SPECULA_LAUNCH(add_bias_kernel, blocks_for(total, 256), 256, 0, stream)(x, bias, total, d);
 }
 
 void add(float *x, const float *y, int64_t count, cudaStream_t stream) {
-    if (count > 0) add_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(x, y, count);
+    if (count > 0) SPECULA_LAUNCH(add_kernel, blocks_for(count, 256), 256, 0, stream)(x, y, count);
 }
 
 void swiglu(float *gate, const float *up, int64_t count, cudaStream_t stream) {
-    if (count > 0) swiglu_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(gate, up, count);
+    if (count > 0) SPECULA_LAUNCH(swiglu_kernel, blocks_for(count, 256), 256, 0, stream)(gate, up, count);
 }
 
 void rope(float *x, int32_t n, int32_t n_heads, int32_t head_dim, int32_t rope_dim, bool neox, const int32_t *positions,
           const float *cos_table, const float *sin_table, cudaStream_t stream) {
     if (n <= 0 || rope_dim < 2) return;
     const int threads = std::min(128, std::max(32, rope_dim / 2));
-    rope_kernel<<<dim3(unsigned(n), unsigned(n_heads)), threads, 0, stream>>>(x, n_heads, head_dim, rope_dim, neox, positions, cos_table,
+    SPECULA_LAUNCH(rope_kernel, dim3(unsigned(n), unsigned(n_heads)), threads, 0, stream)(x, n_heads, head_dim, rope_dim, neox, positions, cos_table,
                                                                                sin_table);
 }
 
@@ -152,17 +152,17 @@ void store_kv(const float *k, const float *v, int32_t n, int32_t n_embd_kv, __ha
     const int64_t total = int64_t(n) * n_embd_kv;
     if (total <= 0) return;
     const size_t offset = size_t(first_slot) * size_t(n_embd_kv);
-    store_kv_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(k, v, total, k_cache + offset, v_cache + offset);
+    SPECULA_LAUNCH(store_kv_kernel, blocks_for(total, 256), 256, 0, stream)(k, v, total, k_cache + offset, v_cache + offset);
 }
 
 void copy_kv_slot(__half *k_cache, __half *v_cache, int32_t n_layer, size_t layer_stride, int32_t n_embd_kv, int32_t from, int32_t to,
                   cudaStream_t stream) {
     if (from != to && n_layer > 0)
-        copy_slot_kernel<<<unsigned(n_layer), 256, 0, stream>>>(k_cache, v_cache, layer_stride, n_embd_kv, from, to);
+        SPECULA_LAUNCH(copy_slot_kernel, unsigned(n_layer), 256, 0, stream)(k_cache, v_cache, layer_stride, n_embd_kv, from, to);
 }
 
 void argmax(const float *values, int32_t n, int32_t *out, cudaStream_t stream) {
-    argmax_kernel<<<1, kArgmaxThreads, 0, stream>>>(values, n, out);
+    SPECULA_LAUNCH(argmax_kernel, 1, kArgmaxThreads, 0, stream)(values, n, out);
 }
 
 }  // namespace specula::internal::cuda

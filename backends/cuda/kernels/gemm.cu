@@ -135,7 +135,7 @@ void gemm(const DeviceMatrix &w, const float *x, int32_t n, float *y, void *scra
     if (n <= 0) return;
     if (w.type == MatType::F32) {
         const dim3 grid(unsigned((w.rows + kF32WarpsPerBlock - 1) / kF32WarpsPerBlock), unsigned((n + kF32Tokens - 1) / kF32Tokens));
-        gemm_f32_kernel<<<grid, kF32WarpsPerBlock * kWarp, 0, stream>>>(static_cast<const float *>(w.data), w.ld, w.rows, w.cols, x,
+        SPECULA_LAUNCH(gemm_f32_kernel, grid, kF32WarpsPerBlock * kWarp, 0, stream)(static_cast<const float *>(w.data), w.ld, w.rows, w.cols, x,
                                                                          n, y);
         return;
     }
@@ -143,11 +143,11 @@ void gemm(const DeviceMatrix &w, const float *x, int32_t n, float *y, void *scra
     __half *xh = static_cast<__half *>(scratch);
     const size_t halves = size_t(n_pad) * size_t(w.ld);
     float *partial = reinterpret_cast<float *>(static_cast<char *>(scratch) + (halves * sizeof(__half) + 255) / 256 * 256);
-    to_half_padded_kernel<<<grid_for(int64_t(halves), 256), 256, 0, stream>>>(x, n, w.cols, n_pad, w.ld, xh);
+    SPECULA_LAUNCH(to_half_padded_kernel, grid_for(int64_t(halves), 256), 256, 0, stream)(x, n, w.cols, n_pad, w.ld, xh);
     const dim3 grid(unsigned((w.rows_alloc / kTile + kF16WarpsPerBlock - 1) / kF16WarpsPerBlock), unsigned(n_seg));
-    gemm_f16_kernel<<<grid, kF16WarpsPerBlock * kWarp, 0, stream>>>(static_cast<const __half *>(w.data), w.ld, w.rows_alloc, xh,
+    SPECULA_LAUNCH(gemm_f16_kernel, grid, kF16WarpsPerBlock * kWarp, 0, stream)(static_cast<const __half *>(w.data), w.ld, w.rows_alloc, xh,
                                                                      n_pad, n_seg, partial);
-    sum_segments_kernel<<<grid_for(int64_t(n) * w.rows, 256), 256, 0, stream>>>(partial, n_seg, n, n_pad, w.rows, w.rows_alloc, y);
+    SPECULA_LAUNCH(sum_segments_kernel, grid_for(int64_t(n) * w.rows, 256), 256, 0, stream)(partial, n_seg, n, n_pad, w.rows, w.rows_alloc, y);
 }
 
 }  // namespace specula::internal::cuda

@@ -13,6 +13,16 @@
 
 #include <cstdint>
 
+// Kernel launches and dynamic shared memory go through these two macros so that the same sources also build
+// for the CPU emulator (backends/cuda/emulation/), which runs the whole backend in CI where there is no GPU.
+#ifdef SPECULA_CUDA_EMULATION
+#define SPECULA_LAUNCH(kernel, grid, block, smem, stream) ::cuda_emulation::launcher(kernel, dim3(grid), dim3(block), smem, stream)
+#define SPECULA_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(::cuda_emulation::dynamic_shared())
+#else
+#define SPECULA_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#define SPECULA_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 namespace specula::internal::cuda {
 
 // ---- weights --------------------------------------------------------------------------------------------

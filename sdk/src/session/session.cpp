@@ -30,8 +30,9 @@ int choose_threads(int32_t requested) {
 Session::Session(std::shared_ptr<const Model> model, const SessionConfig &config, const SamplerConfig &sampler)
     : model_(std::move(model)),
       config_(config),
-      runner_(make_target_runner(model_, choose_n_ctx(*model_, config.n_ctx), choose_threads(config.n_threads), config.backend,
-                                 backend_note_)),
+      runner_(config.make_runner ? config.make_runner(model_, choose_n_ctx(*model_, config.n_ctx), choose_threads(config.n_threads))
+                                 : make_target_runner(model_, choose_n_ctx(*model_, config.n_ctx), choose_threads(config.n_threads),
+                                                      config.backend, backend_note_)),
       sampler_(sampler) {
     runner_->set_cancel_flag(&cancel_requested_);
     require(config_.n_batch > 0 && config_.n_batch <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "session: n_batch must be in [1, 4096]");

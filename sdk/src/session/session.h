@@ -22,6 +22,7 @@
 #include <specula/specula.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct SessionConfig {
     int32_t n_threads = 0;  // 0 = cores, at most 8
     int32_t n_batch = 64;
     BackendChoice backend;  // which backend runs the target (auto: CUDA when usable, else the CPU)
+    // Internal: builds the target's runner instead of `backend` (tests run the CUDA backend's CPU emulation
+    // through a real session this way).
+    std::function<std::unique_ptr<TargetRunner>(std::shared_ptr<const Model>, int32_t n_ctx, int n_threads)> make_runner;
 };
 
 struct GenerateConfig {
