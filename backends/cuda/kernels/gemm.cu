@@ -63,7 +63,7 @@ __global__ void to_half_padded_kernel(const float *__restrict__ x, int32_t n, in
 // grid: x = row tiles / kF16WarpsPerBlock, y = K segments. partial[seg][t][r] for t < n_pad, r < rows_alloc.
 __global__ void gemm_f16_kernel(const __half *__restrict__ w, int64_t ld, int64_t rows_alloc, const __half *__restrict__ xh,
                                 int32_t n_pad, int32_t n_segments, float *__restrict__ partial) {
-    __shared__ float tile[kF16WarpsPerBlock][kTile * kTile];
+    __shared__ __align__(32) float tile[kF16WarpsPerBlock][kTile * kTile];  // WMMA stores need 256-bit alignment
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int64_t r0 = (int64_t(blockIdx.x) * kF16WarpsPerBlock + warp) * kTile;
     if (r0 >= rows_alloc) return;
