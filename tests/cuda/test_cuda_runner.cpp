@@ -1,7 +1,10 @@
 // The CUDA runner against the CPU reference on every fixture model, the bit-identity of tree verification and
 // decoding, and greedy speculative decoding on CUDA equal to plain greedy decoding on CUDA (lossless).
 #include "backends/cpu/cpu_runner.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_devices.h"
 #include "backends/cuda/cuda_runner.h"
+#include "core/error.h"
 #include "common/fixture_files.h"
 #include "model/model.h"
 #include "session/session.h"
@@ -327,3 +330,40 @@ TEST_CASE("cuda: eval_argmax returns the greedy token without copying logits", "
     REQUIRE(b.eval(prompt.data(), 12, 0, logits.data(), false));
     CHECK(next == argmax(logits.data(), model->hparams().n_vocab));
 }
+
+#ifdef SPECULA_CUDA_EMULATION
+// The emulator can pretend to have no device or little memory: the runner's refusals carry their reasons.
+TEST_CASE("cuda emulated: a device without room refuses the session with the sizes", "[cuda]") {
+    const auto model = load("models/stories260K.gguf");
+    setenv("SPECULA_CUDA_EMULATION_MEMORY_MB", "300", 1);
+    try {
+        CudaRunner r(model, 1 << 20, 1, 0);
+        FAIL("a 1M-token session fit in 300 MiB");
+    } catch (const Error &e) {
+        CHECK(e.status() == SPECULA_ERR_OUT_OF_MEMORY);
+        CHECK(std::string(e.what()).find("not enough device memory") != std::string::npos);
+        CHECK(std::string(e.what()).find("n_ctx 1048576") != std::string::npos);
+    }
+    CudaRunner small(model, 256, 1, 0);  // a small context still fits
+    unsetenv("SPECULA_CUDA_EMULATION_MEMORY_MB");
+    CHECK(small.n_ctx() == 256);
+}
+
+TEST_CASE("cuda emulated: without a device the factory says why", "[cuda]") {
+    const auto model = load("models/stories260K.gguf");
+    setenv("SPECULA_CUDA_EMULATION_DEVICES", "0", 1);
+    std::string reason;
+    CHECK(cuda::list_devices(&reason).empty());
+    CHECK(reason.find("no usable CUDA device") != std::string::npos);
+    try {
+        cuda::make_cuda_runner(model, 256, 1, 0);
+        FAIL("a runner without a device");
+    } catch (const Error &e) {
+        CHECK(e.status() == SPECULA_ERR_UNSUPPORTED);
+        CHECK(std::string(e.what()).rfind("CUDA: ", 0) == 0);
+    }
+    unsetenv("SPECULA_CUDA_EMULATION_DEVICES");
+    CHECK(!cuda::list_devices(&reason).empty());
+    CHECK_THROWS_AS(cuda::make_cuda_runner(model, 256, 1, 3), Error);  // no device 3
+}
+#endif

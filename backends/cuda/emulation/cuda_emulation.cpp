@@ -182,7 +182,11 @@ struct Graph {
 std::mutex memory_mutex;
 std::map<void *, size_t> allocations;
 size_t allocated = 0;
-constexpr size_t kDeviceMemory = size_t(8) << 30;
+// 8 GiB, or SPECULA_CUDA_EMULATION_MEMORY_MB (tests of the out-of-memory paths).
+size_t device_memory() {
+    const char *env = std::getenv("SPECULA_CUDA_EMULATION_MEMORY_MB");
+    return env != nullptr ? size_t(std::strtoull(env, nullptr, 10)) << 20 : size_t(8) << 30;
+}
 
 bool no_device() {
     const char *env = std::getenv("SPECULA_CUDA_EMULATION_DEVICES");
@@ -247,7 +251,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
     if (no_device() || device != 0) return cudaErrorInvalidDevice;
     std::memset(prop, 0, sizeof *prop);
     std::strncpy(prop->name, "specula CUDA emulator (CPU)", sizeof prop->name - 1);
-    prop->totalGlobalMem = kDeviceMemory;
+    prop->totalGlobalMem = device_memory();
     prop->major = 9;
     prop->minor = 0;
     prop->multiProcessorCount = 1;
@@ -268,14 +272,14 @@ cudaError_t cudaSetDevice(int device) { return device == 0 && !no_device() ? cud
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     std::lock_guard<std::mutex> lock(memory_mutex);
-    *total_bytes = kDeviceMemory;
-    *free_bytes = kDeviceMemory - std::min(allocated, kDeviceMemory);
+    *total_bytes = device_memory();
+    *free_bytes = device_memory() - std::min(allocated, device_memory());
     return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     std::lock_guard<std::mutex> lock(memory_mutex);
-    if (allocated + bytes > kDeviceMemory) return cudaErrorMemoryAllocation;
+    if (allocated + bytes > device_memory()) return cudaErrorMemoryAllocation;
     void *p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
     if (p == nullptr) return cudaErrorMemoryAllocation;
     std::memset(p, 0xA5, bytes);  // device memory is not zeroed: poison it so unwritten reads show

@@ -24,7 +24,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static  // block-shared: blocks run one at a time, so a static is one block's shared memory
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
