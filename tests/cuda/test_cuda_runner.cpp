@@ -6,6 +6,7 @@
 #include "backends/cuda/cuda_runner.h"
 #include "core/error.h"
 #include "common/fixture_files.h"
+#include "common/session_run.h"
 #include "model/model.h"
 #include "session/session.h"
 #include "speculative/longspec_draft_file.h"
@@ -76,23 +77,7 @@ int32_t argmax(const float *v, int32_t n) {
     return best;
 }
 
-std::vector<int32_t> generate(Session &s, const std::vector<int32_t> &prompt, int32_t n) {
-    s.rewind(0);
-    s.append_tokens(prompt.data(), prompt.size());
-    GenerateConfig run;
-    run.max_tokens = n;
-    run.stop_at_eog = false;
-    s.configure_run(run);
-    s.begin_run();
-    std::vector<int32_t> out;
-    for (;;) {
-        StepResult r;
-        s.step(r);
-        if (r.token >= 0) out.push_back(r.token);
-        if (r.stop != SPECULA_STOP_NONE) break;
-    }
-    return out;
-}
+using test_sessions::generate;
 
 // A session on the CPU reference, or on this build's CUDA runner (the real one, or the emulator's).
 SessionConfig on(BackendKind kind) {

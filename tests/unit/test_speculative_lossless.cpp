@@ -3,6 +3,7 @@
 // as its own draft is always accepted, and n-grams on repetitive text often), including runs that pass the
 // LongSpec window many times (window 16) and prompts longer than the window.
 #include "common/fixture_files.h"
+#include "common/session_run.h"
 #include "session/session.h"
 #include "speculative/longspec_draft_file.h"
 
@@ -30,23 +31,7 @@ std::shared_ptr<const Model> load_model(const std::string &rel) {
     return Model::load((test_fixtures::fixtures_dir() / rel).string(), LoadOptions{});
 }
 
-std::vector<int32_t> generate(Session &s, const std::vector<int32_t> &prompt, int32_t n) {
-    s.rewind(0);
-    s.append_tokens(prompt.data(), prompt.size());
-    GenerateConfig run;
-    run.max_tokens = n;
-    run.stop_at_eog = false;
-    s.configure_run(run);
-    s.begin_run();
-    std::vector<int32_t> out;
-    for (;;) {
-        StepResult r;
-        s.step(r);
-        if (r.token >= 0) out.push_back(r.token);
-        if (r.stop != SPECULA_STOP_NONE) break;
-    }
-    return out;
-}
+using test_sessions::generate;
 
 // A prompt of `n` tokens taken from the model's own text: BOS + tokenized story / code, repeated as needed.
 std::vector<int32_t> make_prompt(const Model &model, int32_t n) {
