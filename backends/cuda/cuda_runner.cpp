@@ -143,6 +143,8 @@ CudaRunner::~CudaRunner() {
     (void)cudaGetLastError();
 }
 
+int32_t CudaRunner::kv_width() const { return model_->hparams().n_embd_kv(); }
+
 size_t CudaRunner::session_device_bytes() const {
     size_t total = 0;
     for (const DeviceBuffer *b : {&kv_k_, &kv_v_, &rope_cos_, &rope_sin_, &x_, &xb_, &q_, &k_, &v_, &att_, &gate_, &up_, &logits_, &gemm_scratch_,

@@ -36,6 +36,7 @@ public:
     void set_tree_attention(TreeAttention mode) override { tree_attention_ = mode; }
     const KvCache &host_kv(int32_t layer, int32_t n_slots) override;
     ThreadPool &pool() override { return pool_; }
+    std::unique_ptr<Drafter> make_device_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) override;
     int32_t n_ctx() const override { return n_ctx_; }
     size_t kv_bytes() const override { return kv_k_.bytes() + kv_v_.bytes(); }
 
@@ -48,6 +49,16 @@ public:
     // Whether decode steps run as CUDA graphs (on by default; SPECULA_CUDA_GRAPHS=0 turns them off).
     bool graphs_enabled() const { return use_graphs_; }
     int32_t attention_chunk() const { return shape_.chunk; }
+
+    // For kernels that run beside the target on its device and stream (the LongSpec drafter).
+    const DeviceWeights &weights() const { return *weights_; }
+    const std::shared_ptr<const Model> &model() const { return model_; }
+    cudaStream_t stream() const { return stream_; }
+    int device() const { return device_; }
+    const __half *kv_k(int32_t layer) const { return kv_k_.as<__half>() + size_t(layer) * size_t(n_ctx_) * size_t(kv_width()); }
+    const __half *kv_v(int32_t layer) const { return kv_v_.as<__half>() + size_t(layer) * size_t(n_ctx_) * size_t(kv_width()); }
+    const float *rope_cos() const { return rope_cos_.as<float>(); }
+    const float *rope_sin() const { return rope_sin_.as<float>(); }
 
 private:
     struct TreeBatch {
@@ -67,6 +78,7 @@ private:
         if (mirror_valid_ > from_slot) mirror_valid_ = from_slot;
     }
 
+    int32_t kv_width() const;
     static constexpr int32_t kMaxRows = 256;
 
     std::shared_ptr<const Model> model_;

@@ -25,23 +25,23 @@ Plan plan_for(const WeightView &w) {
     return Plan::F16Convert;
 }
 
-size_t matrix_bytes(const WeightView &w) {
-    if (plan_for(w) == Plan::F32) return size_t(w.rows) * size_t(w.cols) * sizeof(float);
-    return size_t(round_up(w.rows, kTile)) * size_t(round_up(w.cols, kTile)) * 2;
-}
-
 std::mutex registry_mutex;
 std::map<std::pair<const Model *, int>, std::weak_ptr<const DeviceWeights>> registry;
 
 }  // namespace
 
+size_t DeviceUploads::matrix_bytes(const WeightView &w) {
+    if (plan_for(w) == Plan::F32) return size_t(w.rows) * size_t(w.cols) * sizeof(float);
+    return size_t(round_up(w.rows, kTile)) * size_t(round_up(w.cols, kTile)) * 2;
+}
+
 size_t DeviceWeights::bytes_needed(const Model &model) {
     const ModelWeights &w = model.weights();
     const HParams &hp = model.hparams();
-    size_t total = matrix_bytes(w.token_embd) + size_t(hp.n_embd) * sizeof(float);
-    if (!w.tied_output) total += matrix_bytes(w.output);
+    size_t total = DeviceUploads::matrix_bytes(w.token_embd) + size_t(hp.n_embd) * sizeof(float);
+    if (!w.tied_output) total += DeviceUploads::matrix_bytes(w.output);
     for (const LayerWeights &l : w.layers) {
-        for (const WeightView *m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) total += matrix_bytes(*m);
+        for (const WeightView *m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) total += DeviceUploads::matrix_bytes(*m);
         total += 2 * size_t(hp.n_embd) * sizeof(float) + size_t(hp.n_embd_q() + 2 * hp.n_embd_kv()) * sizeof(float);
     }
     return total;
@@ -61,7 +61,7 @@ std::shared_ptr<const DeviceWeights> DeviceWeights::get(const std::shared_ptr<co
     return weights;
 }
 
-const float *DeviceWeights::upload_floats(const WeightView &w) {
+const float *DeviceUploads::floats(const WeightView &w) {
     if (!w) return nullptr;
     const size_t bytes = size_t(w.rows) * size_t(w.cols) * sizeof(float);
     DeviceBuffer buf(bytes);
@@ -72,7 +72,7 @@ const float *DeviceWeights::upload_floats(const WeightView &w) {
     return p;
 }
 
-DeviceMatrix DeviceWeights::upload_matrix(const WeightView &w) {
+DeviceMatrix DeviceUploads::matrix(const WeightView &w) {
     DeviceMatrix m;
     m.rows = w.rows;
     m.cols = w.cols;
@@ -138,23 +138,23 @@ DeviceMatrix DeviceWeights::upload_matrix(const WeightView &w) {
 
 void DeviceWeights::upload(const Model &model) {
     const ModelWeights &w = model.weights();
-    token_embd = upload_matrix(w.token_embd);
-    output = w.tied_output ? token_embd : upload_matrix(w.output);
-    output_norm = upload_floats(w.output_norm);
+    token_embd = uploads_.matrix(w.token_embd);
+    output = w.tied_output ? token_embd : uploads_.matrix(w.output);
+    output_norm = uploads_.floats(w.output_norm);
     for (const LayerWeights &l : w.layers) {
         DeviceLayer d;
-        d.attn_norm = upload_floats(l.attn_norm);
-        d.ffn_norm = upload_floats(l.ffn_norm);
-        d.bq = upload_floats(l.bq);
-        d.bk = upload_floats(l.bk);
-        d.bv = upload_floats(l.bv);
-        d.wq = upload_matrix(l.wq);
-        d.wk = upload_matrix(l.wk);
-        d.wv = upload_matrix(l.wv);
-        d.wo = upload_matrix(l.wo);
-        d.ffn_gate = upload_matrix(l.ffn_gate);
-        d.ffn_up = upload_matrix(l.ffn_up);
-        d.ffn_down = upload_matrix(l.ffn_down);
+        d.attn_norm = uploads_.floats(l.attn_norm);
+        d.ffn_norm = uploads_.floats(l.ffn_norm);
+        d.bq = uploads_.floats(l.bq);
+        d.bk = uploads_.floats(l.bk);
+        d.bv = uploads_.floats(l.bv);
+        d.wq = uploads_.matrix(l.wq);
+        d.wk = uploads_.matrix(l.wk);
+        d.wv = uploads_.matrix(l.wv);
+        d.wo = uploads_.matrix(l.wo);
+        d.ffn_gate = uploads_.matrix(l.ffn_gate);
+        d.ffn_up = uploads_.matrix(l.ffn_up);
+        d.ffn_down = uploads_.matrix(l.ffn_down);
         layers.push_back(d);
     }
 }

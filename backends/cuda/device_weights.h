@@ -26,6 +26,21 @@ struct DeviceLayer {
     DeviceMatrix wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down;
 };
 
+// Copies weight tensors to the device in the formats above and owns the copies.
+class DeviceUploads {
+public:
+    DeviceMatrix matrix(const WeightView &w);
+    // An F32 vector (norm weights, biases), or nullptr for an absent tensor.
+    const float *floats(const WeightView &w);
+    size_t bytes() const { return bytes_; }
+    // Device bytes matrix() will take for w.
+    static size_t matrix_bytes(const WeightView &w);
+
+private:
+    size_t bytes_ = 0;
+    std::vector<DeviceBuffer> buffers_;
+};
+
 class DeviceWeights {
 public:
     // The weights of `model` on `device`, uploading them if no live session has. Throws Error(OUT_OF_MEMORY) when
@@ -37,18 +52,15 @@ public:
     DeviceMatrix token_embd, output;
     const float *output_norm = nullptr;
     std::vector<DeviceLayer> layers;
-    size_t bytes() const { return bytes_; }
+    size_t bytes() const { return uploads_.bytes(); }
     int device() const { return device_; }
 
 private:
     DeviceWeights() = default;
     void upload(const Model &model);
-    DeviceMatrix upload_matrix(const WeightView &w);
-    const float *upload_floats(const WeightView &w);
 
     int device_ = 0;
-    size_t bytes_ = 0;
-    std::vector<DeviceBuffer> buffers_;
+    DeviceUploads uploads_;
 };
 
 }  // namespace specula::internal::cuda

@@ -2,8 +2,8 @@
 //   decode     one token per step (CUDA graph, argmax on the device), tokens/s
 //   verify     a speculation tree (default [4,16,16,16,16] = 69 nodes) evaluated with the lazy LM head and the
 //              depth + 1 rows a verifier reads, divided by one decode step (LongSpec's goal: <= 1.15 at 32K)
-//   draft      one LongSpec draft round (the drafter runs on the CPU over a host mirror of the target's last
-//              layer), per level, divided by one target decode step (goal <= 0.08)
+//   draft      one LongSpec draft round on the device (beam search on the host), per level, divided by one
+//              target decode step (goal <= 0.08)
 //   memory     the drafter's bytes at each context (must not change) and the session's device bytes
 //   bandwidth  bytes a decode step must read (weights + the KV cache it attends) / step time, against the card's
 //              peak and against a device-to-device copy measured here
@@ -15,7 +15,6 @@
 #include "model/model.h"
 #include "speculative/drafter.h"
 #include "speculative/longspec_draft_file.h"
-#include "speculative/longspec_drafter.h"
 #include "tree_widths.h"
 
 #include <CLI/CLI.hpp>
@@ -190,13 +189,13 @@ int main(int argc, char **argv) {
             double draft_level_s = 0;
             size_t drafter_bytes = 0;
             if (draft) {
-                auto drafter = make_longspec_drafter(draft, tree.size() - 1, runner.pool());
-                std::vector<int32_t> context = prompt;
+                auto drafter = runner.make_device_longspec_drafter(draft, tree.size() - 1);
+                std::vector<int32_t> context(prompt.begin(), prompt.end());
+                context.resize(static_cast<size_t>(n_past), 0);  // the decoded tokens' ids do not matter here
                 context.push_back(token);
                 DraftRequest req;
                 req.tokens = context;
                 req.n_target_kv = n_past;
-                req.target_kv = &runner.host_kv(drafter->target_kv_layer(), n_past);  // copies the layer once
                 req.shape = TreeShape{widths};
                 req.node_budget = tree.size();
                 std::vector<double> t;

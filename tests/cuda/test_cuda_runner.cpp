@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "session/session.h"
 #include "speculative/longspec_draft_file.h"
+#include "speculative/longspec_drafter.h"
 
 #include <catch2/catch.hpp>
 
@@ -352,3 +353,48 @@ TEST_CASE("cuda emulated: without a device the factory says why", "[cuda]") {
     CHECK_THROWS_AS(cuda::make_cuda_runner(model, 256, 1, 3), Error);  // no device 3
 }
 #endif
+
+TEST_CASE("cuda: the device LongSpec drafter's logits match the CPU drafter's", "[cuda][longspec]") {
+    const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
+    if (!test_fixtures::have_fixture(path)) return;
+    const auto model = load("models/stories260K.gguf");
+    const auto draft_path = std::filesystem::temp_directory_path() / ("specula-cuda-draft-logits-" + std::to_string(::getpid()) + ".gguf");
+    RandomDraftOptions opt;
+    opt.window = 16;  // the 40-token context wraps the ring twice
+    write_random_longspec_draft(*model, draft_path.string(), opt);
+    const auto draft = LongSpecDraft::load(draft_path.string(), model);
+    std::filesystem::remove(draft_path);
+    const int32_t n_vocab = model->hparams().n_vocab;
+    const std::vector<int32_t> context = prompt_for(*model, 41);
+    CpuRunner cpu(model, 256, 2);
+    CudaRunner gpu(model, 256, 2, 0);
+    std::vector<float> scratch(static_cast<size_t>(n_vocab));
+    cpu.eval(context.data(), 40, 0, scratch.data(), false);
+    REQUIRE(gpu.eval(context.data(), 40, 0, scratch.data(), false));
+    auto cpu_drafter = make_longspec_drafter(draft, 68, cpu.pool());
+    auto gpu_drafter = gpu.make_device_longspec_drafter(draft, 68);
+    REQUIRE(gpu_drafter != nullptr);
+    CHECK(gpu_drafter->target_kv_layer() == -1);  // reads the device cache in place: no host mirror
+    DraftRequest req;
+    req.tokens = context;
+    req.n_target_kv = 40;
+    req.target_kv = &cpu.kv();
+    std::vector<float> a(static_cast<size_t>(n_vocab)), b(a.size());
+    REQUIRE(cpu_drafter->root_logits(req, a.data()));
+    req.target_kv = nullptr;
+    REQUIRE(gpu_drafter->root_logits(req, b.data()));
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+    INFO("max |diff| " << worst << " at max |logit| " << max_abs(a.data(), a.size()));
+    CHECK(worst <= 1e-2 * max_abs(a.data(), a.size()));
+    CHECK(argmax(a.data(), n_vocab) == argmax(b.data(), n_vocab));
+    // Its memory is fixed at creation.
+    const size_t bytes = gpu_drafter->allocated_bytes();
+    DraftTree tree;
+    tree.reset(context.back());
+    req.shape = TreeShape{};
+    req.node_budget = 69;
+    gpu_drafter->draft(req, tree);
+    CHECK(tree.size() > 1);
+    CHECK(gpu_drafter->allocated_bytes() == bytes);
+}

@@ -3,13 +3,17 @@
 // (backends/cpu/cpu_runner.h) and the CUDA backend (backends/cuda/cuda_runner.h) run the same speculative loop.
 #pragma once
 
+#include "speculative/drafter.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace specula::internal {
 
 class KvCache;
+class LongSpecDraft;
 class ThreadPool;
 
 // How tree nodes attend. Exact (default): each node's softmax runs over the committed prefix and then its
@@ -56,6 +60,13 @@ public:
     virtual const KvCache &host_kv(int32_t layer, int32_t n_slots) = 0;
     // CPU threads for drafters that run between the target's forward passes.
     virtual ThreadPool &pool() = 0;
+    // A LongSpec drafter that runs on this backend's device and reads the target's cache in place, or nullptr:
+    // then the session uses the CPU drafter, which reads host_kv().
+    virtual std::unique_ptr<Drafter> make_device_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) {
+        (void)draft;
+        (void)max_tree_nodes;
+        return nullptr;
+    }
 
     virtual int32_t n_ctx() const = 0;
     // Bytes of the target's KV cache (on whatever memory the backend keeps it).

@@ -57,7 +57,10 @@ void Session::set_speculative(const SpeculativeConfig &config) {
     const int32_t model_nodes = (config.longspec || config.draft_model) ? config.shape.max_nodes() : 0;
     const int32_t budget = 1 + model_nodes + (config.ngram ? config.ngram_nodes : 0);
     std::unique_ptr<Drafter> primary;
-    if (config.longspec) primary = make_longspec_drafter(config.longspec, budget - 1, runner_->pool());
+    if (config.longspec) {
+        primary = runner_->make_device_longspec_drafter(config.longspec, budget - 1);
+        if (!primary) primary = make_longspec_drafter(config.longspec, budget - 1, runner_->pool());
+    }
     if (config.draft_model) primary = make_model_drafter(config.draft_model, *model_, n_ctx(), runner_->pool().size());
     std::unique_ptr<Drafter> drafter;
     if (config.ngram) {
