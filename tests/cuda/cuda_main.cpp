@@ -14,8 +14,9 @@ int main(int argc, char **argv) {
         std::printf("SKIPPED: the CUDA tests need a GPU: %s\n", reason.c_str());
         return 77;
     }
+    // On stderr: test discovery (catch_discover_tests) reads the list of test names from stdout.
     for (const auto &d : devices)
-        std::printf("CUDA device %d: %s, compute %d.%d, %d SMs, %.1f GiB (%.1f GiB free), peak %.0f GB/s\n", d.index, d.name.c_str(),
+        std::fprintf(stderr, "CUDA device %d: %s, compute %d.%d, %d SMs, %.1f GiB (%.1f GiB free), peak %.0f GB/s\n", d.index, d.name.c_str(),
                     d.compute_major, d.compute_minor, d.multiprocessors, double(d.total_memory) / (1 << 30), double(d.free_memory) / (1 << 30),
                     d.peak_bandwidth_gbs);
     return Catch::Session().run(argc, argv);
