@@ -12,9 +12,8 @@
 #include "backends/cpu/types/half.h"
 #include "core/error.h"
 #include "model/model.h"
-#include "speculative/beam_tree.h"
-#include "speculative/drafter.h"
 #include "speculative/longspec_draft_file.h"
+#include "speculative/longspec_drafter.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,14 +25,14 @@ namespace {
 constexpr int32_t kCrossChunks = 32;  // cross-attention splits the target's prefix into at most this many chunks
 constexpr int32_t kSelfChunk = 64;
 
-class CudaLongSpecDrafter final : public Drafter {
+class CudaLongSpecDrafter final : public LongSpecDrafterBase {
 public:
     CudaLongSpecDrafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes, CudaRunner &target)
-        : draft_(std::move(draft)), target_(target), cfg_(draft_->config()), hp_(draft_->target().hparams()) {
+        : LongSpecDrafterBase(max_tree_nodes, draft->target().hparams().n_vocab), draft_(std::move(draft)), target_(target), cfg_(draft_->config()),
+          hp_(draft_->target().hparams()) {
         require(max_tree_nodes >= 0 && max_tree_nodes <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "longspec: max tree nodes must be in [0, 4096]");
         check(cudaSetDevice(target_.device()), "cudaSetDevice");
         ring_ = cfg_.window + 1;
-        max_nodes_ = max_tree_nodes;
         rows_ = std::max(max_nodes_ + 1, 64);
         const LongSpecWeights &w = draft_->weights();
         wq_ = up_.matrix(w.wq), wk_ = up_.matrix(w.wk), wv_ = up_.matrix(w.wv), wo_ = up_.matrix(w.wo);
@@ -77,7 +76,6 @@ public:
         ring_pos_.assign(size_t(ring_), -1);
     }
 
-    const char *name() const override { return "longspec"; }
     void rewind(int32_t n_tokens) override { n_done_ = std::min(n_done_, std::max(n_tokens, 0)); }
 
     size_t allocated_bytes() const override {
@@ -87,26 +85,10 @@ public:
         return total + ring_pos_.capacity() * sizeof(int32_t);
     }
 
-    void draft(const DraftRequest &request, DraftTree &tree) override {
-        begin_round(request);
-        DraftRequest bounded = request;
-        bounded.node_budget = std::min(request.node_budget, max_nodes_ + 1);
-        const int32_t vocab = hp_.n_vocab;
-        build_beam_tree(bounded, tree, vocab, vocab, vocab,
-                        [this](const DraftTree &t, int32_t first, int32_t count, float *logits) { score(t, first, count, logits); });
-    }
-
-    bool root_logits(const DraftRequest &request, float *logits) override {
-        begin_round(request);
-        root_tree_.reset(request.tokens.back());
-        score(root_tree_, 0, 1, logits);
-        return true;
-    }
-
 private:
     size_t host_staging_bytes() const { return ints_capacity_ * 4 + logits_.bytes(); }
 
-    void begin_round(const DraftRequest &request) {
+    void begin_round(const DraftRequest &request) override {
         const int32_t n = int32_t(request.tokens.size());
         require(n >= 1, SPECULA_ERR_INTERNAL, "longspec: empty context");
         check(cudaSetDevice(target_.device()), "cudaSetDevice");
@@ -162,8 +144,7 @@ private:
         n_done_ = n;
     }
 
-    // The layer for tree nodes [first, first + count): count rows of logits into `logits` (host).
-    void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) {
+    void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) override {
         require(first + count <= max_nodes_ + 1 && count <= rows_, SPECULA_ERR_INTERNAL, "longspec (CUDA): tree larger than allocated");
         cudaStream_t st = target_.stream();
         const int32_t d = hp_.n_embd, dq = hp_.n_embd_q(), dkv = hp_.n_embd_kv(), dff = cfg_.n_ff, n_vocab = hp_.n_vocab;
@@ -254,9 +235,8 @@ private:
     CudaRunner &target_;
     LongSpecDraftConfig cfg_;
     HParams hp_;
-    int32_t ring_ = 0, max_nodes_ = 0, rows_ = 0;
+    int32_t ring_ = 0, rows_ = 0;
     int32_t n_done_ = 0, root_pos_ = 0, n_target_kv_ = 0;
-    DraftTree root_tree_;
     DeviceUploads up_;
     DeviceMatrix wq_, wk_, wv_, wo_, cross_wq_, cross_wo_, gate_w_, up_w_, down_w_;
     const float *attn_norm_ = nullptr, *cross_norm_ = nullptr, *ffn_norm_ = nullptr;

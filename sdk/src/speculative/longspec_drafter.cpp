@@ -13,13 +13,13 @@
 namespace specula::internal {
 namespace {
 
-class LongSpecDrafter final : public Drafter {
+class LongSpecDrafter final : public LongSpecDrafterBase {
 public:
     LongSpecDrafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes, ThreadPool &pool)
-        : draft_(std::move(draft)), pool_(pool), cfg_(draft_->config()), hp_(draft_->target().hparams()) {
+        : LongSpecDrafterBase(max_tree_nodes, draft->target().hparams().n_vocab), draft_(std::move(draft)), pool_(pool), cfg_(draft_->config()),
+          hp_(draft_->target().hparams()) {
         require(max_tree_nodes >= 0 && max_tree_nodes <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "longspec: max tree nodes must be in [0, 4096]");
         ring_ = cfg_.window + 1;
-        max_nodes_ = max_tree_nodes;
         const size_t dkv = size_t(hp_.n_embd_kv()), dq = size_t(hp_.n_embd_q()), d = size_t(hp_.n_embd);
         const size_t rows = size_t(std::max(max_nodes_, ring_));  // largest batch: a level, or a ring refill
         ring_k_.assign(size_t(ring_) * dkv, 0.0f);
@@ -38,7 +38,6 @@ public:
         head_scratch_.assign(size_t(pool_.size()) * (size_t(hp_.head_dim) + size_t(ring_ + max_nodes_)), 0.0f);
     }
 
-    const char *name() const override { return "longspec"; }
     int32_t target_kv_layer() const override { return cfg_.cross_layer; }
 
     void rewind(int32_t n_tokens) override { n_done_ = std::min(n_done_, std::max(n_tokens, 0)); }
@@ -50,26 +49,8 @@ public:
         return floats * sizeof(float) + ring_pos_.capacity() * sizeof(int32_t) + quant_scratch_.capacity() + mask_.capacity();
     }
 
-    void draft(const DraftRequest &request, DraftTree &tree) override {
-        begin_round(request);
-        DraftRequest bounded = request;
-        bounded.node_budget = std::min(request.node_budget, max_nodes_ + 1);
-        const int32_t vocab = hp_.n_vocab;
-        build_beam_tree(bounded, tree, vocab, vocab, vocab,
-                        [this](const DraftTree &t, int32_t first, int32_t count, float *logits) { score(t, first, count, logits); });
-    }
-
-    bool root_logits(const DraftRequest &request, float *logits) override {
-        begin_round(request);
-        root_tree_.reset(request.tokens.back());
-        score(root_tree_, 0, 1, logits);
-        return true;
-    }
-
 private:
-    // What both draft() and root_logits() start from: the root (the context's last token) and its position, the
-    // target KV the cross-attention may read (never at or beyond the root), and the ring caught up to the context.
-    void begin_round(const DraftRequest &request) {
+    void begin_round(const DraftRequest &request) override {
         require(request.target_kv != nullptr, SPECULA_ERR_INTERNAL, "longspec: the request has no target KV cache");
         const int32_t n = int32_t(request.tokens.size());
         require(n >= 1, SPECULA_ERR_INTERNAL, "longspec: empty context");
@@ -116,8 +97,7 @@ private:
         }
     }
 
-    // Full layer for tree nodes [first, first + count) (the root alone when first == 0): count rows of logits.
-    void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) {
+    void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) override {
         const LongSpecWeights &w = draft_->weights();
         const ModelWeights &tw = draft_->target().weights();
         const int64_t d = hp_.n_embd, dq = hp_.n_embd_q(), dkv = hp_.n_embd_kv(), dff = cfg_.n_ff;
@@ -204,11 +184,10 @@ private:
     ThreadPool &pool_;
     LongSpecDraftConfig cfg_;
     HParams hp_;
-    int32_t ring_ = 0, max_nodes_ = 0;
+    int32_t ring_ = 0;
     int32_t n_done_ = 0;  // committed positions [0, n_done) have been written to the ring (the last ring_ kept)
     int32_t root_pos_ = 0, n_target_kv_ = 0;
     const KvCache *target_kv_ = nullptr;
-    DraftTree root_tree_;  // root_logits' one-node tree
     std::vector<float> ring_k_, ring_v_, tree_k_, tree_v_;
     std::vector<int32_t> ring_pos_, positions_;
     std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, head_scratch_;
@@ -216,6 +195,21 @@ private:
 };
 
 }  // namespace
+
+void LongSpecDrafterBase::draft(const DraftRequest &request, DraftTree &tree) {
+    begin_round(request);
+    DraftRequest bounded = request;
+    bounded.node_budget = std::min(request.node_budget, max_nodes_ + 1);
+    build_beam_tree(bounded, tree, n_vocab_, n_vocab_, n_vocab_,
+                    [this](const DraftTree &t, int32_t first, int32_t count, float *logits) { score(t, first, count, logits); });
+}
+
+bool LongSpecDrafterBase::root_logits(const DraftRequest &request, float *logits) {
+    begin_round(request);
+    root_tree_.reset(request.tokens.back());
+    score(root_tree_, 0, 1, logits);
+    return true;
+}
 
 std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes, ThreadPool &pool) {
     return std::make_unique<LongSpecDrafter>(std::move(draft), max_tree_nodes, pool);

@@ -24,6 +24,30 @@ namespace specula::internal {
 
 class ThreadPool;
 
+// What every LongSpec drafter does with its layer, whatever computes it (the CPU here, the GPU in
+// backends/cuda/cuda_longspec_drafter.cpp): a round catches up on the context, then either builds a beam tree
+// scored level by level (speculative/beam_tree.h) or scores the root alone.
+class LongSpecDrafterBase : public Drafter {
+public:
+    const char *name() const override { return "longspec"; }
+    void draft(const DraftRequest &request, DraftTree &tree) override;
+    bool root_logits(const DraftRequest &request, float *logits) override;
+
+protected:
+    LongSpecDrafterBase(int32_t max_tree_nodes, int32_t n_vocab) : max_nodes_(max_tree_nodes), n_vocab_(n_vocab) {}
+    // The root (the context's last token) and its position, the target KV the cross-attention may read (never at
+    // or beyond the root), and the ring caught up to the context.
+    virtual void begin_round(const DraftRequest &request) = 0;
+    // The layer for tree nodes [first, first + count) (the root alone when first == 0): count rows of logits.
+    virtual void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) = 0;
+
+    int32_t max_nodes_;  // the most drafted nodes (root excluded) a tree may have
+    int32_t n_vocab_;
+
+private:
+    DraftTree root_tree_;  // root_logits' one-node tree
+};
+
 // max_tree_nodes: the most drafted nodes (root excluded) any request will ask for. pool: shared with the
 // target's runner (drafting and verifying alternate).
 std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes,
