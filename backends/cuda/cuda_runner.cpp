@@ -66,19 +66,10 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_
     s.tree_partials = R * size_t(hp.n_head) * size_t(hp.head_dim + 2) * 4;
     // The largest GEMM scratch over every matrix shape, at the largest batch.
     const ModelWeights &w = model_->weights();
-    auto f16_shape = [](const WeightView &v) {
-        DeviceMatrix m;
-        m.type = MatType::F16;
-        m.rows = v.rows;
-        m.cols = v.cols;
-        m.ld = (v.cols + 15) / 16 * 16;
-        m.rows_alloc = (v.rows + 15) / 16 * 16;
-        return m;
-    };
-    s.gemm = gemm_scratch_bytes(f16_shape(w.output), kMaxRows);
+    s.gemm = gemm_scratch_bytes(DeviceUploads::layout(w.output), kMaxRows);
     for (const WeightView *v : {&w.layers[0].wq, &w.layers[0].wk, &w.layers[0].wv, &w.layers[0].wo, &w.layers[0].ffn_gate, &w.layers[0].ffn_up,
                                 &w.layers[0].ffn_down})
-        s.gemm = std::max(s.gemm, gemm_scratch_bytes(f16_shape(*v), kMaxRows));
+        s.gemm = std::max(s.gemm, gemm_scratch_bytes(DeviceUploads::layout(*v), kMaxRows));
     const size_t rope_bytes = size_t(n_ctx) * size_t(std::max(1, hp.rope_dim / 2)) * 4;
     const size_t session_bytes = 2 * kv_bytes_each + 2 * rope_bytes + s.x + s.xb + s.q + 2 * s.kv + s.att + 2 * s.ff + s.logits + s.gemm +
                                  s.partials + s.tree_partials;

@@ -30,9 +30,20 @@ std::map<std::pair<const Model *, int>, std::weak_ptr<const DeviceWeights>> regi
 
 }  // namespace
 
+DeviceMatrix DeviceUploads::layout(const WeightView &w) {
+    DeviceMatrix m;
+    m.rows = w.rows;
+    m.cols = w.cols;
+    const bool f32 = plan_for(w) == Plan::F32;
+    m.type = f32 ? MatType::F32 : MatType::F16;
+    m.ld = f32 ? w.cols : round_up(w.cols, kTile);
+    m.rows_alloc = f32 ? w.rows : round_up(w.rows, kTile);
+    return m;
+}
+
 size_t DeviceUploads::matrix_bytes(const WeightView &w) {
-    if (plan_for(w) == Plan::F32) return size_t(w.rows) * size_t(w.cols) * sizeof(float);
-    return size_t(round_up(w.rows, kTile)) * size_t(round_up(w.cols, kTile)) * 2;
+    const DeviceMatrix m = layout(w);
+    return size_t(m.rows_alloc) * size_t(m.ld) * (m.type == MatType::F32 ? 4 : 2);
 }
 
 size_t DeviceWeights::bytes_needed(const Model &model) {
@@ -73,14 +84,9 @@ const float *DeviceUploads::floats(const WeightView &w) {
 }
 
 DeviceMatrix DeviceUploads::matrix(const WeightView &w) {
-    DeviceMatrix m;
-    m.rows = w.rows;
-    m.cols = w.cols;
+    DeviceMatrix m = layout(w);
     const Plan plan = plan_for(w);
     if (plan == Plan::F32) {
-        m.type = MatType::F32;
-        m.ld = w.cols;
-        m.rows_alloc = w.rows;
         DeviceBuffer buf(matrix_bytes(w));
         check(cudaMemcpy2D(buf.as(), size_t(m.ld) * 4, w.data, w.row_bytes, size_t(w.cols) * 4, size_t(w.rows), cudaMemcpyHostToDevice),
               "cudaMemcpy2D (F32 weights)");
@@ -89,9 +95,6 @@ DeviceMatrix DeviceUploads::matrix(const WeightView &w) {
         buffers_.push_back(std::move(buf));
         return m;
     }
-    m.type = MatType::F16;
-    m.ld = round_up(w.cols, kTile);
-    m.rows_alloc = round_up(w.rows, kTile);
     DeviceBuffer buf(matrix_bytes(w));
     check(cudaMemset(buf.as(), 0, buf.bytes()), "cudaMemset (weight padding)");
     if (plan == Plan::F16Direct) {

@@ -33,6 +33,8 @@ public:
     // An F32 vector (norm weights, biases), or nullptr for an absent tensor.
     const float *floats(const WeightView &w);
     size_t bytes() const { return bytes_; }
+    // The layout matrix() will give w (data left null; a BF16 matrix that overflows F16 ends up F32, smaller).
+    static DeviceMatrix layout(const WeightView &w);
     // Device bytes matrix() will take for w.
     static size_t matrix_bytes(const WeightView &w);
 
