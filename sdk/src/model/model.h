@@ -3,6 +3,7 @@
 #pragma once
 
 #include "gguf/gguf_file.h"
+#include "model/fingerprint.h"
 #include "model/hparams.h"
 #include "model/weights.h"
 #include "tokenizer/vocab.h"
@@ -36,6 +37,10 @@ public:
     bool vocab_only() const { return vocab_only_; }
     // Bytes of the weights repacked for the CPU backend's SIMD kernels (0 when none are).
     size_t packed_bytes() const;
+    // XXH3-128 of the whole GGUF file (model/fingerprint.h), computed on first use (on pool's threads when given).
+    const Fingerprint &fingerprint(ThreadPool *pool = nullptr) const {
+        return fingerprint_.get(file_.bytes().data(), file_.bytes().size(), pool);
+    }
 
     ~Model();
 
@@ -53,6 +58,7 @@ private:
     uint64_t n_params_ = 0;
     double load_ms_ = 0;
     bool vocab_only_ = false;
+    LazyFingerprint fingerprint_;
 };
 
 }  // namespace specula::internal

@@ -77,6 +77,10 @@ public:
     uint64_t n_params() const { return n_params_; }
     // Bytes of the SIMD-packed copies of the draft's matrices (0 at the scalar level).
     size_t packed_bytes() const;
+    // XXH3-128 of the whole draft file (model/fingerprint.h), computed on first use.
+    const Fingerprint &fingerprint(ThreadPool *pool = nullptr) const {
+        return fingerprint_.get(file_.bytes().data(), file_.bytes().size(), pool);
+    }
 
 private:
     LongSpecDraft() = default;
@@ -89,6 +93,7 @@ private:
     LongSpecDraftConfig config_;
     LongSpecWeights weights_;
     uint64_t n_params_ = 0;
+    LazyFingerprint fingerprint_;
 };
 
 struct RandomDraftOptions {
