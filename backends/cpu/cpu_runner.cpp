@@ -16,6 +16,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 
 namespace specula::internal {
@@ -46,6 +47,16 @@ bool CpuRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int3
 void CpuRunner::tree_logits(int32_t i, float *logits) {
     const int64_t d = model_->hparams().n_embd;
     matmul(pool_, model_->weights().output, hidden_.data() + int64_t(i) * d, 1, logits, quant_scratch_);
+}
+
+void CpuRunner::read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) {
+    const float *src = kind == 0 ? kv_.k(layer, first) : kv_.v(layer, first);
+    std::memcpy(dst, src, size_t(n) * size_t(kv_.n_embd_kv()) * sizeof(float));
+}
+
+void CpuRunner::write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) {
+    float *dst = kind == 0 ? kv_.k(layer, first) : kv_.v(layer, first);
+    std::memcpy(dst, src, size_t(n) * size_t(kv_.n_embd_kv()) * sizeof(float));
 }
 
 void CpuRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) {

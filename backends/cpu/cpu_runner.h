@@ -40,6 +40,10 @@ public:
     int32_t n_ctx() const override { return kv_.n_ctx(); }
     int n_threads() const { return pool_.size(); }
     size_t kv_bytes() const override { return kv_.bytes(); }
+    KvType kv_type() const override { return KvType::F32; }
+    int32_t kv_row_width() const override { return kv_.n_embd_kv(); }
+    void read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) override;
+    void write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) override;
 
 private:
     struct TreeBatch {

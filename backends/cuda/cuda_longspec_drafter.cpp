@@ -16,6 +16,7 @@
 #include "speculative/longspec_drafter.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -83,6 +84,35 @@ public:
         for (const DeviceBuffer *b : {&kv_k_, &kv_v_, &x_, &xb_, &q_, &k_, &v_, &att_, &gate_, &up_buf_, &logits_, &gemm_, &partials_, &ints_})
             total += b->bytes();
         return total + ring_pos_.capacity() * sizeof(int32_t);
+    }
+
+    // The ring's F16 rows are copied through the target's stream (snapshots are rare: no pinned staging).
+    std::vector<uint8_t> save_state() const override {
+        LongSpecRing r;
+        r.type = KvType::F16;
+        r.n_done = n_done_;
+        r.positions = ring_pos_;
+        const size_t bytes = size_t(ring_) * size_t(hp_.n_embd_kv()) * 2;
+        r.k.resize(bytes);
+        r.v.resize(bytes);
+        check(cudaSetDevice(target_.device()), "cudaSetDevice");
+        check(cudaStreamSynchronize(target_.stream()), "LongSpec ring read");
+        check(cudaMemcpy(r.k.data(), kv_k_.as(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (LongSpec ring)");
+        check(cudaMemcpy(r.v.data(), kv_v_.as(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (LongSpec ring)");
+        return r.encode();
+    }
+    int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override {
+        LongSpecRing::decode(state, KvType::F16, ring_, hp_.n_embd_kv(), n_tokens);
+        return 0;
+    }
+    void load_state(std::span<const uint8_t> state) override {
+        const LongSpecRing r = LongSpecRing::decode(state, KvType::F16, ring_, hp_.n_embd_kv(), INT32_MAX);
+        check(cudaSetDevice(target_.device()), "cudaSetDevice");
+        check(cudaStreamSynchronize(target_.stream()), "LongSpec ring write");
+        check(cudaMemcpy(kv_k_.as(), r.k.data(), r.k.size(), cudaMemcpyHostToDevice), "cudaMemcpy (LongSpec ring)");
+        check(cudaMemcpy(kv_v_.as(), r.v.data(), r.v.size(), cudaMemcpyHostToDevice), "cudaMemcpy (LongSpec ring)");
+        n_done_ = r.n_done;
+        ring_pos_ = r.positions;
     }
 
 private:

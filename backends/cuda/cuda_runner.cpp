@@ -377,6 +377,23 @@ void CudaRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t 
     invalidate_mirror(n_past);
 }
 
+void CudaRunner::read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    const size_t dkv = size_t(kv_width()), offset = (size_t(layer) * size_t(n_ctx_) + size_t(first)) * dkv;
+    const __half *src = (kind == 0 ? kv_k_ : kv_v_).as<__half>() + offset;
+    check(cudaStreamSynchronize(stream_), "KV read");
+    check(cudaMemcpy(dst, src, size_t(n) * dkv * 2, cudaMemcpyDeviceToHost), "cudaMemcpy (KV read)");
+}
+
+void CudaRunner::write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    const size_t dkv = size_t(kv_width()), offset = (size_t(layer) * size_t(n_ctx_) + size_t(first)) * dkv;
+    __half *dst = (kind == 0 ? kv_k_ : kv_v_).as<__half>() + offset;
+    check(cudaStreamSynchronize(stream_), "KV write");
+    check(cudaMemcpy(dst, src, size_t(n) * dkv * 2, cudaMemcpyHostToDevice), "cudaMemcpy (KV write)");
+    invalidate_mirror(first);
+}
+
 const KvCache &CudaRunner::host_kv(int32_t layer, int32_t n_slots) {
     const HParams &hp = model_->hparams();
     require(layer >= 0 && layer < hp.n_layer && n_slots >= 0 && n_slots <= n_ctx_, SPECULA_ERR_INTERNAL, "CUDA: host_kv out of range");

@@ -39,6 +39,10 @@ public:
     std::unique_ptr<Drafter> make_device_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) override;
     int32_t n_ctx() const override { return n_ctx_; }
     size_t kv_bytes() const override { return kv_k_.bytes() + kv_v_.bytes(); }
+    KvType kv_type() const override { return KvType::F16; }
+    int32_t kv_row_width() const override { return kv_width(); }
+    void read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) override;
+    void write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) override;
 
     // Greedy decoding without copying logits to the host: evaluates like eval() and writes the argmax of the
     // last token's logits (ties: lowest id) to *next. For benchmarks and tools.

@@ -3,6 +3,7 @@
 // (backends/cpu/cpu_runner.h) and the CUDA backend (backends/cuda/cuda_runner.h) run the same speculative loop.
 #pragma once
 
+#include "backend/kv_type.h"
 #include "speculative/drafter.h"
 
 #include <atomic>
@@ -71,6 +72,15 @@ public:
     virtual int32_t n_ctx() const = 0;
     // Bytes of the target's KV cache (on whatever memory the backend keeps it).
     virtual size_t kv_bytes() const = 0;
+
+    // Snapshots (session/session_snapshot.cpp) copy the cache's rows as the backend stores them: kv_type()
+    // elements, n_embd_kv per slot. read_kv copies slots [first, first + n) of one layer's keys (kind 0) or values
+    // (kind 1) to dst, densely; write_kv copies them back from src. The caller guarantees the range is inside the
+    // cache; rows a write replaces are invalid until then for anything derived from them (a GPU's host mirror).
+    virtual KvType kv_type() const = 0;
+    virtual int32_t kv_row_width() const = 0;  // elements per slot of one layer's K (or V): n_embd_kv
+    virtual void read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) = 0;
+    virtual void write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) = 0;
 
 protected:
     bool cancelled() const { return cancel_ != nullptr && cancel_->load(std::memory_order_relaxed); }

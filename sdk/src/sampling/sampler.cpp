@@ -1,7 +1,10 @@
 #include "sampler.h"
 
+#include "core/error.h"
+
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 namespace specula::internal {
 
@@ -56,6 +59,24 @@ void Sampler::process_logits(float *logits, int32_t n_vocab, std::span<const int
 }
 
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
+
+std::string Sampler::rng_state() const {
+    std::ostringstream out;
+    out.imbue(std::locale::classic());
+    out << rng_;
+    return out.str();
+}
+
+void Sampler::set_rng_state(const std::string &state) {
+    require(state.size() <= 16384 && state.find_first_not_of("0123456789 ") == std::string::npos, SPECULA_ERR_FORMAT,
+            "snapshot: the sampler's random generator state is not a list of numbers");
+    std::istringstream in(state);
+    in.imbue(std::locale::classic());
+    std::mt19937_64 rng;
+    in >> rng;
+    require(!in.fail() && (in >> std::ws).eof(), SPECULA_ERR_FORMAT, "snapshot: the sampler's random generator state does not parse");
+    rng_ = rng;
+}
 
 int32_t Sampler::history_window() const {
     const bool penalize = config_.repeat_penalty != 1.0f || config_.frequency_penalty != 0.0f || config_.presence_penalty != 0.0f;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace specula::internal {
@@ -52,6 +53,10 @@ public:
     int32_t draw(const Candidates &c);
     // A uniform draw in [0, 1) from this sampler's generator (reproducible for a given seed).
     double uniform();
+    // The generator's position as text (the standard's mt19937_64 state: 312 words and an index), for snapshots;
+    // set_rng_state() puts a generator exactly there. Throws Error(FORMAT) for text that is not such a state.
+    std::string rng_state() const;
+    void set_rng_state(const std::string &state);
 
 private:
     SamplerConfig config_;

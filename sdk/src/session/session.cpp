@@ -159,14 +159,7 @@ bool Session::evaluate_pending() {
 
 specula_status Session::step(StepResult &out) {
     out = StepResult{};
-    auto finish = [&](specula_stop_reason reason) {
-        out.stop = reason;
-        std::string held = decoder_.flush();
-        bool stopped = false;
-        out.text += stops_.push(held, stopped);
-        if (!stopped) out.text += stops_.flush();
-        reset_stream();
-    };
+    auto finish = [&](specula_stop_reason reason) { finish_run(reason, out); };
     if (take_cancel()) {
         finish(SPECULA_STOP_CANCELLED);
         return SPECULA_ERR_CANCELLED;
@@ -244,6 +237,21 @@ specula_status Session::step(StepResult &out) {
     return SPECULA_OK;
 }
 
+void Session::finish_run(specula_stop_reason reason, StepResult &out) {
+    out.stop = reason;
+    std::string held = decoder_.flush();
+    bool stopped = false;
+    out.text += stops_.push(held, stopped);
+    if (!stopped) out.text += stops_.flush();
+    decoder_.reset();
+    stops_.reset();
+    // A round's accepted tokens not emitted yet still continue the context exactly after a max-tokens stop, so
+    // they are kept: "generate N, then M more" then equals "generate N + M" at any temperature (the random draws
+    // of the round are not spent twice), which is what exact snapshot resume builds on. Any other stop ends them:
+    // after an end-of-generation token they would follow a token that is not in the context.
+    if (reason != SPECULA_STOP_MAX_TOKENS) drop_ready();
+}
+
 void Session::fill_top_logits(int32_t k, StepResult &out) const {
     const int32_t n_vocab = model_->hparams().n_vocab;
     k = std::min(k, n_vocab);
@@ -268,6 +276,7 @@ specula_stats Session::stats() const {
     s.ttft_ms = ttft_ms_;
     s.prompt_tokens_per_s = prompt_ms_ > 0 ? 1000.0 * n_prompt_tokens_ / prompt_ms_ : 0.0;
     s.decode_tokens_per_s = decode_ms_ > 0 ? 1000.0 * n_generated_ / decode_ms_ : 0.0;
+    s.n_restored_tokens = n_restored_tokens_;
     return s;
 }
 

@@ -17,6 +17,7 @@
 #include "speculative/tree_shape.h"
 #include "speculative/verifier.h"
 #include "session/stop_strings.h"
+#include "snapshot/snapshot_file.h"
 #include "tokenizer/stream_decoder.h"
 
 #include <specula/specula.h>
@@ -24,6 +25,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,18 @@ struct SpeculativeStats {
     std::vector<int32_t> accepted_at_depth;  // [d]: rounds whose accepted path reached depth d + 1
 };
 
+// How a snapshot is written (session_snapshot.cpp).
+struct SnapshotOptions {
+    SnapshotScope scope = SnapshotScope::Full;
+    int level = 1;  // zstd level; 0 = uncompressed (in-memory forks)
+};
+
+// What a snapshot save wrote, for reports and benchmarks.
+struct SnapshotReport {
+    uint64_t bytes = 0;         // the whole snapshot
+    uint64_t kv_raw_bytes = 0;  // KV rows saved, before compression
+};
+
 // One step's result; the strings and arrays stay valid until the next call on the session.
 struct StepResult {
     int32_t token = SPECULA_TOKEN_NULL;
@@ -88,6 +102,13 @@ public:
     const std::string &backend_note() const { return backend_note_; }
     // Bytes of the target's KV cache.
     size_t kv_bytes() const { return runner_->kv_bytes(); }
+    KvType kv_type() const { return runner_->kv_type(); }
+    // The session's threads (between calls, for work such as hashing a model for its fingerprint).
+    ThreadPool &pool() { return runner_->pool(); }
+    // Context tokens whose keys/values are in the cache.
+    int32_t n_evaluated() const { return n_evaluated_; }
+    // The target's runner, for benchmarks and tests that look below the session (e.g. at the cache's rows).
+    TargetRunner &runner() { return *runner_; }
     const std::vector<int32_t> &tokens() const { return tokens_; }
 
     void set_sampler(const SamplerConfig &config);
@@ -120,6 +141,26 @@ public:
 
     void cancel() { cancel_requested_.store(true, std::memory_order_relaxed); }
     specula_stats stats() const;
+
+    // Snapshots (session_snapshot.cpp; the layout is snapshot/snapshot_file.h). save_snapshot streams the state to
+    // `sink` in order and does not change the session. A Full snapshot holds everything a later session needs to
+    // continue exactly where this one is (after any emitted token): context, the target's filled KV rows, the last
+    // logits, the sampler with its generator's position, the drafters' state and a round's accepted tokens not
+    // emitted yet, the stream's held-back text and the stats. A Context snapshot holds the context only.
+    SnapshotReport save_snapshot(const SnapshotOptions &options, const std::function<void(const void *, size_t)> &sink);
+    // At least the bytes save_snapshot() writes with these options (every section stored uncompressed).
+    uint64_t snapshot_bound(const SnapshotOptions &options);
+    // Loads a snapshot saved by a session on the same model file (fingerprint), KV type and drafters (when it
+    // carries drafter state). Everything is checked before anything changes: on any error it throws (FORMAT for
+    // damaged or truncated bytes, UNSUPPORTED for another format version, INCOMPATIBLE for another model, draft,
+    // drafter set or KV type, CONTEXT_FULL when the context does not fit n_ctx) and the session is as it was.
+    // keep_tokens >= 0 restores only that many leading tokens of the snapshot's context (prompt caches: only the
+    // KV chunks they need are decompressed). A Context snapshot keeps this session's sampler, drafters (which
+    // catch up from the restored context) and stats. Returns the tokens restored.
+    int32_t load_snapshot(std::span<const uint8_t> bytes, int32_t keep_tokens = -1);
+    // Tokens whose keys/values came from snapshots instead of being evaluated, since the session began.
+    int32_t n_restored_tokens() const { return n_restored_tokens_; }
+
     // Raw logits of the last evaluated position, or nullptr.
     const float *logits() const { return logits_valid_ ? logits_.data() : nullptr; }
 
@@ -131,8 +172,12 @@ private:
     const KvCache *drafter_target_kv(int32_t n_slots);
     void reset_stream();
     void fill_top_logits(int32_t k, StepResult &out) const;
+    struct SnapshotParts;
+    SnapshotParts snapshot_parts(const SnapshotOptions &options);
     // One draft + verify round: fills ready_ with the accepted tokens and the bonus token.
     bool speculate();
+    // The run ended (stop = why): flushes held-back text into out.text and resets the stream.
+    void finish_run(specula_stop_reason reason, StepResult &out);
     void drop_ready() {
         ready_.clear();
         ready_next_ = 0;
@@ -182,6 +227,7 @@ private:
     // Stats.
     int32_t n_prompt_tokens_ = 0;
     int32_t n_generated_ = 0;
+    int32_t n_restored_tokens_ = 0;
     double prompt_ms_ = 0, decode_ms_ = 0, ttft_ms_ = 0;
 };
 

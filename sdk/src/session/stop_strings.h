@@ -18,6 +18,9 @@ public:
     std::string push(std::string_view text, bool &stopped);
     // Everything held back (at the end of generation).
     std::string flush();
+    // The text held back, and putting it back (snapshots of a session between two tokens).
+    const std::string &pending() const { return pending_; }
+    void restore(std::string pending) { pending_ = std::move(pending); }
 
 private:
     std::vector<std::string> stops_;

@@ -3,6 +3,7 @@
 // drafter can be arbitrarily bad without changing a single output token, only the speed.
 #pragma once
 
+#include "core/error.h"
 #include "speculative/draft_tree.h"
 #include "speculative/tree_shape.h"
 
@@ -10,11 +11,13 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 namespace specula::internal {
 
 class KvCache;
 class Sampler;
+class TargetRunner;
 
 // What a drafter may look at for one round.
 struct DraftRequest {
@@ -60,6 +63,25 @@ public:
         (void)logits;
         return false;
     }
+
+    // Snapshots (session/session_snapshot.cpp): what the drafter derived from the context, so that a loaded
+    // session drafts exactly as the saved one would have. save_state() returns it as bytes. check_state() takes
+    // bytes that save_state() wrote in a drafter of the same configuration, for a context of n_tokens tokens, and
+    // throws Error(FORMAT) unless load_state() can apply them; it returns how many slots of the drafter's own KV
+    // cache (own_cache(), e.g. a draft model's) the state says are filled: the session saves and loads those rows
+    // in chunks, as it does the target's. load_state() applies checked bytes and cannot fail on their account.
+    virtual std::vector<uint8_t> save_state() const { return {}; }
+    virtual int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const;
+    virtual void load_state(std::span<const uint8_t> state) { (void)state; }
+    virtual TargetRunner *own_cache() { return nullptr; }
+    virtual int32_t own_cache_slots() const { return 0; }
 };
+
+inline int32_t Drafter::check_state(std::span<const uint8_t> state, int32_t n_tokens) const {
+    (void)n_tokens;
+    require(state.empty(), SPECULA_ERR_FORMAT,
+            std::string("snapshot: the '") + name() + "' drafter keeps no state, but the snapshot holds " + std::to_string(state.size()) + " bytes for it");
+    return 0;
+}
 
 }  // namespace specula::internal

@@ -5,10 +5,13 @@
 #include "backends/cpu/ops.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/error.h"
+#include "snapshot/byte_stream.h"
 #include "speculative/beam_tree.h"
 
 #include <algorithm>
 #include <cmath>
+#include <climits>
+#include <cstring>
 
 namespace specula::internal {
 namespace {
@@ -47,6 +50,29 @@ public:
                         xb_.capacity() + q_.capacity() + k_.capacity() + v_.capacity() + att_.capacity() + gate_.capacity() +
                         up_.capacity() + head_scratch_.capacity();
         return floats * sizeof(float) + ring_pos_.capacity() * sizeof(int32_t) + quant_scratch_.capacity() + mask_.capacity();
+    }
+
+    std::vector<uint8_t> save_state() const override {
+        LongSpecRing r;
+        r.type = KvType::F32;
+        r.n_done = n_done_;
+        r.positions = ring_pos_;
+        r.k.resize(ring_k_.size() * sizeof(float));
+        r.v.resize(ring_v_.size() * sizeof(float));
+        std::memcpy(r.k.data(), ring_k_.data(), r.k.size());
+        std::memcpy(r.v.data(), ring_v_.data(), r.v.size());
+        return r.encode();
+    }
+    int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override {
+        LongSpecRing::decode(state, KvType::F32, ring_, hp_.n_embd_kv(), n_tokens);
+        return 0;
+    }
+    void load_state(std::span<const uint8_t> state) override {
+        const LongSpecRing r = LongSpecRing::decode(state, KvType::F32, ring_, hp_.n_embd_kv(), INT32_MAX);
+        n_done_ = r.n_done;
+        ring_pos_ = r.positions;
+        std::memcpy(ring_k_.data(), r.k.data(), r.k.size());
+        std::memcpy(ring_v_.data(), r.v.data(), r.v.size());
     }
 
 private:
@@ -195,6 +221,36 @@ private:
 };
 
 }  // namespace
+
+std::vector<uint8_t> LongSpecRing::encode() const {
+    ByteWriter w;
+    w.put<uint32_t>(uint32_t(type));
+    w.put<int32_t>(n_done);
+    w.put_array<int32_t>(positions);
+    w.put_array<uint8_t>(k);
+    w.put_array<uint8_t>(v);
+    return w.take();
+}
+
+LongSpecRing LongSpecRing::decode(std::span<const uint8_t> bytes, KvType type, int32_t slots, int32_t row_width, int32_t n_tokens) {
+    ByteReader r(bytes, "snapshot: LongSpec ring");
+    LongSpecRing ring;
+    const uint32_t t = r.get<uint32_t>();
+    r.check(t == uint32_t(type), std::string("saved with ") + (t == uint32_t(KvType::F16) ? "F16" : t == 0 ? "F32" : "unknown") +
+                                     " rows, this drafter keeps " + kv_type_name(type));
+    ring.type = type;
+    ring.n_done = r.get<int32_t>();
+    r.check(ring.n_done >= 0 && ring.n_done <= n_tokens, "caught up to " + std::to_string(ring.n_done) + " tokens of a context of " + std::to_string(n_tokens));
+    ring.positions = r.get_array<int32_t>(uint64_t(slots));
+    r.check(ring.positions.size() == size_t(slots), "has " + std::to_string(ring.positions.size()) + " slots, the draft's window needs " + std::to_string(slots));
+    for (int32_t p : ring.positions) r.check(p >= -1 && p < (1 << 22), "a slot position is out of range");
+    const uint64_t row_bytes = uint64_t(slots) * uint64_t(row_width) * kv_type_size(type);
+    ring.k = r.get_array<uint8_t>(row_bytes);
+    ring.v = r.get_array<uint8_t>(row_bytes);
+    r.check(ring.k.size() == row_bytes && ring.v.size() == row_bytes, "the rows have the wrong size");
+    r.expect_end();
+    return ring;
+}
 
 void LongSpecDrafterBase::draft(const DraftRequest &request, DraftTree &tree) {
     begin_round(request);

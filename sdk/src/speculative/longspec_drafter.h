@@ -15,10 +15,13 @@
 // allocated_bytes() is the same at context 1K and 1M.
 #pragma once
 
+#include "backend/kv_type.h"
 #include "speculative/drafter.h"
 #include "speculative/longspec_draft_file.h"
 
 #include <memory>
+#include <span>
+#include <vector>
 
 namespace specula::internal {
 
@@ -46,6 +49,21 @@ protected:
 
 private:
     DraftTree root_tree_;  // root_logits' one-node tree
+};
+
+// The ring as snapshots keep it (every LongSpec drafter's save_state): how far it has caught up on the context, the
+// position each slot holds (-1: none yet) and the slots' self-attention keys and values, in the element type the
+// drafter keeps them (F32 on the CPU, F16 on a GPU).
+struct LongSpecRing {
+    KvType type = KvType::F32;
+    int32_t n_done = 0;
+    std::vector<int32_t> positions;  // ring slots
+    std::vector<uint8_t> k, v;       // ring slots x row_width elements of `type`
+
+    std::vector<uint8_t> encode() const;
+    // Throws Error(FORMAT) unless bytes hold a ring of this type, slot count and row width whose n_done fits a
+    // context of n_tokens tokens.
+    static LongSpecRing decode(std::span<const uint8_t> bytes, KvType type, int32_t slots, int32_t row_width, int32_t n_tokens);
 };
 
 // max_tree_nodes: the most drafted nodes (root excluded) any request will ask for. pool: shared with the

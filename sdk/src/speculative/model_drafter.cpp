@@ -2,6 +2,7 @@
 
 #include "backends/cpu/cpu_runner.h"
 #include "core/error.h"
+#include "snapshot/byte_stream.h"
 #include "speculative/beam_tree.h"
 #include "speculative/vocab_compat.h"
 
@@ -21,6 +22,27 @@ public:
     const char *name() const override { return "draft-model"; }
     void rewind(int32_t n_tokens) override { n_done_ = std::min(n_done_, std::max(n_tokens, 0)); }
     size_t allocated_bytes() const override { return runner_.kv_bytes() + logits_.capacity() * sizeof(float); }
+
+    // The draft model's cache holds the committed tokens [0, n_done): its rows travel in the snapshot's KV chunks
+    // (own_cache), the state is how many.
+    std::vector<uint8_t> save_state() const override {
+        ByteWriter w;
+        w.put<int32_t>(n_done_);
+        return w.take();
+    }
+    int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override {
+        ByteReader r(state, "snapshot: draft model state");
+        const int32_t n_done = r.get<int32_t>();
+        r.check(n_done >= 0 && n_done <= n_tokens && n_done <= runner_.n_ctx(), "its cache holds " + std::to_string(n_done) + " tokens of " + std::to_string(n_tokens));
+        r.expect_end();
+        return n_done;
+    }
+    void load_state(std::span<const uint8_t> state) override {
+        ByteReader r(state, "snapshot: draft model state");
+        n_done_ = r.get<int32_t>();
+    }
+    TargetRunner *own_cache() override { return &runner_; }
+    int32_t own_cache_slots() const override { return n_done_; }
 
     void draft(const DraftRequest &request, DraftTree &tree) override {
         const int32_t n_past = int32_t(request.tokens.size()) - 1;  // committed tokens; the root is a tree node
@@ -66,6 +88,27 @@ public:
     }
     size_t allocated_bytes() const override { return primary_->allocated_bytes() + secondary_->allocated_bytes(); }
     int32_t target_kv_layer() const override { return primary_->target_kv_layer(); }
+
+    // Both drafters' states, each with its length.
+    std::vector<uint8_t> save_state() const override {
+        ByteWriter w;
+        w.put_array<uint8_t>(primary_->save_state());
+        w.put_array<uint8_t>(secondary_->save_state());
+        return w.take();
+    }
+    int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override {
+        ByteReader r(state, "snapshot: merged drafter state");
+        const std::vector<uint8_t> a = r.get_array<uint8_t>(state.size()), b = r.get_array<uint8_t>(state.size());
+        r.expect_end();
+        return primary_->check_state(a, n_tokens) + secondary_->check_state(b, n_tokens);
+    }
+    void load_state(std::span<const uint8_t> state) override {
+        ByteReader r(state, "snapshot: merged drafter state");
+        primary_->load_state(r.get_array<uint8_t>(state.size()));
+        secondary_->load_state(r.get_array<uint8_t>(state.size()));
+    }
+    TargetRunner *own_cache() override { return primary_->own_cache() ? primary_->own_cache() : secondary_->own_cache(); }
+    int32_t own_cache_slots() const override { return primary_->own_cache_slots() + secondary_->own_cache_slots(); }
     void draft(const DraftRequest &request, DraftTree &tree) override {
         DraftRequest first = request;
         first.node_budget = std::min(request.node_budget, primary_budget_);

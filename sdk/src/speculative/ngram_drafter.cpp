@@ -1,6 +1,7 @@
 #include "speculative/ngram_drafter.h"
 
 #include "core/error.h"
+#include "snapshot/byte_stream.h"
 
 #include <algorithm>
 #include <array>
@@ -143,6 +144,30 @@ public:
     }
 
     void rewind(int32_t n_tokens) override { valid_ = std::min(valid_, std::max(n_tokens, 0)); }
+
+    // The tables are a function of the context alone: every token is indexed once, in context order, and a
+    // rewind into them rebuilds them from the start. So a snapshot records only how far they reach, and loading
+    // clears them: the next round rebuilds them from the restored context with the same insertions in the same
+    // order, which gives the same tables, bucket for bucket (tested), without storing megabytes of hash slots.
+    std::vector<uint8_t> save_state() const override {
+        ByteWriter w;
+        const bool cut = covered() > valid_;  // a rewind cut into the tables: the next round rebuilds them anyway
+        w.put<int32_t>(cut ? 0 : lookup_end_);
+        w.put<int32_t>(cut ? 0 : table_end_);
+        return w.take();
+    }
+    int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override {
+        ByteReader r(state, "snapshot: n-gram tables");
+        const int32_t lookup_end = r.get<int32_t>(), table_end = r.get<int32_t>();
+        r.check(lookup_end >= 0 && lookup_end <= n_tokens && table_end >= 0 && table_end <= n_tokens,
+                "they reach past the context (" + std::to_string(lookup_end) + ", " + std::to_string(table_end) + " of " + std::to_string(n_tokens) + " tokens)");
+        r.expect_end();
+        return 0;
+    }
+    void load_state(std::span<const uint8_t>) override {
+        clear();
+        valid_ = INT32_MAX;
+    }
 
     size_t allocated_bytes() const override {
         size_t bytes = sizeof(*this);

@@ -18,6 +18,9 @@ public:
     // What is held back, as U+FFFD (it can no longer be completed); resets the decoder.
     std::string flush();
     void reset();
+    // The bytes held back, and putting them back (snapshots of a session between two tokens).
+    const std::string &pending() const { return pending_; }
+    void restore(std::string pending) { pending_ = std::move(pending); }
 
 private:
     std::string pending_;  // at most 3 bytes: a prefix of a valid sequence
