@@ -443,6 +443,61 @@ static void test_speculative(specula_model *model) {
     specula_draft_destroy(NULL);
 }
 
+/* Snapshots from C: a buffer sized by the library's bound, loaded into a second session that then generates what the
+ * first one does; a damaged byte is FORMAT and leaves the session as it was. */
+static void test_snapshot(specula_model *model) {
+    specula_session *a = NULL, *b = NULL;
+    specula_error *err = NULL;
+    specula_sampler_options sp;
+    specula_snapshot_options so;
+    unsigned char *buf;
+    size_t bound = 0, used = 0;
+    int32_t ta[16], tb[16];
+    int i;
+    specula_sampler_options_init(&sp);
+    sp.temperature = 1.0f;
+    sp.seed = 3;
+    REQUIRE_OK(specula_session_create(model, NULL, &sp, &a, &err), err);
+    sp.seed = 4;
+    REQUIRE_OK(specula_session_create(model, NULL, &sp, &b, &err), err);
+    REQUIRE_OK(specula_session_append_text(a, "Once upon a time", 16, SPECULA_TOKENIZE_ADD_SPECIAL, &err), err);
+    {
+        specula_generate_options go;
+        specula_generate_options_init(&go);
+        go.max_tokens = 8;
+        REQUIRE_OK(specula_session_generate(a, &go, NULL, NULL, NULL, &err), err);
+    }
+    specula_snapshot_options_init(&so);
+    CHECK_STATUS(specula_session_save_buffer(a, &so, NULL, 0, &bound, &err), SPECULA_ERR_BUFFER_TOO_SMALL, err);
+    CHECK(bound > 0);
+    buf = (unsigned char *)malloc(bound);
+    CHECK(buf != NULL);
+    if (buf == NULL) return;
+    REQUIRE_OK(specula_session_save_buffer(a, &so, buf, bound, &used, &err), err);
+    CHECK(used > 0 && used <= bound);
+    buf[used / 2] ^= 1;
+    CHECK_STATUS(specula_session_load_buffer(b, buf, used, &err), SPECULA_ERR_FORMAT, err);
+    CHECK(specula_session_n_tokens(b) == 0);
+    buf[used / 2] ^= 1;
+    REQUIRE_OK(specula_session_load_buffer(b, buf, used, &err), err);
+    CHECK(specula_session_n_tokens(b) == specula_session_n_tokens(a));
+    for (i = 0; i < 16; ++i) {
+        specula_token_event ea, eb;
+        memset(&ea, 0, sizeof ea);
+        memset(&eb, 0, sizeof eb);
+        ea.struct_size = sizeof ea;
+        eb.struct_size = sizeof eb;
+        REQUIRE_OK(specula_session_next(a, NULL, &ea, &err), err);
+        REQUIRE_OK(specula_session_next(b, NULL, &eb, &err), err);
+        ta[i] = ea.token;
+        tb[i] = eb.token;
+    }
+    CHECK(memcmp(ta, tb, sizeof ta) == 0);
+    free(buf);
+    specula_session_destroy(a);
+    specula_session_destroy(b);
+}
+
 int main(void) {
     specula_model *model = NULL;
     specula_error *err = NULL;
@@ -464,6 +519,7 @@ int main(void) {
     test_generate(model);
     test_reference(model);
     test_speculative(model);
+    test_snapshot(model);
     test_error_paths(model);
 
     /* Every destroy accepts NULL. */

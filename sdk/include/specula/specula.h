@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 5
+#define SPECULA_VERSION_MINOR 6
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -431,6 +431,9 @@ typedef struct specula_stats {
     int32_t accepted_at_depth[16];/* [d]: rounds whose accepted path reached depth d + 1 (deeper levels are not
                                      reported here) */
     size_t drafter_bytes;         /* memory the attached drafter holds now (buffers, caches, tables) */
+    /* Since 0.6: */
+    int32_t n_restored_tokens;    /* context tokens whose keys/values were restored from snapshots or a prompt
+                                     cache instead of being evaluated, since the session began */
 } specula_stats;
 
 typedef struct specula_token_event {
@@ -573,6 +576,123 @@ SPECULA_API const char *specula_session_drafter_name(const specula_session *sess
  * CANCELLED. */
 SPECULA_API specula_status specula_session_draft_logits(specula_session *session, float *logits, size_t capacity,
                                                         specula_error **err);
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Snapshots and prompt caches (since 0.6)                                                                */
+/*
+ * A snapshot is a session's state in a file or a buffer: compressed with zstd, checked with XXH3 checksums, and
+ * bound to the model file it was made with (a fingerprint of every byte of the GGUF) and to the drafters it was made
+ * with. Loading checks everything before it changes anything: a snapshot of another model or draft, another format
+ * version, a damaged or truncated file is refused with its own status and a message, and the session is left
+ * exactly as it was. The format is described in docs/snapshots.md.
+ *
+ * SPECULA_SNAPSHOT_FULL holds everything a later session needs to continue exactly where this one stopped, after
+ * any emitted token: the context, the target's keys/values of the evaluated tokens, the last logits, the sampler's
+ * settings and its random generator's position, the drafters' state (the LongSpec draft's ring, the extent of the
+ * n-gram tables, a draft model's cache), the accepted tokens of a speculative round not emitted yet, the text held
+ * back for a stop string or an incomplete character, and the stats. Generating N tokens, saving, loading into a new
+ * session (in another process) and generating M more gives the same N + M tokens as one run, at any temperature.
+ * SPECULA_SNAPSHOT_CONTEXT holds the context only (tokens, keys/values, last logits): what a prompt cache keeps.
+ *
+ * Loading a Full snapshot replaces the session's sampler and stats with the saved ones. If the snapshot carries
+ * drafter state, the session must have the same drafters attached (the same draft or draft model file, the same
+ * n-gram settings), else INCOMPATIBLE. A snapshot without drafter state (saved without drafters, or a Context
+ * snapshot) loads into any session on the same model: its drafters catch up from the restored context. Loading a
+ * Context snapshot keeps the session's sampler, drafters and stats.
+ * The session's KV cache type must match the snapshot's (the CPU backend keeps F32, CUDA F16): a snapshot is not
+ * converted between backends. The snapshot's context must fit the session's n_ctx (CONTEXT_FULL otherwise).
+ * Statuses of every load: INVALID_ARGUMENT, IO, FORMAT (not a snapshot, damaged, truncated), UNSUPPORTED (another
+ * format version), INCOMPATIBLE (another model, draft, drafter set or KV type), CONTEXT_FULL, OUT_OF_MEMORY.
+ */
+
+typedef enum specula_snapshot_scope {
+    SPECULA_SNAPSHOT_FULL = 0,    /* everything: exact resume (the default) */
+    SPECULA_SNAPSHOT_CONTEXT = 1  /* the context only: tokens, keys/values, last logits */
+} specula_snapshot_scope;
+
+typedef struct specula_snapshot_options {
+    uint32_t struct_size;
+    int32_t scope;              /* specula_snapshot_scope; default SPECULA_SNAPSHOT_FULL */
+    int32_t compression_level;  /* zstd level: 1 (default, fast) .. 19 (smaller, slower); negative: faster still;
+                                   0: store uncompressed */
+} specula_snapshot_options;
+
+/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_snapshot_options). */
+SPECULA_API void specula_snapshot_options_init(specula_snapshot_options *opts);
+
+/* Saves a snapshot of the session to path (opts = NULL: defaults). The file is written under a temporary name and
+ * renamed, so path holds either the old file or the whole new snapshot, never a part. The session is not changed.
+ * Compression runs on the session's threads. Statuses: INVALID_ARGUMENT, IO, OUT_OF_MEMORY. */
+SPECULA_API specula_status specula_session_save_file(specula_session *session, const char *path,
+                                                     const specula_snapshot_options *opts, specula_error **err);
+/* Loads a snapshot file into the session (see above for what is checked and replaced). */
+SPECULA_API specula_status specula_session_load_file(specula_session *session, const char *path, specula_error **err);
+/* Saves a snapshot into buf. *size (required) receives the bytes written. When buf is NULL or capacity is too
+ * small, nothing is written, BUFFER_TOO_SMALL is returned and *size receives an upper bound of the snapshot's size
+ * (its uncompressed size: a buffer of that capacity always fits). */
+SPECULA_API specula_status specula_session_save_buffer(specula_session *session, const specula_snapshot_options *opts,
+                                                       void *buf, size_t capacity, size_t *size, specula_error **err);
+/* Loads a snapshot from size bytes at buf (borrowed for the duration of the call). */
+SPECULA_API specula_status specula_session_load_buffer(specula_session *session, const void *buf, size_t size,
+                                                       specula_error **err);
+/* Copies src's state into dst, a session on the same model file, in memory and uncompressed: a prefix evaluated
+ * once serves many sessions. opts->scope as for a save (compression_level is ignored); the rules of a load apply to
+ * dst. src is not changed. Neither session may be used by another thread during the call. */
+SPECULA_API specula_status specula_session_fork(specula_session *src, specula_session *dst,
+                                                const specula_snapshot_options *opts, specula_error **err);
+/* The model file's fingerprint as 32 hex digits (XXH3-128 over every byte of the GGUF; computed on first use,
+ * which reads the whole file once). Two-call pattern as specula_model_meta_value. Thread-safe. */
+SPECULA_API specula_status specula_model_fingerprint(const specula_model *model, char *buf, size_t buf_size, size_t *len,
+                                                     specula_error **err);
+
+/*
+ * A prompt cache is a directory of Context snapshots, one per context seen, shared by any number of processes. A new
+ * prompt restores the cached context sharing the longest prefix with it (only the keys/values of that prefix are
+ * read back) and evaluates just the rest. Entries are kept per model file and KV type; the directory is held under
+ * a size limit by removing the least recently used entries, and an entry whose context is a prefix of a newer one
+ * is dropped (the newer one serves every prompt it served). A damaged entry is deleted and counts as a miss.
+ * One specula_prompt_cache may be used from several threads; each call is serialised.
+ */
+typedef struct specula_prompt_cache specula_prompt_cache;
+
+typedef struct specula_prompt_cache_options {
+    uint32_t struct_size;
+    uint64_t max_bytes;         /* size limit of the directory's entries; default 1 GiB; 0 = no limit */
+    int32_t compression_level;  /* zstd level of new entries; default 1 */
+} specula_prompt_cache_options;
+
+/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_prompt_cache_options). */
+SPECULA_API void specula_prompt_cache_options_init(specula_prompt_cache_options *opts);
+/* Opens (creating it if needed) a cache directory. Statuses: INVALID_ARGUMENT, IO, OUT_OF_MEMORY. */
+SPECULA_API specula_status specula_prompt_cache_open(const char *dir, const specula_prompt_cache_options *opts,
+                                                     specula_prompt_cache **out, specula_error **err);
+/* Frees the handle (the directory stays). Accepts NULL. */
+SPECULA_API void specula_prompt_cache_destroy(specula_prompt_cache *cache);
+/* Looks for the cached context sharing the longest prefix with tokens[0, n_tokens) and, if there is one, replaces
+ * the session's context with that prefix: *n_restored (required) receives its length, and the caller appends
+ * tokens[*n_restored, n_tokens). On a miss *n_restored is 0 and the session is not changed. The session's sampler,
+ * drafters and stats are kept (as for a Context snapshot). Statuses: INVALID_ARGUMENT, IO, OUT_OF_MEMORY. */
+SPECULA_API specula_status specula_prompt_cache_restore(specula_prompt_cache *cache, specula_session *session,
+                                                        const int32_t *tokens, size_t n_tokens, size_t *n_restored,
+                                                        specula_error **err);
+/* Stores the session's context (tokens and the keys/values evaluated so far) as an entry, then enforces the size
+ * limit. An empty or unevaluated context stores nothing. Statuses: INVALID_ARGUMENT, IO, OUT_OF_MEMORY. */
+SPECULA_API specula_status specula_prompt_cache_store(specula_prompt_cache *cache, specula_session *session,
+                                                      specula_error **err);
+
+typedef struct specula_prompt_cache_stats {
+    uint32_t struct_size;
+    int64_t n_entries;        /* entries in the directory (all models) */
+    uint64_t bytes;           /* their total size */
+    int64_t hits, misses;     /* restore calls of this handle that found a prefix / found none */
+    int64_t stores;           /* entries this handle wrote */
+    int64_t evictions;        /* entries this handle removed for the size limit or as dominated by a newer one */
+    int64_t restored_tokens;  /* tokens this handle restored instead of their evaluation */
+} specula_prompt_cache_stats;
+
+/* Fills *stats (set stats->struct_size first). Statuses: INVALID_ARGUMENT, IO. */
+SPECULA_API specula_status specula_prompt_cache_get_stats(specula_prompt_cache *cache, specula_prompt_cache_stats *stats,
+                                                          specula_error **err);
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* Synthetic models (since 0.3)                                                                           */

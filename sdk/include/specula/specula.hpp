@@ -77,7 +77,8 @@ inline std::vector<DeviceInfo> devices(specula_backend backend = SPECULA_BACKEND
     std::vector<DeviceInfo> out(static_cast<size_t>(std::max(0, specula_device_count(backend))));
     for (size_t i = 0; i < out.size(); ++i) {
         specula_error *err = nullptr;
-        check(specula_device_get_info(backend, static_cast<int32_t>(i), &out[i], &err), err);
+        const specula_status st = specula_device_get_info(backend, static_cast<int32_t>(i), &out[i], &err);
+        check(st, err);
     }
     return out;
 }
@@ -147,6 +148,15 @@ struct SessionOptions : specula_session_options {
 };
 
 /// specula_sampler_options with library defaults (temperature 0.8, top_k 40, ...). temperature <= 0: greedy.
+struct SnapshotOptions : specula_snapshot_options {
+    SnapshotOptions() noexcept { specula_snapshot_options_init(this); }
+    static SnapshotOptions context() noexcept {
+        SnapshotOptions o;
+        o.scope = SPECULA_SNAPSHOT_CONTEXT;
+        return o;
+    }
+};
+
 struct SamplerOptions : specula_sampler_options {
     SamplerOptions() noexcept : specula_sampler_options() { specula_sampler_options_init(this); }
     /// Convenience: greedy decoding (argmax).
@@ -307,6 +317,12 @@ public:
     std::string meta_key(int32_t index) const {
         const char *k = specula_model_meta_key(m_, index);
         return k != nullptr ? k : "";
+    }
+    /// XXH3-128 of the whole GGUF file as 32 hex digits (what snapshots are bound to).
+    std::string fingerprint() const {
+        return detail::fetch_text([&](char *buf, size_t size, size_t *len, specula_error **err) {
+            return specula_model_fingerprint(m_, buf, size, len, err);
+        });
     }
     /// Value of metadata entry index rendered as text; arrays abbreviated after max_array items.
     std::string meta_value(int32_t index, int32_t max_array = 8) const {
@@ -531,7 +547,8 @@ public:
     std::vector<float> draft_logits(int32_t n_vocab) {
         std::vector<float> out(static_cast<size_t>(n_vocab));
         specula_error *err = nullptr;
-        check(specula_session_draft_logits(s_, out.data(), out.size(), &err), err);
+        const specula_status st = specula_session_draft_logits(s_, out.data(), out.size(), &err);
+        check(st, err);
         return out;
     }
 
@@ -641,6 +658,46 @@ public:
     /// Raw logits (n_vocab floats) of the last evaluated position, or nullptr. Valid until the next call.
     const float *logits() const noexcept { return specula_session_logits(s_); }
 
+    /// Snapshots (specula.h, "Snapshots and prompt caches"). save_file writes atomically (temporary + rename).
+    void save_file(const std::string &path, const SnapshotOptions &opts = SnapshotOptions()) {
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_session_save_file(s_, path.c_str(), &opts, &err);
+        check(st_, err);
+    }
+    /// Loads a snapshot; on failure throws Error and the session is unchanged.
+    void load_file(const std::string &path) {
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_session_load_file(s_, path.c_str(), &err);
+        check(st_, err);
+    }
+    /// The snapshot as bytes (one compression: the buffer is sized by the library's upper bound, then trimmed).
+    std::vector<uint8_t> save(const SnapshotOptions &opts = SnapshotOptions()) {
+        size_t bound = 0;
+        specula_error *err = nullptr;
+        specula_status st = specula_session_save_buffer(s_, &opts, nullptr, 0, &bound, &err);
+        if (st != SPECULA_ERR_BUFFER_TOO_SMALL) check(st, err);
+        specula_error_destroy(err);
+        std::vector<uint8_t> out(bound);
+        size_t used = 0;
+        err = nullptr;
+        const specula_status st_ = specula_session_save_buffer(s_, &opts, out.data(), out.size(), &used, &err);
+        check(st_, err);
+        out.resize(used);
+        return out;
+    }
+    void load(const std::vector<uint8_t> &bytes) { load(bytes.data(), bytes.size()); }
+    void load(const void *data, size_t size) {
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_session_load_buffer(s_, data, size, &err);
+        check(st_, err);
+    }
+    /// Copies this session's state into dst (same model), in memory.
+    void fork_into(Session &dst, const SnapshotOptions &opts = SnapshotOptions()) {
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_session_fork(s_, dst.get(), &opts, &err);
+        check(st_, err);
+    }
+
 private:
     // CANCELLED and CONTEXT_FULL are outcomes, not failures: report them as stop reasons.
     static specula_stop_reason finish(specula_status st, specula_error *err, specula_stop_reason reason) {
@@ -655,6 +712,59 @@ private:
     }
 
     specula_session *s_ = nullptr;
+};
+
+/// A directory of context snapshots shared by processes (specula_prompt_cache_*). Movable; thread-safe.
+class PromptCache {
+public:
+    PromptCache() noexcept = default;
+    explicit PromptCache(const std::string &dir, uint64_t max_bytes = uint64_t(1) << 30, int32_t compression_level = 1) {
+        specula_prompt_cache_options o;
+        specula_prompt_cache_options_init(&o);
+        o.max_bytes = max_bytes;
+        o.compression_level = compression_level;
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_prompt_cache_open(dir.c_str(), &o, &c_, &err);
+        check(st_, err);
+    }
+    PromptCache(const PromptCache &) = delete;
+    PromptCache &operator=(const PromptCache &) = delete;
+    PromptCache(PromptCache &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+    PromptCache &operator=(PromptCache &&o) noexcept {
+        if (this != &o) {
+            specula_prompt_cache_destroy(c_);
+            c_ = std::exchange(o.c_, nullptr);
+        }
+        return *this;
+    }
+    ~PromptCache() { specula_prompt_cache_destroy(c_); }
+    specula_prompt_cache *get() const noexcept { return c_; }
+    explicit operator bool() const noexcept { return c_ != nullptr; }
+
+    /// Restores the longest cached prefix of tokens into session; returns its length (0: miss, session unchanged).
+    size_t restore(Session &session, const std::vector<int32_t> &tokens) {
+        size_t n = 0;
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_prompt_cache_restore(c_, session.get(), tokens.data(), tokens.size(), &n, &err);
+        check(st_, err);
+        return n;
+    }
+    void store(Session &session) {
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_prompt_cache_store(c_, session.get(), &err);
+        check(st_, err);
+    }
+    specula_prompt_cache_stats stats() const {
+        specula_prompt_cache_stats st{};
+        st.struct_size = sizeof st;
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_prompt_cache_get_stats(c_, &st, &err);
+        check(st_, err);
+        return st;
+    }
+
+private:
+    specula_prompt_cache *c_ = nullptr;
 };
 
 /* ------------------------------------------------------------------------------------------------------ */

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "session/session.h"
+#include "snapshot/prompt_cache.h"
 
 #include <specula/specula.h>
 
@@ -35,6 +36,10 @@ struct specula_session {
     std::unique_ptr<specula::internal::Session> session;
     specula::internal::StepResult last_step;  // backs the borrowed pointers of specula_session_next's event
     specula_stats last_stats{};
+};
+
+struct specula_prompt_cache {
+    std::unique_ptr<specula::internal::PromptCache> cache;
 };
 
 namespace specula::internal {
@@ -106,6 +111,7 @@ inline specula_stats full_stats(const Session &session) {
     const size_t n_depth = sizeof s.accepted_at_depth / sizeof s.accepted_at_depth[0];
     for (size_t d = 0; d < n_depth; ++d) s.accepted_at_depth[d] = d < sp.accepted_at_depth.size() ? sp.accepted_at_depth[d] : 0;
     s.drafter_bytes = session.drafter_bytes();
+    s.n_restored_tokens = session.n_restored_tokens();
     return s;
 }
 

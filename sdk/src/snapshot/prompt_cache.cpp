@@ -1,0 +1,251 @@
+#include "snapshot/prompt_cache.h"
+
+#include "backends/cpu/thread_pool.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace specula::internal {
+namespace {
+
+constexpr const char *kSuffix = ".snap";
+
+std::vector<uint8_t> read_file(const fs::path &path, size_t max_bytes = SIZE_MAX) {
+    std::ifstream in(path, std::ios::binary);
+    require(bool(in), SPECULA_ERR_IO, "cannot open '" + path.string() + "'");
+    in.seekg(0, std::ios::end);
+    const std::streamoff size = in.tellg();
+    require(size >= 0, SPECULA_ERR_IO, "cannot read '" + path.string() + "'");
+    in.seekg(0);
+    std::vector<uint8_t> bytes(std::min(size_t(size), max_bytes));
+    in.read(reinterpret_cast<char *>(bytes.data()), std::streamsize(bytes.size()));
+    require(in.gcount() == std::streamsize(bytes.size()), SPECULA_ERR_IO, "cannot read '" + path.string() + "'");
+    return bytes;
+}
+
+// An entry's token ids: the header and the TOKS section only.
+std::vector<int32_t> read_entry_tokens(const fs::path &path, int32_t n_vocab) {
+    const size_t head = kSnapshotHeaderBytes + kSectionHeaderBytes;
+    std::vector<uint8_t> bytes = read_file(path, head);
+    require(bytes.size() == head, SPECULA_ERR_FORMAT, "prompt cache: '" + path.string() + "' is too short");
+    uint64_t stored = 0;
+    std::memcpy(&stored, bytes.data() + kSnapshotHeaderBytes + 16, 8);
+    require(stored <= (uint64_t(1) << 32), SPECULA_ERR_FORMAT, "prompt cache: '" + path.string() + "' is damaged");
+    bytes = read_file(path, head + size_t(stored));
+    const SnapshotHeader h = parse_snapshot_header(bytes);
+    require(h.scope == SnapshotScope::Context, SPECULA_ERR_FORMAT, "prompt cache: '" + path.string() + "' is not a context snapshot");
+    return decode_tokens(parse_section_at(bytes, kSnapshotHeaderBytes), h.n_tokens, n_vocab);
+}
+
+std::string entry_name(std::span<const int32_t> tokens) {
+    char name[64];
+    std::snprintf(name, sizeof name, "%016llx-%zu%s", static_cast<unsigned long long>(XXH3_64bits(tokens.data(), tokens.size_bytes())), tokens.size(),
+                  kSuffix);
+    return name;
+}
+
+bool is_entry(const fs::directory_entry &e) {
+    std::error_code ec;
+    return e.is_regular_file(ec) && e.path().extension() == kSuffix && e.path().filename().string().find(".tmp.") == std::string::npos;
+}
+
+size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+    const size_t n = std::min(a.size(), b.size());
+    size_t i = 0;
+    while (i < n && a[i] == b[i]) ++i;
+    return i;
+}
+
+}  // namespace
+
+PromptCache::PromptCache(fs::path dir, const PromptCacheConfig &config) : dir_(std::move(dir)), config_(config) {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    require(!ec && fs::is_directory(dir_, ec), SPECULA_ERR_IO, "prompt cache: cannot create the directory '" + dir_.string() + "': " + ec.message());
+}
+
+fs::path PromptCache::model_dir(Session &session) {
+    const std::string kv = session.kv_type() == KvType::F16 ? "f16" : "f32";
+    return dir_ / (session.model().fingerprint(&session.pool()).hex() + "-" + kv);
+}
+
+std::map<std::string, PromptCache::Entry> &PromptCache::refresh(const fs::path &dir, int32_t n_vocab) {
+    std::map<std::string, Entry> &known = known_[dir.string()];
+    std::error_code ec;
+    std::map<std::string, Entry> now;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        if (!is_entry(*it)) continue;
+        const std::string name = it->path().filename().string();
+        auto found = known.find(name);
+        if (found != known.end()) {
+            now.emplace(name, std::move(found->second));
+            continue;
+        }
+        try {
+            now.emplace(name, Entry{read_entry_tokens(it->path(), n_vocab)});
+        } catch (const Error &e) {
+            if (e.status() == SPECULA_ERR_IO) continue;  // removed by another process while we looked
+            log(SPECULA_LOG_WARN, "prompt cache: removing a damaged entry: %s", e.what());
+            remove(it->path());
+        }
+    }
+    known = std::move(now);
+    return known;
+}
+
+void PromptCache::remove(const fs::path &file) {
+    std::error_code ec;
+    if (fs::remove(file, ec)) ++stats_.evictions;
+    known_[file.parent_path().string()].erase(file.filename().string());
+}
+
+int32_t PromptCache::restore(Session &session, std::span<const int32_t> tokens) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const fs::path dir = model_dir(session);
+    std::map<std::string, Entry> &entries = refresh(dir, session.model().hparams().n_vocab);
+    std::string best;
+    size_t best_len = 0;
+    fs::file_time_type best_time{};
+    for (const auto &[name, entry] : entries) {
+        const size_t n = common_prefix(tokens, entry.tokens);
+        if (n == 0 || n < best_len) continue;
+        std::error_code ec;
+        const fs::file_time_type t = fs::last_write_time(dir / name, ec);
+        if (n > best_len || t > best_time) {
+            best = name;
+            best_len = n;
+            best_time = t;
+        }
+    }
+    const int32_t keep = int32_t(std::min<size_t>(best_len, size_t(session.n_ctx())));
+    if (keep == 0) {
+        ++stats_.misses;
+        return 0;
+    }
+    const fs::path file = dir / best;
+    std::vector<uint8_t> bytes;
+    try {
+        bytes = read_file(file);
+    } catch (const Error &) {  // gone since the listing: another process evicted it
+        known_[dir.string()].erase(best);
+        ++stats_.misses;
+        return 0;
+    }
+    try {
+        session.load_snapshot(bytes, keep);
+    } catch (const Error &e) {
+        const specula_status st = e.status();
+        if (st != SPECULA_ERR_FORMAT && st != SPECULA_ERR_UNSUPPORTED && st != SPECULA_ERR_INCOMPATIBLE) throw;
+        log(SPECULA_LOG_WARN, "prompt cache: removing an entry that does not load: %s", e.what());
+        remove(file);
+        ++stats_.misses;
+        return 0;
+    }
+    std::error_code ec;
+    fs::last_write_time(file, fs::file_time_type::clock::now(), ec);  // most recently used
+    ++stats_.hits;
+    stats_.restored_tokens += keep;
+    return keep;
+}
+
+void PromptCache::store(Session &session) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (session.tokens().empty() || session.n_evaluated() == 0) return;
+    const fs::path dir = model_dir(session);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    require(!ec, SPECULA_ERR_IO, "prompt cache: cannot create '" + dir.string() + "': " + ec.message());
+    std::map<std::string, Entry> &entries = refresh(dir, session.model().hparams().n_vocab);
+    const std::vector<int32_t> tokens = session.tokens();
+    const std::string name = entry_name(tokens);
+    const fs::path file = dir / name;
+    if (entries.count(name) == 0) {
+        static std::atomic<uint64_t> counter{0};
+        const fs::path tmp = dir / (name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+        std::FILE *f = std::fopen(tmp.c_str(), "wb");
+        require(f != nullptr, SPECULA_ERR_IO, "prompt cache: cannot write '" + tmp.string() + "': " + std::strerror(errno));
+        try {
+            SnapshotOptions options;
+            options.scope = SnapshotScope::Context;
+            options.level = config_.level;
+            session.save_snapshot(options, [&](const void *data, size_t n) {
+                require(std::fwrite(data, 1, n, f) == n, SPECULA_ERR_IO, "prompt cache: cannot write '" + tmp.string() + "': " + std::strerror(errno));
+            });
+            require(std::fclose(f) == 0, SPECULA_ERR_IO, "prompt cache: cannot write '" + tmp.string() + "'");
+            f = nullptr;
+            fs::rename(tmp, file, ec);
+            require(!ec, SPECULA_ERR_IO, "prompt cache: cannot rename '" + tmp.string() + "': " + ec.message());
+        } catch (...) {
+            if (f != nullptr) std::fclose(f);
+            fs::remove(tmp, ec);
+            throw;
+        }
+        entries[name] = Entry{tokens};
+        ++stats_.stores;
+    } else {
+        fs::last_write_time(file, fs::file_time_type::clock::now(), ec);
+    }
+    // Entries whose context is a prefix of this one are served as well by this one.
+    std::vector<std::string> dominated;
+    for (const auto &[other, entry] : entries)
+        if (other != name && entry.tokens.size() < tokens.size() && common_prefix(entry.tokens, tokens) == entry.tokens.size()) dominated.push_back(other);
+    for (const std::string &other : dominated) remove(dir / other);
+    enforce_limit(file);
+}
+
+void PromptCache::enforce_limit(const fs::path &keep) {
+    if (config_.max_bytes == 0) return;
+    struct File {
+        fs::path path;
+        uint64_t size;
+        fs::file_time_type time;
+    };
+    std::vector<File> files;
+    uint64_t total = 0;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+        if (!is_entry(*it)) continue;
+        std::error_code e2;
+        const uint64_t size = it->file_size(e2);
+        const fs::file_time_type time = it->last_write_time(e2);
+        if (e2) continue;
+        files.push_back({it->path(), size, time});
+        total += size;
+    }
+    std::sort(files.begin(), files.end(), [](const File &a, const File &b) { return a.time < b.time; });
+    for (const File &f : files) {
+        if (total <= config_.max_bytes) break;
+        if (f.path == keep) continue;  // the entry just stored goes last
+        remove(f.path);
+        total -= f.size;
+    }
+    if (total > config_.max_bytes) remove(keep);  // larger than the limit on its own
+}
+
+PromptCacheStats PromptCache::stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PromptCacheStats s = stats_;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+        if (!is_entry(*it)) continue;
+        std::error_code e2;
+        const uint64_t size = it->file_size(e2);
+        if (e2) continue;
+        ++s.n_entries;
+        s.bytes += size;
+    }
+    return s;
+}
+
+}  // namespace specula::internal
