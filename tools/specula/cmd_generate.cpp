@@ -8,7 +8,13 @@
 //           When speculating (--draft, --draft-model, --spec ngram), every token object also has "accepted"
 //           (true: drafted and accepted by the target; false: produced by the target itself), and the stats
 //           object gains "drafter", "tau", "rounds", "drafted", "accepted", "accept_per_depth", "draft_ms",
-//           "verify_ms" and "drafter_bytes". Without a drafter the lines are exactly as before.
+//           "verify_ms" and "drafter_bytes". Without a drafter the lines are exactly as before. When tokens were
+//           restored from a snapshot or the prompt cache, the stats object has "restored_tokens".
+//
+// Sessions that persist: --save-session FILE writes a full snapshot after generating; --load-session FILE
+// continues from one (the prompt options then add text after the restored context, and the snapshot's sampler,
+// random generator included, is kept unless sampling options are given); --prompt-cache DIR restores the longest
+// cached prefix of the prompt, evaluates only the rest and stores the context when done.
 #include "cli.h"
 #include "interrupt.h"
 #include "json_out.h"
@@ -59,6 +65,10 @@ struct GenerateArgs {
     std::string spec = "none";
     std::string tree;         // "4,16,16,16,16"
     int32_t ngram_nodes = -1; // -1: library default
+    // Snapshots.
+    std::string save_session, load_session, prompt_cache;
+    int64_t prompt_cache_mib = 1024;
+    std::vector<CLI::Option *> sampler_opts;  // to tell whether any sampling option was given
 };
 
 // "4,16,16,16,16" (tools/common/tree_widths.h), as a usage error.
@@ -117,8 +127,11 @@ int run_generate(GenerateArgs &a) {
     const bool use_ids = !a.prompt_ids.empty();
     if (use_ids) prompt_ids = parse_token_ids(a.prompt_ids);
     if (!a.prompt_file.empty()) prompt_text = read_prompt_file(a.prompt_file);
-    if (!use_ids && prompt_text.empty() && a.no_bos)
+    const bool resume = !a.load_session.empty();
+    if (!use_ids && prompt_text.empty() && a.no_bos && !resume)
         throw UsageError("nothing to generate from: empty prompt and --no-bos");
+    bool sampler_given = false;
+    for (const CLI::Option *o : a.sampler_opts) sampler_given = sampler_given || o->count() > 0;
 
     const bool ngram = a.spec == "ngram";
     const bool model_drafter = !a.draft.empty() || !a.draft_model.empty();
@@ -129,7 +142,8 @@ int run_generate(GenerateArgs &a) {
     }
     if (a.ngram_nodes >= 0 && !ngram) throw UsageError("--ngram-nodes needs --spec ngram");
 
-    // Sampling without --seed: a fresh seed per run, like most CLIs; --seed makes runs reproducible.
+    // Sampling without --seed: a fresh seed per run, like most CLIs; --seed makes runs reproducible. (A resumed
+    // session keeps the snapshot's sampler and generator unless sampling options are given.)
     if (a.seed_opt->count() == 0) a.sampler.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
 
     InterruptHandler interrupt;  // installed before loading so Ctrl-C can cancel a slow load too
@@ -198,13 +212,31 @@ int run_generate(GenerateArgs &a) {
         ~Detach() { h.attach(nullptr); }
     } detach{interrupt};
 
-    if (use_ids) {
-        // Ids are taken verbatim (include BOS yourself, as llama.cpp's reference files do).
-        session.append_tokens(prompt_ids);
-        prompt_text = model.detokenize(prompt_ids);
-    } else {
-        session.append_text(prompt_text, a.no_bos ? 0 : SPECULA_TOKENIZE_ADD_SPECIAL);
+    if (resume) {
+        try {
+            session.load_file(a.load_session);
+        } catch (const specula::Error &e) {
+            throw specula::Error(e.status(), "cannot load session '" + a.load_session + "': " + e.what());
+        }
+        if (sampler_given) session.set_sampler(a.sampler);
     }
+    specula::PromptCache cache;
+    if (!a.prompt_cache.empty()) cache = specula::PromptCache(a.prompt_cache, uint64_t(a.prompt_cache_mib) << 20);
+
+    if (!use_ids) {
+        // Special tokens (BOS) only at the start of a context; after a restored one the prompt continues it.
+        const int32_t flags = a.no_bos || session.n_tokens() > 0 ? 0 : SPECULA_TOKENIZE_ADD_SPECIAL;
+        prompt_ids = model.tokenize(prompt_text, flags);
+    } else {
+        // Ids are taken verbatim (include BOS yourself, as llama.cpp's reference files do).
+        prompt_text = model.detokenize(prompt_ids);
+    }
+    size_t from_cache = 0;
+    if (cache) {
+        from_cache = cache.restore(session, prompt_ids);
+        if (from_cache == 0) session.rewind(0);
+    }
+    session.append_tokens(prompt_ids.data() + from_cache, prompt_ids.size() - from_cache);
     if (session.n_tokens() == 0) throw UsageError("nothing to generate from: the prompt has no tokens");
 
     if (!jsonl) write_stdout(prompt_text);
@@ -226,6 +258,15 @@ int run_generate(GenerateArgs &a) {
         }
         return true;
     });
+
+    if (cache) cache.store(session);
+    if (!a.save_session.empty()) {
+        try {
+            session.save_file(a.save_session);
+        } catch (const specula::Error &e) {
+            throw specula::Error(e.status(), "cannot save session '" + a.save_session + "': " + e.what());
+        }
+    }
 
     const specula_stats stats = session.stats();
     if (jsonl) {
@@ -257,16 +298,18 @@ Command add_generate_command(CLI::App &parent) {
         ->capture_default_str();
 
     specula_sampler_options &s = a.sampler;
-    cmd->add_option("--temp", s.temperature, "Temperature (0 = greedy)")->capture_default_str();
-    cmd->add_option("--top-k", s.top_k, "Top-k (0 = off)")->capture_default_str();
-    cmd->add_option("--top-p", s.top_p, "Top-p (1 = off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
-    cmd->add_option("--min-p", s.min_p, "Min-p (0 = off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
-    cmd->add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--presence-penalty", s.presence_penalty, "Presence penalty (0 = off)")->capture_default_str();
-    cmd->add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty (0 = off)")
-        ->capture_default_str();
+    std::vector<CLI::Option *> &so_list = a.sampler_opts;
+    so_list.push_back(cmd->add_option("--temp", s.temperature, "Temperature (0 = greedy)")->capture_default_str());
+    so_list.push_back(cmd->add_option("--top-k", s.top_k, "Top-k (0 = off)")->capture_default_str());
+    so_list.push_back(cmd->add_option("--top-p", s.top_p, "Top-p (1 = off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f)));
+    so_list.push_back(cmd->add_option("--min-p", s.min_p, "Min-p (0 = off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f)));
+    so_list.push_back(cmd->add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str()
+        ->check(CLI::PositiveNumber));
+    so_list.push_back(cmd->add_option("--presence-penalty", s.presence_penalty, "Presence penalty (0 = off)")->capture_default_str());
+    so_list.push_back(cmd->add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty (0 = off)")
+        ->capture_default_str());
     a.seed_opt = cmd->add_option("--seed", s.seed, "Sampling seed (default: random per run)");
+    so_list.push_back(a.seed_opt);
 
     specula_session_options &so = a.session;
     cmd->add_option("-c,--ctx-size", so.n_ctx, "Context length in tokens (0 = min(trained, 4096))")
@@ -288,12 +331,24 @@ Command add_generate_command(CLI::App &parent) {
     cmd->add_option("--top-logits", a.top_logits, "With --format jsonl: report the K largest logits per token")
         ->capture_default_str()->check(CLI::Range(0, 64));
     cmd->add_flag("--no-bos", a.no_bos, "Do not add the BOS token to a text prompt");
-    cmd->add_option("--context-penalty", s.context_penalty,
+    so_list.push_back(cmd->add_option("--context-penalty", s.context_penalty,
                     "TokenSwift's contextual penalty theta on tokens of the recent context (1 = off)")
-        ->capture_default_str()->check(CLI::PositiveNumber);
-    cmd->add_option("--context-penalty-window", s.context_penalty_window,
+        ->capture_default_str()->check(CLI::PositiveNumber));
+    so_list.push_back(cmd->add_option("--context-penalty-window", s.context_penalty_window,
                     "Tokens of history the contextual penalty looks at (-1 = all)")
-        ->capture_default_str()->check(CLI::Range(-1, 1 << 22));
+        ->capture_default_str()->check(CLI::Range(-1, 1 << 22)));
+
+    // Sessions that persist (docs/snapshots.md).
+    cmd->add_option("--save-session", a.save_session, "After generating, save the whole session (exact resume) to FILE");
+    auto *load = cmd->add_option("--load-session", a.load_session,
+                                 "Continue a saved session: the prompt (optional) is added after its context; its sampler is kept "
+                                 "unless sampling options are given");
+    auto *pc = cmd->add_option("--prompt-cache", a.prompt_cache,
+                               "Reuse evaluated prompts: restore the longest cached prefix from DIR, store the context after generating");
+    cmd->add_option("--prompt-cache-size", a.prompt_cache_mib, "Size limit of the --prompt-cache directory in MiB (0 = none)")
+        ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+    load->excludes(pc);
+    pc->excludes(load);
 
     // Speculative decoding: lossless (the output is what the model alone gives), only faster or slower.
     auto *draft = cmd->add_option("--draft", a.draft, "Speculative decoding with a LongSpec draft file made for this model");

@@ -108,6 +108,7 @@ std::string json_stats_line(const specula_stats &stats, specula_stop_reason reas
                        ",\"decode_tokens_per_s\":" + json_number(stats.decode_tokens_per_s) +
                        ",\"ttft_ms\":" + json_number(stats.ttft_ms) + ",\"stop_reason\":" +
                        json_string(specula_stop_reason_string(reason));
+    if (stats.n_restored_tokens > 0) line += ",\"restored_tokens\":" + std::to_string(stats.n_restored_tokens);
     if (!drafter.empty()) {
         const int n_depth = static_cast<int>(sizeof stats.accepted_at_depth / sizeof stats.accepted_at_depth[0]);
         int deepest = 0;

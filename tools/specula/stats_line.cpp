@@ -11,6 +11,7 @@ std::string stats_line(const specula_stats &stats, specula_stop_reason reason, c
                   stats.n_prompt_tokens, stats.prompt_tokens_per_s, stats.n_generated, stats.decode_tokens_per_s,
                   stats.ttft_ms, specula_stop_reason_string(reason));
     std::string line = buf;
+    if (stats.n_restored_tokens > 0) line += " | restored " + std::to_string(stats.n_restored_tokens) + " tok";
     if (!drafter.empty()) {
         std::snprintf(buf, sizeof buf, ": tau %.2f, rounds %d, accepted %d/%d drafted, draft %.1fms verify %.1fms",
                       stats.tau, stats.n_spec_rounds, stats.n_accepted, stats.n_drafted, stats.draft_ms, stats.verify_ms);
