@@ -12,7 +12,8 @@
 #   1. specula devices, nvidia-smi
 #   2. specula_cuda_tests: kernels vs host loops, CUDA vs CPU parity on the fixture models, bit-identical tree
 #      verification, lossless speculative decoding on CUDA, cancellation, the host KV mirror
-#   3. specula_api_tests "[speculative],[backend],[sessions]": the public API with the default backend (AUTO = CUDA here)
+#   3. specula_api_tests "[speculative],[backend],[sessions],[snapshot]": the public API with the default backend (AUTO =
+#      CUDA here), snapshots included
 #   4. bench_draft_quality --backend cuda vs cpu on stories260K with its trained draft (speculative vs AR, one run each)
 #   5. bench_cuda on a Llama-3.1-8B-shaped F16 synthetic model at 1K, 8K and 32K
 set -uo pipefail
@@ -69,7 +70,7 @@ echo "== CUDA tests"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== API tests on the default backend"
-"$build/bin/specula_api_tests" "[speculative],[backend],[sessions]" 2>&1 | tee "$out/api-tests.txt" | tail -5
+"$build/bin/specula_api_tests" "[speculative],[backend],[sessions],[snapshot]" 2>&1 | tee "$out/api-tests.txt" | tail -5
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== speculative vs autoregressive, stories260K + its trained draft"
