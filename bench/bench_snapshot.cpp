@@ -13,6 +13,7 @@
 //            again and producing it: the point of snapshots.
 // Every resumed session is checked to give the same next 16 tokens as the original (greedy).
 #include "backends/cpu/types/half.h"
+#include "common/session_run.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/timer.h"
 #include "machine_files.h"
@@ -93,21 +94,6 @@ std::unique_ptr<Session> new_session(const std::shared_ptr<const Model> &model, 
     return std::make_unique<Session>(model, c, greedy);
 }
 
-std::vector<int32_t> next_tokens(Session &s, int32_t n) {
-    GenerateConfig g;
-    g.max_tokens = n;
-    g.stop_at_eog = false;
-    s.configure_run(g);
-    s.begin_run();
-    std::vector<int32_t> out;
-    for (;;) {
-        StepResult r;
-        s.step(r);
-        if (r.token >= 0) out.push_back(r.token);
-        if (r.stop != SPECULA_STOP_NONE) return out;
-    }
-}
-
 std::vector<uint8_t> save_memory(Session &s, SnapshotScope scope, int level) {
     std::vector<uint8_t> bytes;
     SnapshotOptions o;
@@ -174,11 +160,11 @@ int main(int argc, char **argv) {
         auto s = new_session(model, a);
         s->append_tokens(ctx.data(), ctx.size());
         const double t0 = now_ms();
-        const std::vector<int32_t> first = next_tokens(*s, 1);
+        const std::vector<int32_t> first = test_sessions::generate_more(*s, 1);
         eval_ms = std::min(eval_ms, now_ms() - t0);
         if (r == 0) {
             expected = first;
-            const std::vector<int32_t> more = next_tokens(*s, 15);
+            const std::vector<int32_t> more = test_sessions::generate_more(*s, 15);
             expected.insert(expected.end(), more.begin(), more.end());
             original = std::move(s);
         }
@@ -186,7 +172,6 @@ int main(int argc, char **argv) {
     // The snapshot is taken right after the context was evaluated and its first token produced; rewinding to the
     // context keeps those keys/values (only the last token is evaluated again for its logits).
     original->rewind(a.context);
-    next_tokens(*original, 0);
     const uint64_t kv_raw = uint64_t(hp.n_layer) * 2 * uint64_t(original->n_evaluated()) * uint64_t(hp.n_embd_kv()) * 4;
     std::printf("re-evaluating the context and producing the next token: %.1f ms (%.0f tok/s)\n", eval_ms, 1000.0 * a.context / eval_ms);
     std::printf("KV rows of %d evaluated tokens: %.2f MB as F32 (%.2f MB as F16)\n\n", original->n_evaluated(), kv_raw / 1e6, kv_raw / 2e6);
@@ -246,7 +231,7 @@ int main(int argc, char **argv) {
             }
             const double t_load = now_ms() - t0;
             load_ms = std::min(load_ms, t_load);
-            const std::vector<int32_t> got = next_tokens(*s, 16);
+            const std::vector<int32_t> got = test_sessions::generate_more(*s, 16);
             if (c.to_file) resume_ms = std::min(resume_ms, now_ms() - t0 - 0.0);
             if (got != expected) {
                 std::fprintf(stderr, "MISMATCH: the resumed session (%s) continues differently\n", c.name);
@@ -263,7 +248,7 @@ int main(int argc, char **argv) {
     auto fresh = new_session(model, a);
     fresh->append_tokens(ctx.data(), ctx.size());
     const double t0 = now_ms();
-    next_tokens(*fresh, 16);
+    test_sessions::generate_more(*fresh, 16);
     const double reeval_ms = now_ms() - t0;
     std::printf("\nresume from the file and produce 16 tokens: %.1f ms; evaluate the context and produce 16 tokens: %.1f ms: %.1fx faster\n",
                 resume_ms, reeval_ms, reeval_ms / resume_ms);

@@ -29,7 +29,9 @@ constexpr int32_t kSelfChunk = 64;
 class CudaLongSpecDrafter final : public LongSpecDrafterBase {
 public:
     CudaLongSpecDrafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes, CudaRunner &target)
-        : LongSpecDrafterBase(max_tree_nodes, draft->target().hparams().n_vocab), draft_(std::move(draft)), target_(target), cfg_(draft_->config()),
+        : LongSpecDrafterBase(max_tree_nodes, draft->target().hparams().n_vocab, draft->config().window + 1, draft->target().hparams().n_embd_kv(),
+                              KvType::F16),
+          draft_(std::move(draft)), target_(target), cfg_(draft_->config()),
           hp_(draft_->target().hparams()) {
         require(max_tree_nodes >= 0 && max_tree_nodes <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "longspec: max tree nodes must be in [0, 4096]");
         check(cudaSetDevice(target_.device()), "cudaSetDevice");
@@ -86,8 +88,9 @@ public:
         return total + ring_pos_.capacity() * sizeof(int32_t);
     }
 
+private:
     // The ring's F16 rows are copied through the target's stream (snapshots are rare: no pinned staging).
-    std::vector<uint8_t> save_state() const override {
+    LongSpecRing ring() const override {
         LongSpecRing r;
         r.type = KvType::F16;
         r.n_done = n_done_;
@@ -99,14 +102,9 @@ public:
         check(cudaStreamSynchronize(target_.stream()), "LongSpec ring read");
         check(cudaMemcpy(r.k.data(), kv_k_.as(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (LongSpec ring)");
         check(cudaMemcpy(r.v.data(), kv_v_.as(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (LongSpec ring)");
-        return r.encode();
+        return r;
     }
-    int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override {
-        LongSpecRing::decode(state, KvType::F16, ring_, hp_.n_embd_kv(), n_tokens);
-        return 0;
-    }
-    void load_state(std::span<const uint8_t> state) override {
-        const LongSpecRing r = LongSpecRing::decode(state, KvType::F16, ring_, hp_.n_embd_kv(), INT32_MAX);
+    void set_ring(const LongSpecRing &r) override {
         check(cudaSetDevice(target_.device()), "cudaSetDevice");
         check(cudaStreamSynchronize(target_.stream()), "LongSpec ring write");
         check(cudaMemcpy(kv_k_.as(), r.k.data(), r.k.size(), cudaMemcpyHostToDevice), "cudaMemcpy (LongSpec ring)");
@@ -115,7 +113,6 @@ public:
         ring_pos_ = r.positions;
     }
 
-private:
     size_t host_staging_bytes() const { return ints_capacity_ * 4 + logits_.bytes(); }
 
     void begin_round(const DraftRequest &request) override {

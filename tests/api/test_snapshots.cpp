@@ -3,7 +3,9 @@
 // another model, draft, drafter set, n_ctx; buffers, files, forks and the prompt cache directory.
 #include <specula/specula.hpp>
 
+#include "common/api_outcome.h"
 #include "common/fixture_files.h"
+#include "common/temp_dir.h"
 
 #include <catch2/catch.hpp>
 
@@ -17,6 +19,9 @@
 #include <vector>
 
 namespace fs = std::filesystem;
+using test_fixtures::outcome;
+using test_fixtures::Outcome;
+using test_fixtures::TempDir;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -30,32 +35,7 @@ const specula::Model &stories() {
     return model;
 }
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static int counter = 0;
-        path = fs::temp_directory_path() / ("specula-snapshots-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string &name) const { return (path / name).string(); }
-};
 
-// The status and message of a call through the C ABI, freeing the error.
-struct Outcome {
-    specula_status status;
-    std::string message;
-};
-Outcome outcome(specula_status status, specula_error **err) {
-    Outcome o{status, specula_error_message(*err)};
-    CHECK((status == SPECULA_OK) == (*err == nullptr));
-    specula_error_destroy(*err);
-    *err = nullptr;
-    return o;
-}
 
 // Which drafters a session gets.
 enum class Drafters { None, Ngram, LongSpec, LongSpecNgram, DraftModel };
@@ -235,7 +215,7 @@ TEST_CASE("snapshots: every damaged or truncated byte is refused and the session
 }
 
 TEST_CASE("snapshots: another model, draft, drafter set or n_ctx is refused with its own status", "[snapshot][api]") {
-    TempDir dir;
+    TempDir dir("specula-snapshots");
     specula::Session source = make_session(Drafters::LongSpec, 0.0f);
     source.append_text(kPrompt);
     generate(source, 10);
@@ -302,7 +282,7 @@ TEST_CASE("snapshots: another model, draft, drafter set or n_ctx is refused with
 }
 
 TEST_CASE("snapshots: buffers, files, forks and NULL arguments", "[snapshot][api]") {
-    TempDir dir;
+    TempDir dir("specula-snapshots");
     specula_error *err = nullptr;
     specula::Session s = make_session(Drafters::Ngram, 1.0f);
     s.append_text(kPrompt);
@@ -392,7 +372,7 @@ TEST_CASE("snapshots: buffers, files, forks and NULL arguments", "[snapshot][api
 }
 
 TEST_CASE("prompt cache: the longest cached prefix is restored and the output is what an uncached run gives", "[snapshot][api]") {
-    TempDir dir;
+    TempDir dir("specula-snapshots");
     const Drafters drafters = GENERATE(Drafters::None, Drafters::LongSpecNgram);
     const float temperature = GENERATE(0.0f, 1.0f);
     CAPTURE(name_of(drafters), temperature);
@@ -449,7 +429,7 @@ TEST_CASE("prompt cache: the longest cached prefix is restored and the output is
 }
 
 TEST_CASE("prompt cache: size limit, damaged entries, another model, several handles on one directory", "[snapshot][api]") {
-    TempDir dir;
+    TempDir dir("specula-snapshots");
     const std::string path = dir.file("cache");
     auto context_of = [](const std::string &text) {
         specula::Session s = make_session(Drafters::None, 0.0f);

@@ -3,7 +3,9 @@
 // decoding, token for token), with the drafted flags of the token events consistent with the stats.
 #include <specula/specula.hpp>
 
+#include "common/api_outcome.h"
 #include "common/fixture_files.h"
+#include "common/temp_dir.h"
 
 #include <catch2/catch.hpp>
 
@@ -18,6 +20,9 @@
 #include <vector>
 
 namespace fs = std::filesystem;
+using test_fixtures::outcome;
+using test_fixtures::Outcome;
+using test_fixtures::TempDir;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -33,33 +38,7 @@ const specula::Model &stories() {
     return model;
 }
 
-// A private temp folder, removed with everything in it when the test case ends.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() / ("specula-speculative-api-" + std::to_string(::getpid()));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string &name) const { return (path / name).string(); }
-};
 
-// The status of a call and its error's message; frees the error. Takes &err, read only here, after the call:
-// outcome(specula_x(..., &err), &err) (passing err by value could read it before specula_x has set it).
-struct Outcome {
-    specula_status status;
-    std::string message;
-};
-Outcome outcome(specula_status status, specula_error **err) {
-    Outcome o{status, specula_error_message(*err)};
-    CHECK((status == SPECULA_OK) == (*err == nullptr));
-    specula_error_destroy(*err);
-    *err = nullptr;
-    return o;
-}
 
 specula::Session greedy_session(const specula::Model &model, int32_t n_ctx = 512) {
     specula::SessionOptions so;
@@ -111,7 +90,7 @@ std::string write_random_draft(const TempDir &dir, const specula::Model &target,
 }  // namespace
 
 TEST_CASE("speculative: NULL handles and bad options are INVALID_ARGUMENT with a message", "[speculative][api]") {
-    TempDir dir;
+    TempDir dir("specula-speculative-api");
     specula_error *err = nullptr;
     specula_draft *draft = nullptr;
     const std::string draft_path = write_random_draft(dir, stories(), "d.gguf");
@@ -281,7 +260,7 @@ TEST_CASE("speculative: NULL handles and bad options are INVALID_ARGUMENT with a
 
 TEST_CASE("speculative: a draft made for another target is INCOMPATIBLE", "[speculative][api]") {
     if (!test_fixtures::have_fixture(code_model_path())) return;
-    TempDir dir;
+    TempDir dir("specula-speculative-api");
     const std::string path = write_random_draft(dir, stories(), "stories-draft.gguf");
     const specula::Model code = specula::Model::load(code_model_path().string());
     specula_draft *draft = nullptr;
@@ -298,7 +277,7 @@ TEST_CASE("speculative: a draft made for another target is INCOMPATIBLE", "[spec
 }
 
 TEST_CASE("speculative: a draft loaded for one model handle cannot serve a session on another", "[speculative][api]") {
-    TempDir dir;
+    TempDir dir("specula-speculative-api");
     const std::string path = write_random_draft(dir, stories(), "d.gguf");
     const specula::Model a = specula::Model::load(kModelPath);
     const specula::Model b = specula::Model::load(kModelPath);  // the same file, another loaded model
@@ -336,7 +315,7 @@ TEST_CASE("speculative: a draft model with another vocabulary is INCOMPATIBLE", 
 }
 
 TEST_CASE("speculative: a truncated draft file is IO or FORMAT and yields no handle", "[speculative][api]") {
-    TempDir dir;
+    TempDir dir("specula-speculative-api");
     const std::string path = write_random_draft(dir, stories(), "d.gguf");
     const std::string bytes = test_fixtures::read_file(path);
     REQUIRE(bytes.size() > 1024);
@@ -358,7 +337,7 @@ TEST_CASE("speculative: a truncated draft file is IO or FORMAT and yields no han
 }
 
 TEST_CASE("speculative: greedy output equals plain greedy decoding with every drafter", "[speculative][api]") {
-    TempDir dir;
+    TempDir dir("specula-speculative-api");
     const std::string draft_path = write_random_draft(dir, stories(), "d.gguf");
     const std::vector<int32_t> &expected = reference_tokens();
     REQUIRE(expected.size() == size_t(kTokens));
@@ -535,7 +514,7 @@ TEST_CASE("speculative: stats are written only up to the caller's struct_size", 
 
 TEST_CASE("speculative: draft logits are deterministic, change nothing, and misuse is an error",
           "[speculative][api]") {
-    TempDir dir;
+    TempDir dir("specula-speculative-api");
     const specula::Model &model = stories();
     const specula::Draft draft = specula::Draft::load(write_random_draft(dir, model, "d.gguf"), model);
     const int32_t n_vocab = model.n_vocab();

@@ -1,5 +1,6 @@
-// Drives an internal Session the way the tests need: rewind to empty, append a prompt, generate exactly n tokens
-// (end-of-generation tokens do not stop it) and return them. Shared by the CPU and CUDA lossless tests.
+// Drives an internal Session the way the tests and benchmarks need: generate exactly n tokens (end-of-generation
+// tokens do not stop it) after the context, or after a prompt in an emptied context, and return them. Shared by the
+// CPU and CUDA lossless and snapshot tests and bench_snapshot.
 #pragma once
 
 #include "session/session.h"
@@ -8,10 +9,9 @@
 
 namespace test_sessions {
 
-inline std::vector<int32_t> generate(specula::internal::Session &s, const std::vector<int32_t> &prompt, int32_t n) {
+// Generates exactly n tokens after the context as it is (end-of-generation tokens do not stop it).
+inline std::vector<int32_t> generate_more(specula::internal::Session &s, int32_t n) {
     using namespace specula::internal;
-    s.rewind(0);
-    s.append_tokens(prompt.data(), prompt.size());
     GenerateConfig run;
     run.max_tokens = n;
     run.stop_at_eog = false;
@@ -25,6 +25,12 @@ inline std::vector<int32_t> generate(specula::internal::Session &s, const std::v
         if (r.stop != SPECULA_STOP_NONE) break;
     }
     return out;
+}
+
+inline std::vector<int32_t> generate(specula::internal::Session &s, const std::vector<int32_t> &prompt, int32_t n) {
+    s.rewind(0);
+    s.append_tokens(prompt.data(), prompt.size());
+    return generate_more(s, n);
 }
 
 }  // namespace test_sessions

@@ -2,6 +2,7 @@
 // runner interface, a resumed CUDA session continues exactly (temperature 0 and 1), and a snapshot is never loaded
 // across KV types (CPU F32 <-> CUDA F16).
 #include "backends/cuda/cuda_runner.h"
+#include "common/session_run.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "session/session.h"
@@ -61,22 +62,6 @@ std::unique_ptr<Session> make(bool cuda, float temperature, uint64_t seed, bool 
     return session;
 }
 
-std::vector<int32_t> run(Session &s, int32_t n) {
-    GenerateConfig g;
-    g.max_tokens = n;
-    g.stop_at_eog = false;
-    s.configure_run(g);
-    s.begin_run();
-    std::vector<int32_t> out;
-    for (;;) {
-        StepResult r;
-        s.step(r);
-        if (r.token >= 0) out.push_back(r.token);
-        if (r.stop != SPECULA_STOP_NONE) break;
-    }
-    return out;
-}
-
 std::vector<uint8_t> save(Session &s, SnapshotScope scope = SnapshotScope::Full) {
     std::vector<uint8_t> bytes;
     SnapshotOptions o;
@@ -95,15 +80,15 @@ TEST_CASE("cuda: a snapshot resumes exactly on CUDA with the device LongSpec dra
     auto whole = make(true, temperature, 21, true);
     REQUIRE(std::string(whole->backend()) == "cuda");
     append_prompt(*whole);
-    const std::vector<int32_t> expected = run(*whole, kHead + kTail);
+    const std::vector<int32_t> expected = test_sessions::generate_more(*whole, kHead + kTail);
 
     auto first = make(true, temperature, 21, true);
     append_prompt(*first);
-    std::vector<int32_t> got = run(*first, kHead);
+    std::vector<int32_t> got = test_sessions::generate_more(*first, kHead);
     const std::vector<uint8_t> bytes = save(*first);
     auto second = make(true, temperature, 5, true);
     second->load_snapshot(bytes);
-    const std::vector<int32_t> tail = run(*second, kTail);
+    const std::vector<int32_t> tail = test_sessions::generate_more(*second, kTail);
     got.insert(got.end(), tail.begin(), tail.end());
     CHECK(got == expected);
     CHECK(second->n_restored_tokens() > 0);
@@ -114,8 +99,8 @@ TEST_CASE("cuda: snapshots are not loaded across KV types, and a context snapsho
     auto gpu = make(true, 0.0f, 1, false);
     append_prompt(*cpu);
     append_prompt(*gpu);
-    run(*cpu, 4);
-    run(*gpu, 4);
+    test_sessions::generate_more(*cpu, 4);
+    test_sessions::generate_more(*gpu, 4);
     const std::vector<uint8_t> from_cpu = save(*cpu), from_gpu = save(*gpu, SnapshotScope::Context);
     const std::vector<int32_t> gpu_tokens = gpu->tokens();
     try {
@@ -134,5 +119,5 @@ TEST_CASE("cuda: snapshots are not loaded across KV types, and a context snapsho
     }
     auto fork = make(true, 0.0f, 1, false);
     fork->load_snapshot(from_gpu);
-    CHECK(run(*fork, 6) == run(*gpu, 6));
+    CHECK(test_sessions::generate_more(*fork, 6) == test_sessions::generate_more(*gpu, 6));
 }

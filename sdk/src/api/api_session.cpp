@@ -7,11 +7,6 @@ using namespace specula::internal;
 
 namespace {
 
-Session &get(specula_session *s) {
-    require_arg(s != nullptr && s->session != nullptr, "session is NULL");
-    return *s->session;
-}
-
 SamplerConfig to_config(const specula_sampler_options *user) {
     specula_sampler_options defaults;
     specula_sampler_options_init(&defaults);
@@ -150,13 +145,13 @@ specula_status specula_session_create(specula_model *model, const specula_sessio
 void specula_session_destroy(specula_session *session) { delete session; }
 
 specula_status specula_session_set_sampler(specula_session *session, const specula_sampler_options *sampler, specula_error **err) {
-    return guarded(err, [&] { get(session).set_sampler(to_config(sampler)); });
+    return guarded(err, [&] { session_of(session).set_sampler(to_config(sampler)); });
 }
 
 specula_status specula_session_append_text(specula_session *session, const char *text, size_t len, int32_t flags, specula_error **err) {
     return guarded(err, [&] {
         require_arg(text != nullptr || len == 0, "text is NULL");
-        get(session).append_text(std::string_view(text ? text : "", len), (flags & SPECULA_TOKENIZE_ADD_SPECIAL) != 0,
+        session_of(session).append_text(std::string_view(text ? text : "", len), (flags & SPECULA_TOKENIZE_ADD_SPECIAL) != 0,
                                  (flags & SPECULA_TOKENIZE_PARSE_SPECIAL) != 0);
     });
 }
@@ -164,12 +159,12 @@ specula_status specula_session_append_text(specula_session *session, const char 
 specula_status specula_session_append_tokens(specula_session *session, const int32_t *tokens, size_t n_tokens, specula_error **err) {
     return guarded(err, [&] {
         require_arg(tokens != nullptr || n_tokens == 0, "tokens is NULL");
-        get(session).append_tokens(tokens, n_tokens);
+        session_of(session).append_tokens(tokens, n_tokens);
     });
 }
 
 specula_status specula_session_rewind(specula_session *session, int32_t n_tokens, specula_error **err) {
-    return guarded(err, [&] { get(session).rewind(n_tokens); });
+    return guarded(err, [&] { session_of(session).rewind(n_tokens); });
 }
 
 int32_t specula_session_n_ctx(const specula_session *s) { return s && s->session ? s->session->n_ctx() : 0; }
@@ -180,7 +175,7 @@ int32_t specula_session_n_tokens(const specula_session *s) { return s && s->sess
 specula_status specula_session_tokens(const specula_session *session, int32_t *tokens, size_t capacity, size_t *n_tokens, specula_error **err) {
     return guarded(err, [&] {
         require_arg(n_tokens != nullptr, "n_tokens is NULL");
-        const std::vector<int32_t> &ids = get(const_cast<specula_session *>(session)).tokens();
+        const std::vector<int32_t> &ids = session_of(const_cast<specula_session *>(session)).tokens();
         *n_tokens = ids.size();
         if (ids.size() > capacity) throw Error(SPECULA_ERR_BUFFER_TOO_SMALL, "token buffer of " + std::to_string(capacity) + " is too small for " + std::to_string(ids.size()));
         require_arg(tokens != nullptr || ids.empty(), "tokens is NULL");
@@ -193,7 +188,7 @@ specula_status specula_session_generate(specula_session *session, const specula_
     if (stop_reason != nullptr) *stop_reason = SPECULA_STOP_NONE;
     specula_status result = SPECULA_OK;
     const specula_status status = guarded(err, [&] {
-        Session &s = get(session);
+        Session &s = session_of(session);
         s.configure_run(to_config(opts));
         s.begin_run();
         StepResult &step = session->last_step;
@@ -221,7 +216,7 @@ specula_status specula_session_next(specula_session *session, const specula_gene
                                     specula_error **err) {
     return guarded(err, [&] {
         require_arg(event != nullptr && event->struct_size >= sizeof(uint32_t), "event is NULL or its struct_size is unset");
-        Session &s = get(session);
+        Session &s = session_of(session);
         s.configure_run(to_config(opts));
         const specula_status result = s.step(session->last_step);
         session->last_stats = full_stats(s);
@@ -238,7 +233,7 @@ void specula_session_cancel(specula_session *session) {
 specula_status specula_session_stats(const specula_session *session, specula_stats *stats, specula_error **err) {
     return guarded(err, [&] {
         require_arg(stats != nullptr && stats->struct_size >= sizeof(uint32_t), "stats is NULL or its struct_size is unset");
-        const specula_stats full = full_stats(get(const_cast<specula_session *>(session)));
+        const specula_stats full = full_stats(session_of(const_cast<specula_session *>(session)));
         const uint32_t size = stats->struct_size;
         std::memcpy(stats, &full, std::min<size_t>(size, sizeof full));
         stats->struct_size = size;

@@ -15,11 +15,6 @@ using namespace specula::internal;
 
 namespace {
 
-Session &get(specula_session *s) {
-    require_arg(s != nullptr && s->session != nullptr, "session is NULL");
-    return *s->session;
-}
-
 SnapshotOptions to_options(const specula_snapshot_options *user) {
     specula_snapshot_options defaults;
     specula_snapshot_options_init(&defaults);
@@ -46,7 +41,7 @@ void specula_snapshot_options_init(specula_snapshot_options *opts) {
 
 specula_status specula_session_save_file(specula_session *session, const char *path, const specula_snapshot_options *opts, specula_error **err) {
     return guarded(err, [&] {
-        Session &s = get(session);
+        Session &s = session_of(session);
         require_arg(path != nullptr && path[0] != '\0', "path is NULL or empty");
         const SnapshotOptions options = to_options(opts);
         // Written beside the target and renamed over it: the path never holds a partial snapshot.
@@ -73,7 +68,7 @@ specula_status specula_session_save_file(specula_session *session, const char *p
 
 specula_status specula_session_load_file(specula_session *session, const char *path, specula_error **err) {
     return guarded(err, [&] {
-        Session &s = get(session);
+        Session &s = session_of(session);
         require_arg(path != nullptr, "path is NULL");
         // Read into memory, not mapped: another process truncating the file must not crash this one.
         const FileBytes bytes = FileBytes::open(path, false);
@@ -84,7 +79,7 @@ specula_status specula_session_load_file(specula_session *session, const char *p
 specula_status specula_session_save_buffer(specula_session *session, const specula_snapshot_options *opts, void *buf, size_t capacity,
                                            size_t *size, specula_error **err) {
     return guarded(err, [&] {
-        Session &s = get(session);
+        Session &s = session_of(session);
         require_arg(size != nullptr, "size is NULL");
         const SnapshotOptions options = to_options(opts);
         const uint64_t bound = s.snapshot_bound(options);
@@ -117,7 +112,7 @@ specula_status specula_session_save_buffer(specula_session *session, const specu
 
 specula_status specula_session_load_buffer(specula_session *session, const void *buf, size_t size, specula_error **err) {
     return guarded(err, [&] {
-        Session &s = get(session);
+        Session &s = session_of(session);
         require_arg(buf != nullptr || size == 0, "buf is NULL");
         s.load_snapshot(std::span<const uint8_t>(static_cast<const uint8_t *>(buf), size));
     });
@@ -125,8 +120,8 @@ specula_status specula_session_load_buffer(specula_session *session, const void 
 
 specula_status specula_session_fork(specula_session *src, specula_session *dst, const specula_snapshot_options *opts, specula_error **err) {
     return guarded(err, [&] {
-        Session &from = get(src);
-        Session &to = get(dst);
+        Session &from = session_of(src);
+        Session &to = session_of(dst);
         require_arg(&from != &to, "src and dst are the same session");
         SnapshotOptions options = to_options(opts);
         options.level = 0;  // in memory: no compression
@@ -181,14 +176,14 @@ specula_status specula_prompt_cache_restore(specula_prompt_cache *cache, specula
         *n_restored = 0;
         require_arg(cache != nullptr && cache->cache != nullptr, "cache is NULL");
         require_arg(tokens != nullptr || n_tokens == 0, "tokens is NULL");
-        *n_restored = size_t(cache->cache->restore(get(session), std::span<const int32_t>(tokens, n_tokens)));
+        *n_restored = size_t(cache->cache->restore(session_of(session), std::span<const int32_t>(tokens, n_tokens)));
     });
 }
 
 specula_status specula_prompt_cache_store(specula_prompt_cache *cache, specula_session *session, specula_error **err) {
     return guarded(err, [&] {
         require_arg(cache != nullptr && cache->cache != nullptr, "cache is NULL");
-        cache->cache->store(get(session));
+        cache->cache->store(session_of(session));
     });
 }
 

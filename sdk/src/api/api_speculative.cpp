@@ -11,11 +11,6 @@ namespace {
 
 const LongSpecDraft *get(const specula_draft *d) { return d ? d->draft.get() : nullptr; }
 
-Session &get_session(specula_session *s) {
-    require_arg(s != nullptr && s->session != nullptr, "session is NULL");
-    return *s->session;
-}
-
 // The core's SpeculativeConfig from a caller's options (validated here as far as the options alone allow;
 // the session checks the rest: the draft's target, the draft model's vocabulary).
 SpeculativeConfig to_config(const specula_speculative_options *user) {
@@ -125,7 +120,7 @@ void specula_speculative_options_init(specula_speculative_options *opts) {
 specula_status specula_session_set_speculative(specula_session *session, const specula_speculative_options *opts,
                                                specula_error **err) {
     return guarded(err, [&] {
-        Session &s = get_session(session);
+        Session &s = session_of(session);
         s.set_speculative(to_config(opts));
     });
 }
@@ -136,7 +131,7 @@ const char *specula_session_drafter_name(const specula_session *session) {
 
 specula_status specula_session_draft_logits(specula_session *session, float *logits, size_t capacity, specula_error **err) {
     return guarded(err, [&] {
-        Session &s = get_session(session);
+        Session &s = session_of(session);
         require_arg(logits != nullptr, "logits is NULL");
         const size_t n_vocab = size_t(s.model().hparams().n_vocab);
         require(capacity >= n_vocab, SPECULA_ERR_BUFFER_TOO_SMALL,

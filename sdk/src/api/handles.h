@@ -87,6 +87,12 @@ inline void require_arg(bool ok, const char *what) {
     if (!ok) throw Error(SPECULA_ERR_INVALID_ARGUMENT, std::string("invalid argument: ") + what);
 }
 
+// The session behind a handle; INVALID_ARGUMENT for a NULL handle.
+inline Session &session_of(specula_session *s) {
+    require_arg(s != nullptr && s->session != nullptr, "session is NULL");
+    return *s->session;
+}
+
 // Reads a caller's versioned options struct: fields beyond the caller's struct_size keep the defaults, fields
 // the caller has and this library does not know are ignored.
 template <typename T> T read_options(const T *user, const T &defaults, const char *what) {

@@ -19,7 +19,9 @@ namespace {
 class LongSpecDrafter final : public LongSpecDrafterBase {
 public:
     LongSpecDrafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes, ThreadPool &pool)
-        : LongSpecDrafterBase(max_tree_nodes, draft->target().hparams().n_vocab), draft_(std::move(draft)), pool_(pool), cfg_(draft_->config()),
+        : LongSpecDrafterBase(max_tree_nodes, draft->target().hparams().n_vocab, draft->config().window + 1, draft->target().hparams().n_embd_kv(),
+                              KvType::F32),
+          draft_(std::move(draft)), pool_(pool), cfg_(draft_->config()),
           hp_(draft_->target().hparams()) {
         require(max_tree_nodes >= 0 && max_tree_nodes <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "longspec: max tree nodes must be in [0, 4096]");
         ring_ = cfg_.window + 1;
@@ -52,7 +54,8 @@ public:
         return floats * sizeof(float) + ring_pos_.capacity() * sizeof(int32_t) + quant_scratch_.capacity() + mask_.capacity();
     }
 
-    std::vector<uint8_t> save_state() const override {
+private:
+    LongSpecRing ring() const override {
         LongSpecRing r;
         r.type = KvType::F32;
         r.n_done = n_done_;
@@ -61,21 +64,15 @@ public:
         r.v.resize(ring_v_.size() * sizeof(float));
         std::memcpy(r.k.data(), ring_k_.data(), r.k.size());
         std::memcpy(r.v.data(), ring_v_.data(), r.v.size());
-        return r.encode();
+        return r;
     }
-    int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override {
-        LongSpecRing::decode(state, KvType::F32, ring_, hp_.n_embd_kv(), n_tokens);
-        return 0;
-    }
-    void load_state(std::span<const uint8_t> state) override {
-        const LongSpecRing r = LongSpecRing::decode(state, KvType::F32, ring_, hp_.n_embd_kv(), INT32_MAX);
+    void set_ring(const LongSpecRing &r) override {
         n_done_ = r.n_done;
         ring_pos_ = r.positions;
         std::memcpy(ring_k_.data(), r.k.data(), r.k.size());
         std::memcpy(ring_v_.data(), r.v.data(), r.v.size());
     }
 
-private:
     void begin_round(const DraftRequest &request) override {
         require(request.target_kv != nullptr, SPECULA_ERR_INTERNAL, "longspec: the request has no target KV cache");
         const int32_t n = int32_t(request.tokens.size());
@@ -250,6 +247,15 @@ LongSpecRing LongSpecRing::decode(std::span<const uint8_t> bytes, KvType type, i
     r.check(ring.k.size() == row_bytes && ring.v.size() == row_bytes, "the rows have the wrong size");
     r.expect_end();
     return ring;
+}
+
+int32_t LongSpecDrafterBase::check_state(std::span<const uint8_t> state, int32_t n_tokens) const {
+    LongSpecRing::decode(state, ring_type_, ring_slots_, row_width_, n_tokens);
+    return 0;
+}
+
+void LongSpecDrafterBase::load_state(std::span<const uint8_t> state) {
+    set_ring(LongSpecRing::decode(state, ring_type_, ring_slots_, row_width_, INT32_MAX));
 }
 
 void LongSpecDrafterBase::draft(const DraftRequest &request, DraftTree &tree) {

@@ -27,30 +27,6 @@ namespace specula::internal {
 
 class ThreadPool;
 
-// What every LongSpec drafter does with its layer, whatever computes it (the CPU here, the GPU in
-// backends/cuda/cuda_longspec_drafter.cpp): a round catches up on the context, then either builds a beam tree
-// scored level by level (speculative/beam_tree.h) or scores the root alone.
-class LongSpecDrafterBase : public Drafter {
-public:
-    const char *name() const override { return "longspec"; }
-    void draft(const DraftRequest &request, DraftTree &tree) override;
-    bool root_logits(const DraftRequest &request, float *logits) override;
-
-protected:
-    LongSpecDrafterBase(int32_t max_tree_nodes, int32_t n_vocab) : max_nodes_(max_tree_nodes), n_vocab_(n_vocab) {}
-    // The root (the context's last token) and its position, the target KV the cross-attention may read (never at
-    // or beyond the root), and the ring caught up to the context.
-    virtual void begin_round(const DraftRequest &request) = 0;
-    // The layer for tree nodes [first, first + count) (the root alone when first == 0): count rows of logits.
-    virtual void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) = 0;
-
-    int32_t max_nodes_;  // the most drafted nodes (root excluded) a tree may have
-    int32_t n_vocab_;
-
-private:
-    DraftTree root_tree_;  // root_logits' one-node tree
-};
-
 // The ring as snapshots keep it (every LongSpec drafter's save_state): how far it has caught up on the context, the
 // position each slot holds (-1: none yet) and the slots' self-attention keys and values, in the element type the
 // drafter keeps them (F32 on the CPU, F16 on a GPU).
@@ -64,6 +40,41 @@ struct LongSpecRing {
     // Throws Error(FORMAT) unless bytes hold a ring of this type, slot count and row width whose n_done fits a
     // context of n_tokens tokens.
     static LongSpecRing decode(std::span<const uint8_t> bytes, KvType type, int32_t slots, int32_t row_width, int32_t n_tokens);
+};
+
+// What every LongSpec drafter does with its layer, whatever computes it (the CPU here, the GPU in
+// backends/cuda/cuda_longspec_drafter.cpp): a round catches up on the context, then either builds a beam tree
+// scored level by level (speculative/beam_tree.h) or scores the root alone.
+class LongSpecDrafterBase : public Drafter {
+public:
+    const char *name() const override { return "longspec"; }
+    void draft(const DraftRequest &request, DraftTree &tree) override;
+    bool root_logits(const DraftRequest &request, float *logits) override;
+    // Snapshots: the ring, verbatim (LongSpecRing).
+    std::vector<uint8_t> save_state() const override { return ring().encode(); }
+    int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override;
+    void load_state(std::span<const uint8_t> state) override;
+
+protected:
+    // ring_slots: window + 1; row_width: the target's n_embd_kv; ring_type: how this drafter keeps the ring's rows.
+    LongSpecDrafterBase(int32_t max_tree_nodes, int32_t n_vocab, int32_t ring_slots, int32_t row_width, KvType ring_type)
+        : max_nodes_(max_tree_nodes), n_vocab_(n_vocab), ring_slots_(ring_slots), row_width_(row_width), ring_type_(ring_type) {}
+    // The root (the context's last token) and its position, the target KV the cross-attention may read (never at
+    // or beyond the root), and the ring caught up to the context.
+    virtual void begin_round(const DraftRequest &request) = 0;
+    // The layer for tree nodes [first, first + count) (the root alone when first == 0): count rows of logits.
+    virtual void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) = 0;
+    // The ring copied out of, and back into, wherever the drafter keeps it.
+    virtual LongSpecRing ring() const = 0;
+    virtual void set_ring(const LongSpecRing &ring) = 0;
+
+    int32_t max_nodes_;  // the most drafted nodes (root excluded) a tree may have
+    int32_t n_vocab_;
+    int32_t ring_slots_, row_width_;
+    KvType ring_type_;
+
+private:
+    DraftTree root_tree_;  // root_logits' one-node tree
 };
 
 // max_tree_nodes: the most drafted nodes (root excluded) any request will ask for. pool: shared with the
