@@ -21,7 +21,7 @@ check() {  # name expected actual
 
 prompt="Once upon a time, there was a little girl named Lily."
 for temp in 0 1; do
-    for drafters in "" "--spec ngram" "--draft $draft" "--draft $draft --spec ngram"; do
+    for drafters in "" "--spec ngram" "--draft $draft" "--draft $draft --spec ngram" "--draft-model $src/models/stories260K.gguf --tree 1,1,1"; do
         name="temp $temp, drafters '${drafters:-none}'"
         # shellcheck disable=SC2086
         "$specula" generate -p "$prompt" -n 50 --temp "$temp" --seed 17 $drafters --format jsonl > "$work/whole.jsonl"

@@ -363,13 +363,15 @@ void read_kv_chunks(std::span<const SectionView> chunks, const std::vector<KvChu
     };
 
     const size_t batch = size_t(2 * pool.size());
-    if (sink == nullptr) {  // check every chunk; keep the rows while they fit the budget
+    if (sink == nullptr) {  // check every chunk that will be written; keep the rows while they fit the budget
         size_t total = 0;
-        for (const KvChunkId &c : plan) total += size_t(c.count) * size_t(row_width) * esize;
+        for (const KvChunkId &c : plan)
+            if (c.first < limit_slots) total += size_t(c.count) * size_t(row_width) * esize;
         const bool keep = total <= stage_budget;
         staged.rows.assign(keep ? plan.size() : 0, {});
         std::vector<std::vector<uint8_t>> scratch(size_t(pool.size()));
         run_tasks(pool, int64_t(plan.size()), [&](int64_t i, int thread) {
+            if (plan[size_t(i)].first >= limit_slots) return;  // a partial restore never reads it (its hash was checked)
             decode(size_t(i), keep ? staged.rows[size_t(i)] : scratch[size_t(thread)]);
         });
         staged.complete = keep;

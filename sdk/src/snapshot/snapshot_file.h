@@ -151,8 +151,9 @@ std::vector<uint8_t> decode_section(const SectionView &section, uint64_t max_raw
 // Decodes the KV chunks of `plan`, which must be exactly `chunks` (the file's KVCH sections of that cache, in
 // order): pass `sink == nullptr` to only check them (decompress, compare ids and sizes; keeps the decoded rows in
 // `staged` while their total stays within stage_budget bytes), or a sink to write them (from `staged` when
-// present, else decoding again). Chunks whose first slot is >= limit_slots are skipped when writing. Runs a batch
-// of chunks at a time on the pool; throws Error(FORMAT) naming the first bad chunk.
+// present, else decoding again). Only slots below limit_slots are wanted: chunks starting at or beyond it are
+// neither decompressed nor written (a partial restore), a chunk crossing it is written up to it. Runs a batch of
+// chunks at a time on the pool; throws Error(FORMAT) naming the first bad chunk.
 struct StagedKv {
     std::vector<std::vector<uint8_t>> rows;  // per chunk, when kept
     bool complete = false;
