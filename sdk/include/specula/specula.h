@@ -598,7 +598,8 @@ SPECULA_API specula_status specula_session_draft_logits(specula_session *session
  * drafter state, the session must have the same drafters attached (the same draft or draft model file, the same
  * n-gram settings), else INCOMPATIBLE. A snapshot without drafter state (saved without drafters, or a Context
  * snapshot) loads into any session on the same model: its drafters catch up from the restored context. Loading a
- * Context snapshot keeps the session's sampler, drafters and stats.
+ * Context snapshot keeps the session's sampler, drafters and stats (which count the restored tokens in
+ * n_restored_tokens).
  * The session's KV cache type must match the snapshot's (the CPU backend keeps F32, CUDA F16): a snapshot is not
  * converted between backends. The snapshot's context must fit the session's n_ctx (CONTEXT_FULL otherwise).
  * Statuses of every load: INVALID_ARGUMENT, IO, FORMAT (not a snapshot, damaged, truncated), UNSUPPORTED (another
@@ -670,8 +671,9 @@ SPECULA_API specula_status specula_prompt_cache_open(const char *dir, const spec
 SPECULA_API void specula_prompt_cache_destroy(specula_prompt_cache *cache);
 /* Looks for the cached context sharing the longest prefix with tokens[0, n_tokens) and, if there is one, replaces
  * the session's context with that prefix: *n_restored (required) receives its length, and the caller appends
- * tokens[*n_restored, n_tokens). On a miss *n_restored is 0 and the session is not changed. The session's sampler,
- * drafters and stats are kept (as for a Context snapshot). Statuses: INVALID_ARGUMENT, IO, OUT_OF_MEMORY. */
+ * tokens[*n_restored, n_tokens). On a miss *n_restored is 0 and the session is not changed. The session's sampler
+ * and drafters are kept and its stats go on, n_restored_tokens counting the restored tokens (as for a Context
+ * snapshot). Statuses: INVALID_ARGUMENT, IO, OUT_OF_MEMORY. */
 SPECULA_API specula_status specula_prompt_cache_restore(specula_prompt_cache *cache, specula_session *session,
                                                         const int32_t *tokens, size_t n_tokens, size_t *n_restored,
                                                         specula_error **err);
