@@ -258,8 +258,7 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
     };
 
     // TOKS, SESS
-    std::vector<int32_t> tokens;
-    tokens = decode_tokens(section(kTagTokens, "TOKS"), h.n_tokens, n_vocab);
+    std::vector<int32_t> tokens = decode_tokens(section(kTagTokens, "TOKS"), h.n_tokens, n_vocab);
     int32_t n_evaluated = 0, n_run_generated = 0, n_prompt = 0, n_generated = 0, n_restored = 0;
     bool logits_valid = false, last_generated = false, run_first = true;
     std::vector<float> logits;
@@ -276,6 +275,8 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
             logits.resize(size_t(n_vocab));
             std::memcpy(logits.data(), r.take(logits.size() * sizeof(float)), logits.size() * sizeof(float));
         }
+        // Every token evaluated means the next one is sampled from these logits: they must be there.
+        r.check(logits_valid || n_evaluated < h.n_tokens || h.n_tokens == 0, "the whole context is evaluated but its logits are missing");
         last_generated = r.get_bool();
         if (full) {
             n_run_generated = r.get<int32_t>();
