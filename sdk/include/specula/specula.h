@@ -399,7 +399,9 @@ typedef struct specula_generate_options {
     uint32_t struct_size;
     int32_t max_tokens;               /* tokens to generate per generate call; < 0: until the context is full.
                                          Default 256. For specula_session_next it counts since the last
-                                         append/rewind. */
+                                         append/rewind. Since 0.6, tokens a speculative round accepted beyond the
+                                         limit are kept for the next call: generating N then M tokens gives what
+                                         one call of N + M gives, at any temperature. */
     int32_t stop_at_eog;              /* 1 (default): stop when an end-of-generation token is sampled */
     const char *const *stop_strings;  /* optional; borrowed for the duration of the call */
     int32_t n_stop_strings;
