@@ -231,11 +231,8 @@ int run_generate(GenerateArgs &a) {
         // Ids are taken verbatim (include BOS yourself, as llama.cpp's reference files do).
         prompt_text = model.detokenize(prompt_ids);
     }
-    size_t from_cache = 0;
-    if (cache) {
-        from_cache = cache.restore(session, prompt_ids);
-        if (from_cache == 0) session.rewind(0);
-    }
+    // The session is new here (--prompt-cache excludes --load-session); a miss leaves it empty.
+    const size_t from_cache = cache ? cache.restore(session, prompt_ids) : 0;
     session.append_tokens(prompt_ids.data() + from_cache, prompt_ids.size() - from_cache);
     if (session.n_tokens() == 0) throw UsageError("nothing to generate from: the prompt has no tokens");
 

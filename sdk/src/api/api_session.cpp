@@ -1,7 +1,6 @@
 // specula_session_*: creation, context edits, generation (push and pull), cancel and stats.
 #include "handles.h"
 
-#include <cmath>
 
 using namespace specula::internal;
 
@@ -11,11 +10,6 @@ SamplerConfig to_config(const specula_sampler_options *user) {
     specula_sampler_options defaults;
     specula_sampler_options_init(&defaults);
     const specula_sampler_options o = read_options(user, defaults, "sampler");
-    require_arg(o.top_p >= 0.0f && o.min_p >= 0.0f && o.min_p <= 1.0f, "sampler: top_p must be >= 0 and min_p in [0, 1]");
-    require_arg(o.repeat_penalty > 0.0f, "sampler: repeat_penalty must be > 0");
-    require_arg(o.penalty_last_n >= -1, "sampler: penalty_last_n must be >= -1");
-    require_arg(std::isfinite(o.context_penalty) && o.context_penalty > 0.0f, "sampler: context_penalty must be a finite number > 0");
-    require_arg(o.context_penalty_window >= -1, "sampler: context_penalty_window must be >= -1");
     SamplerConfig c;
     c.temperature = o.temperature;
     c.top_k = o.top_k;
@@ -28,6 +22,8 @@ SamplerConfig to_config(const specula_sampler_options *user) {
     c.seed = o.seed;
     c.context_penalty = o.context_penalty;
     c.context_penalty_window = o.context_penalty_window;
+    const std::string problem = sampler_config_problem(c);
+    require_arg(problem.empty(), problem.c_str());
     return c;
 }
 

@@ -2,14 +2,11 @@
 // session/session_snapshot.cpp and snapshot/prompt_cache.cpp.
 #include "handles.h"
 
+#include "core/atomic_file.h"
 #include "gguf/file_bytes.h"
 
-#include <atomic>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <unistd.h>
 
 using namespace specula::internal;
 
@@ -45,24 +42,7 @@ specula_status specula_session_save_file(specula_session *session, const char *p
         require_arg(path != nullptr && path[0] != '\0', "path is NULL or empty");
         const SnapshotOptions options = to_options(opts);
         // Written beside the target and renamed over it: the path never holds a partial snapshot.
-        static std::atomic<uint64_t> counter{0};
-        const std::string tmp = std::string(path) + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-        std::FILE *f = std::fopen(tmp.c_str(), "wb");
-        require(f != nullptr, SPECULA_ERR_IO, "cannot write the snapshot '" + tmp + "': " + std::strerror(errno));
-        try {
-            s.save_snapshot(options, [&](const void *data, size_t n) {
-                require(std::fwrite(data, 1, n, f) == n, SPECULA_ERR_IO, "cannot write the snapshot '" + tmp + "': " + std::strerror(errno));
-            });
-            const int closed = std::fclose(f);
-            f = nullptr;
-            require(closed == 0, SPECULA_ERR_IO, "cannot write the snapshot '" + tmp + "': " + std::strerror(errno));
-            require(std::rename(tmp.c_str(), path) == 0, SPECULA_ERR_IO,
-                    "cannot write the snapshot '" + std::string(path) + "': " + std::strerror(errno));
-        } catch (...) {
-            if (f != nullptr) std::fclose(f);
-            std::remove(tmp.c_str());
-            throw;
-        }
+        write_file_atomically(path, [&](const ByteSink &sink) { s.save_snapshot(options, sink); });
     });
 }
 
@@ -81,12 +61,12 @@ specula_status specula_session_save_buffer(specula_session *session, const specu
     return guarded(err, [&] {
         Session &s = session_of(session);
         require_arg(size != nullptr, "size is NULL");
-        const SnapshotOptions options = to_options(opts);
-        const uint64_t bound = s.snapshot_bound(options);
+        const Session::PreparedSnapshot prepared = s.prepare_snapshot(to_options(opts));
+        const uint64_t bound = prepared.bound();
         if (buf != nullptr && capacity >= bound) {  // fits whatever zstd does
             uint8_t *out = static_cast<uint8_t *>(buf);
             size_t used = 0;
-            s.save_snapshot(options, [&](const void *data, size_t n) {
+            s.write_snapshot(prepared, [&](const void *data, size_t n) {
                 std::memcpy(out + used, data, n);
                 used += n;
             });
@@ -95,7 +75,7 @@ specula_status specula_session_save_buffer(specula_session *session, const specu
         }
         if (buf != nullptr) {  // a smaller buffer may still hold the compressed snapshot
             std::vector<uint8_t> bytes;
-            s.save_snapshot(options, [&](const void *data, size_t n) {
+            s.write_snapshot(prepared, [&](const void *data, size_t n) {
                 bytes.insert(bytes.end(), static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + n);
             });
             if (bytes.size() <= capacity) {
@@ -125,9 +105,10 @@ specula_status specula_session_fork(specula_session *src, specula_session *dst, 
         require_arg(&from != &to, "src and dst are the same session");
         SnapshotOptions options = to_options(opts);
         options.level = 0;  // in memory: no compression
+        const Session::PreparedSnapshot prepared = from.prepare_snapshot(options);
         std::vector<uint8_t> bytes;
-        bytes.reserve(size_t(from.snapshot_bound(options)));
-        from.save_snapshot(options, [&](const void *data, size_t n) {
+        bytes.reserve(size_t(prepared.bound()));
+        from.write_snapshot(prepared, [&](const void *data, size_t n) {
             bytes.insert(bytes.end(), static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + n);
         });
         to.load_snapshot(bytes);

@@ -8,6 +8,15 @@
 
 namespace specula::internal {
 
+std::string sampler_config_problem(const SamplerConfig &c) {
+    if (!(c.top_p >= 0.0f && c.min_p >= 0.0f && c.min_p <= 1.0f)) return "sampler: top_p must be >= 0 and min_p in [0, 1]";
+    if (!(c.repeat_penalty > 0.0f)) return "sampler: repeat_penalty must be > 0";
+    if (c.penalty_last_n < -1) return "sampler: penalty_last_n must be >= -1";
+    if (!(std::isfinite(c.context_penalty) && c.context_penalty > 0.0f)) return "sampler: context_penalty must be a finite number > 0";
+    if (c.context_penalty_window < -1) return "sampler: context_penalty_window must be >= -1";
+    return "";
+}
+
 Sampler::Sampler(const SamplerConfig &config) : config_(config), rng_(config.seed) {
     const bool penalize = config.repeat_penalty != 1.0f || config.frequency_penalty != 0.0f || config.presence_penalty != 0.0f;
     if (penalize && config.penalty_last_n != 0)

@@ -28,6 +28,10 @@ struct SamplerConfig {
     uint64_t seed = 0;
 };
 
+// The first setting out of the range a sampler accepts ("sampler: repeat_penalty must be > 0", ...), or "" when all
+// are in range. The C ABI refuses such settings; a snapshot holding them is damaged.
+std::string sampler_config_problem(const SamplerConfig &config);
+
 class Sampler {
 public:
     explicit Sampler(const SamplerConfig &config);

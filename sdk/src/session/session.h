@@ -148,8 +148,12 @@ public:
     // logits, the sampler with its generator's position, the drafters' state and a round's accepted tokens not
     // emitted yet, the stream's held-back text and the stats. A Context snapshot holds the context only.
     SnapshotReport save_snapshot(const SnapshotOptions &options, const std::function<void(const void *, size_t)> &sink);
-    // At least the bytes save_snapshot() writes with these options (every section stored uncompressed).
-    uint64_t snapshot_bound(const SnapshotOptions &options);
+    // The same in two steps, for callers that need the size bound before writing (a caller's buffer, a fork):
+    // prepare_snapshot() builds everything but the KV rows once; write_snapshot() streams it with the rows. The
+    // session must not change between the two.
+    struct PreparedSnapshot;
+    PreparedSnapshot prepare_snapshot(const SnapshotOptions &options);
+    SnapshotReport write_snapshot(const PreparedSnapshot &prepared, const std::function<void(const void *, size_t)> &sink);
     // Loads a snapshot saved by a session on the same model file (fingerprint), KV type and drafters (when it
     // carries drafter state). Everything is checked before anything changes: on any error it throws (FORMAT for
     // damaged or truncated bytes, UNSUPPORTED for another format version, INCOMPATIBLE for another model, draft,
@@ -172,8 +176,6 @@ private:
     const KvCache *drafter_target_kv(int32_t n_slots);
     void reset_stream();
     void fill_top_logits(int32_t k, StepResult &out) const;
-    struct SnapshotParts;
-    SnapshotParts snapshot_parts(const SnapshotOptions &options);
     // One draft + verify round: fills ready_ with the accepted tokens and the bonus token.
     bool speculate();
     // The run ended (stop = why): flushes held-back text into out.text and resets the stream.
@@ -229,6 +231,18 @@ private:
     int32_t n_generated_ = 0;
     int32_t n_restored_tokens_ = 0;
     double prompt_ms_ = 0, decode_ms_ = 0, ttft_ms_ = 0;
+};
+
+// Everything of a snapshot but the KV rows (Session::prepare_snapshot): the header and the small sections.
+struct Session::PreparedSnapshot {
+    SnapshotOptions options;
+    SnapshotHeader header;
+    std::vector<uint8_t> tokens, session, sampler, speculative;  // raw sections (sampler, speculative: Full only)
+    std::vector<KvChunkId> plan;                                 // the target's KV chunks
+    TargetRunner *own = nullptr;                                 // a draft model's own cache, saved after the target's
+    std::vector<KvChunkId> own_plan;                             // and its chunks
+    // At least the bytes write_snapshot() writes (every section counted uncompressed).
+    uint64_t bound() const;
 };
 
 }  // namespace specula::internal

@@ -55,12 +55,12 @@ SamplerConfig get_sampler(ByteReader &r) {
     c.context_penalty = r.get<float>();
     c.context_penalty_window = r.get<int32_t>();
     c.seed = r.get<uint64_t>();
-    // The ranges the C ABI accepts (api_session.cpp): a sampler a session could never have had is damage.
-    const bool finite = std::isfinite(c.temperature) && std::isfinite(c.top_p) && std::isfinite(c.min_p) && std::isfinite(c.repeat_penalty) &&
-                        std::isfinite(c.presence_penalty) && std::isfinite(c.frequency_penalty) && std::isfinite(c.context_penalty);
-    r.check(finite && c.top_p >= 0.0f && c.min_p >= 0.0f && c.min_p <= 1.0f && c.repeat_penalty > 0.0f && c.penalty_last_n >= -1 &&
-                c.context_penalty > 0.0f && c.context_penalty_window >= -1,
-            "the sampler settings are out of range");
+    // A sampler a session could never have had is damage: the C ABI's ranges, and finite numbers.
+    const std::string problem = sampler_config_problem(c);
+    r.check(problem.empty(), "the sampler settings are out of range (" + problem + ")");
+    r.check(std::isfinite(c.temperature) && std::isfinite(c.top_p) && std::isfinite(c.min_p) && std::isfinite(c.repeat_penalty) &&
+                std::isfinite(c.presence_penalty) && std::isfinite(c.frequency_penalty),
+            "the sampler settings are not finite numbers");
     return c;
 }
 
@@ -74,11 +74,6 @@ NgramConfig get_ngram(ByteReader &r) {
     return c;
 }
 
-bool same_ngram(const NgramConfig &a, const NgramConfig &b) {
-    return a.lookup_min == b.lookup_min && a.lookup_max == b.lookup_max && a.max_chain == b.max_chain && a.table_n == b.table_n &&
-           a.table_topk == b.table_topk && a.lag == b.lag;
-}
-
 // A runner's cache as the snapshot writer and reader see it.
 KvRows kv_rows_of(TargetRunner &runner) {
     KvRows rows;
@@ -89,25 +84,44 @@ KvRows kv_rows_of(TargetRunner &runner) {
     return rows;
 }
 
-// A draft model's cache: the draft model's layer count, from its runner's row width and the drafter's model.
-int32_t own_cache_layers(const SpeculativeConfig &spec) { return spec.draft_model ? spec.draft_model->hparams().n_layer : 0; }
+// Slots per KV chunk for a runner's rows.
+int32_t chunk_slots_of(const TargetRunner &runner) { return kv_chunk_slots_for(size_t(runner.kv_row_width()) * kv_type_size(runner.kv_type())); }
+
+// The chunks of a draft model's own cache (cache 1) holding `slots` slots; its layers are the draft model's.
+std::vector<KvChunkId> own_cache_plan(const SpeculativeConfig &spec, const TargetRunner &own, int32_t slots) {
+    return kv_chunk_plan(1, spec.draft_model ? spec.draft_model->hparams().n_layer : 0, slots, chunk_slots_of(own));
+}
+
+// The attached draft's file fingerprint (LongSpec draft or draft model), empty without one.
+Fingerprint draft_fingerprint(const SpeculativeConfig &spec, ThreadPool &pool) {
+    if (spec.longspec) return spec.longspec->fingerprint(&pool);
+    if (spec.draft_model) return spec.draft_model->fingerprint(&pool);
+    return {};
+}
 
 }  // namespace
 
-// Everything of a snapshot but the KV rows: the header and the small sections, built in memory.
-struct Session::SnapshotParts {
-    SnapshotHeader header;
-    std::vector<uint8_t> tokens, session, sampler, speculative;  // raw sections (sampler/speculative: Full only)
-    TargetRunner *own = nullptr;  // a draft model's own cache, saved after the target's
-    int32_t own_slots = 0, own_layers = 0, own_chunk_slots = 0;
-};
+uint64_t Session::PreparedSnapshot::bound() const {
+    // Every section is stored at most as its raw bytes (the writer keeps whichever is smaller).
+    uint64_t n = kSnapshotHeaderBytes + 2 * kSectionHeaderBytes + tokens.size() + session.size();  // TOKS, SESS
+    if (header.scope == SnapshotScope::Full) n += 2 * kSectionHeaderBytes + sampler.size() + speculative.size();
+    auto kv = [&](const std::vector<KvChunkId> &chunks, size_t row_bytes) {
+        uint64_t bytes = 0;
+        for (const KvChunkId &c : chunks) bytes += kSectionHeaderBytes + kKvChunkHeaderBytes + uint64_t(c.count) * row_bytes;
+        return bytes;
+    };
+    n += kv(plan, size_t(header.n_embd_kv) * kv_type_size(header.kv_type));
+    if (own != nullptr) n += kv(own_plan, size_t(own->kv_row_width()) * kv_type_size(own->kv_type()));
+    return n + kSectionHeaderBytes;  // END
+}
 
-Session::SnapshotParts Session::snapshot_parts(const SnapshotOptions &options) {
+Session::PreparedSnapshot Session::prepare_snapshot(const SnapshotOptions &options) {
     const HParams &hp = model_->hparams();
     ThreadPool &pool = runner_->pool();
     const bool full = options.scope == SnapshotScope::Full;
     const int32_t n_vocab = hp.n_vocab;
-    SnapshotParts parts;
+    PreparedSnapshot parts;
+    parts.options = options;
 
     // The target's filled slots: the evaluated tokens and, in a Full snapshot, the accepted tokens of the last
     // round not emitted yet (their keys/values were committed by the round).
@@ -119,8 +133,7 @@ Session::SnapshotParts Session::snapshot_parts(const SnapshotOptions &options) {
 
     SnapshotHeader &h = parts.header;
     h.model = model_->fingerprint(&pool);
-    if (drafter_state && spec_.longspec) h.draft = spec_.longspec->fingerprint(&pool);
-    if (drafter_state && spec_.draft_model) h.draft = spec_.draft_model->fingerprint(&pool);
+    if (drafter_state) h.draft = draft_fingerprint(spec_, pool);
     h.kv_type = runner_->kv_type();
     h.scope = options.scope;
     h.n_ctx = n_ctx();
@@ -129,9 +142,10 @@ Session::SnapshotParts Session::snapshot_parts(const SnapshotOptions &options) {
     h.n_layer = hp.n_layer;
     h.n_embd_kv = runner_->kv_row_width();
     h.n_vocab = n_vocab;
-    h.chunk_slots = kv_chunk_slots_for(size_t(h.n_embd_kv) * kv_type_size(h.kv_type));
+    h.chunk_slots = chunk_slots_of(*runner_);
     h.flags = drafter_state ? SnapshotHeader::kFlagDrafterState : 0;
     h.backend = runner_->backend();
+    parts.plan = kv_chunk_plan(0, h.n_layer, h.n_kv, h.chunk_slots);
 
     {
         ByteWriter w;
@@ -165,11 +179,11 @@ Session::SnapshotParts Session::snapshot_parts(const SnapshotOptions &options) {
     w.put_string(sampler_.rng_state());
     parts.sampler = w.take();
 
-    parts.own = drafter_state ? drafter_->own_cache() : nullptr;
-    parts.own_slots = parts.own ? drafter_->own_cache_slots() : 0;
-    if (parts.own) {
-        parts.own_layers = own_cache_layers(spec_);
-        parts.own_chunk_slots = kv_chunk_slots_for(size_t(parts.own->kv_row_width()) * kv_type_size(parts.own->kv_type()));
+    TargetRunner *own = drafter_state ? drafter_->own_cache() : nullptr;
+    const int32_t own_slots = own ? drafter_->own_cache_slots() : 0;
+    if (own != nullptr && own_slots > 0) {
+        parts.own = own;
+        parts.own_plan = own_cache_plan(spec_, *own, own_slots);
     }
     ByteWriter sp;
     sp.put_string(drafter_state ? drafter_->name() : "");
@@ -187,44 +201,29 @@ Session::SnapshotParts Session::snapshot_parts(const SnapshotOptions &options) {
         sp.put_raw(ready_row(ready_next_ + i), size_t(n_vocab) * sizeof(float));
     }
     sp.put_array<uint8_t>(drafter_state ? drafter_->save_state() : std::vector<uint8_t>{});
-    sp.put<int32_t>(parts.own_slots);
+    sp.put<int32_t>(own_slots);
     parts.speculative = sp.take();
     return parts;
 }
 
-uint64_t Session::snapshot_bound(const SnapshotOptions &options) {
-    const SnapshotParts parts = snapshot_parts(options);
-    const SnapshotHeader &h = parts.header;
-    // Every section is stored at most as its raw bytes (the writer keeps whichever is smaller).
-    uint64_t n = kSnapshotHeaderBytes;
-    for (const std::vector<uint8_t> *raw : {&parts.tokens, &parts.session, &parts.sampler, &parts.speculative})
-        if (!raw->empty() || raw == &parts.tokens || raw == &parts.session) n += kSectionHeaderBytes + raw->size();
-    auto kv = [&](int32_t layers, int32_t slots, int32_t chunk_slots, size_t row_bytes) {
-        const uint64_t chunks = slots > 0 ? uint64_t(layers) * 2 * uint64_t((slots + chunk_slots - 1) / chunk_slots) : 0;
-        return chunks * (kSectionHeaderBytes + kKvChunkHeaderBytes) + uint64_t(layers) * 2 * uint64_t(slots) * row_bytes;
-    };
-    n += kv(h.n_layer, h.n_kv, h.chunk_slots, size_t(h.n_embd_kv) * kv_type_size(h.kv_type));
-    if (parts.own && parts.own_slots > 0)
-        n += kv(parts.own_layers, parts.own_slots, parts.own_chunk_slots, size_t(parts.own->kv_row_width()) * kv_type_size(parts.own->kv_type()));
-    return n + kSectionHeaderBytes;  // END
+SnapshotReport Session::write_snapshot(const PreparedSnapshot &prepared, const std::function<void(const void *, size_t)> &sink) {
+    const SnapshotHeader &h = prepared.header;
+    SnapshotWriter out(sink, prepared.options.level, runner_->pool());
+    out.write_header(h);
+    out.write_section(kTagTokens, prepared.tokens);
+    out.write_section(kTagSession, prepared.session);
+    if (h.scope == SnapshotScope::Full) {
+        out.write_section(kTagSampler, prepared.sampler);
+        out.write_section(kTagSpeculative, prepared.speculative);
+    }
+    out.write_kv(prepared.plan, kv_rows_of(*runner_));
+    if (prepared.own != nullptr) out.write_kv(prepared.own_plan, kv_rows_of(*prepared.own));
+    out.write_end();
+    return {out.bytes_written(), out.kv_raw_bytes()};
 }
 
 SnapshotReport Session::save_snapshot(const SnapshotOptions &options, const std::function<void(const void *, size_t)> &sink) {
-    const SnapshotParts parts = snapshot_parts(options);
-    const SnapshotHeader &h = parts.header;
-    SnapshotWriter out(sink, options.level, runner_->pool());
-    out.write_header(h);
-    out.write_section(kTagTokens, parts.tokens);
-    out.write_section(kTagSession, parts.session);
-    if (h.scope == SnapshotScope::Full) {
-        out.write_section(kTagSampler, parts.sampler);
-        out.write_section(kTagSpeculative, parts.speculative);
-    }
-    out.write_kv(kv_chunk_plan(0, h.n_layer, h.n_kv, h.chunk_slots), kv_rows_of(*runner_));
-    if (parts.own != nullptr && parts.own_slots > 0)
-        out.write_kv(kv_chunk_plan(1, parts.own_layers, parts.own_slots, parts.own_chunk_slots), kv_rows_of(*parts.own));
-    out.write_end();
-    return {out.bytes_written(), out.kv_raw_bytes()};
+    return write_snapshot(prepare_snapshot(options), sink);
 }
 
 int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_tokens) {
@@ -348,12 +347,10 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
             require(drafter_name == attached, SPECULA_ERR_INCOMPATIBLE,
                     "snapshot: saved with the '" + drafter_name + "' drafter" + (drafter_ ? "; this session has '" + std::string(attached) + "'" : "; this session has none") +
                         ": attach the same drafters before loading (or save with the context scope)");
-            Fingerprint draft_fp;
-            if (spec_.longspec) draft_fp = spec_.longspec->fingerprint(&pool);
-            if (spec_.draft_model) draft_fp = spec_.draft_model->fingerprint(&pool);
+            const Fingerprint draft_fp = draft_fingerprint(spec_, pool);
             require(h.draft == draft_fp, SPECULA_ERR_INCOMPATIBLE,
                     "snapshot: saved with another draft (file fingerprint " + h.draft.hex() + "; this session's draft is " + draft_fp.hex() + ")");
-            require(has_ngram == spec_.ngram && (!has_ngram || same_ngram(ngram, spec_.ngram_config)), SPECULA_ERR_INCOMPATIBLE,
+            require(has_ngram == spec_.ngram && (!has_ngram || ngram == spec_.ngram_config), SPECULA_ERR_INCOMPATIBLE,
                     "snapshot: saved with other n-gram drafting settings than this session's");
             const int32_t expect_own = drafter_->check_state(drafter_blob, h.n_tokens);
             r.check(own_slots == expect_own && (own_slots == 0 || drafter_->own_cache() != nullptr),
@@ -370,8 +367,7 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
     const std::vector<KvChunkId> plan = kv_chunk_plan(0, hp.n_layer, h.n_kv, h.chunk_slots);
     TargetRunner *own = own_slots > 0 ? drafter_->own_cache() : nullptr;
     std::vector<KvChunkId> own_plan;
-    if (own != nullptr)
-        own_plan = kv_chunk_plan(1, own_cache_layers(spec_), own_slots, kv_chunk_slots_for(size_t(own->kv_row_width()) * kv_type_size(own->kv_type())));
+    if (own != nullptr) own_plan = own_cache_plan(spec_, *own, own_slots);
     const std::span<const SectionView> rest = std::span<const SectionView>(parsed.sections).subspan(next);
     for (const SectionView &s : rest) require(s.tag == kTagKvChunk, SPECULA_ERR_FORMAT, "snapshot: an unexpected section after the KV chunks");
     require(rest.size() == plan.size() + own_plan.size(), SPECULA_ERR_FORMAT,

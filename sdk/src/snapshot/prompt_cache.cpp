@@ -1,18 +1,18 @@
 #include "snapshot/prompt_cache.h"
 
 #include "backends/cpu/thread_pool.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "gguf/file_bytes.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -21,7 +21,8 @@ namespace {
 
 constexpr const char *kSuffix = ".snap";
 
-std::vector<uint8_t> read_file(const fs::path &path, size_t max_bytes = SIZE_MAX) {
+// At most the first max_bytes bytes of a file.
+std::vector<uint8_t> read_prefix(const fs::path &path, size_t max_bytes) {
     std::ifstream in(path, std::ios::binary);
     require(bool(in), SPECULA_ERR_IO, "cannot open '" + path.string() + "'");
     in.seekg(0, std::ios::end);
@@ -37,12 +38,12 @@ std::vector<uint8_t> read_file(const fs::path &path, size_t max_bytes = SIZE_MAX
 // An entry's token ids: the header and the TOKS section only.
 std::vector<int32_t> read_entry_tokens(const fs::path &path, int32_t n_vocab) {
     const size_t head = kSnapshotHeaderBytes + kSectionHeaderBytes;
-    std::vector<uint8_t> bytes = read_file(path, head);
+    std::vector<uint8_t> bytes = read_prefix(path, head);
     require(bytes.size() == head, SPECULA_ERR_FORMAT, "prompt cache: '" + path.string() + "' is too short");
     uint64_t stored = 0;
     std::memcpy(&stored, bytes.data() + kSnapshotHeaderBytes + 16, 8);
     require(stored <= (uint64_t(1) << 32), SPECULA_ERR_FORMAT, "prompt cache: '" + path.string() + "' is damaged");
-    bytes = read_file(path, head + size_t(stored));
+    bytes = read_prefix(path, head + size_t(stored));
     const SnapshotHeader h = parse_snapshot_header(bytes);
     require(h.scope == SnapshotScope::Context, SPECULA_ERR_FORMAT, "prompt cache: '" + path.string() + "' is not a context snapshot");
     return decode_tokens(parse_section_at(bytes, kSnapshotHeaderBytes), h.n_tokens, n_vocab);
@@ -58,6 +59,25 @@ std::string entry_name(std::span<const int32_t> tokens) {
 bool is_entry(const fs::directory_entry &e) {
     std::error_code ec;
     return e.is_regular_file(ec) && e.path().extension() == kSuffix && e.path().filename().string().find(".tmp.") == std::string::npos;
+}
+
+// Every entry file under the cache directory (all models), with its size and last use.
+struct EntryFile {
+    fs::path path;
+    uint64_t size;
+    fs::file_time_type time;
+};
+std::vector<EntryFile> entry_files(const fs::path &root) {
+    std::vector<EntryFile> files;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+        if (!is_entry(*it)) continue;
+        std::error_code e2;
+        const uint64_t size = it->file_size(e2);
+        const fs::file_time_type time = it->last_write_time(e2);
+        if (!e2) files.push_back({it->path(), size, time});  // else removed by another process meanwhile
+    }
+    return files;
 }
 
 size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
@@ -134,16 +154,16 @@ int32_t PromptCache::restore(Session &session, std::span<const int32_t> tokens) 
         return 0;
     }
     const fs::path file = dir / best;
-    std::vector<uint8_t> bytes;
+    FileBytes bytes;
     try {
-        bytes = read_file(file);
+        bytes = FileBytes::open(file.string(), false);  // read, not mapped: another process may remove it
     } catch (const Error &) {  // gone since the listing: another process evicted it
         known_[dir.string()].erase(best);
         ++stats_.misses;
         return 0;
     }
     try {
-        session.load_snapshot(bytes, keep);
+        session.load_snapshot(std::span<const uint8_t>(bytes.data(), bytes.size()), keep);
     } catch (const Error &e) {
         const specula_status st = e.status();
         if (st != SPECULA_ERR_FORMAT && st != SPECULA_ERR_UNSUPPORTED && st != SPECULA_ERR_INCOMPATIBLE) throw;
@@ -171,26 +191,10 @@ void PromptCache::store(Session &session) {
     const std::string name = entry_name(tokens);
     const fs::path file = dir / name;
     if (entries.count(name) == 0) {
-        static std::atomic<uint64_t> counter{0};
-        const fs::path tmp = dir / (name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-        std::FILE *f = std::fopen(tmp.c_str(), "wb");
-        require(f != nullptr, SPECULA_ERR_IO, "prompt cache: cannot write '" + tmp.string() + "': " + std::strerror(errno));
-        try {
-            SnapshotOptions options;
-            options.scope = SnapshotScope::Context;
-            options.level = config_.level;
-            session.save_snapshot(options, [&](const void *data, size_t n) {
-                require(std::fwrite(data, 1, n, f) == n, SPECULA_ERR_IO, "prompt cache: cannot write '" + tmp.string() + "': " + std::strerror(errno));
-            });
-            require(std::fclose(f) == 0, SPECULA_ERR_IO, "prompt cache: cannot write '" + tmp.string() + "'");
-            f = nullptr;
-            fs::rename(tmp, file, ec);
-            require(!ec, SPECULA_ERR_IO, "prompt cache: cannot rename '" + tmp.string() + "': " + ec.message());
-        } catch (...) {
-            if (f != nullptr) std::fclose(f);
-            fs::remove(tmp, ec);
-            throw;
-        }
+        SnapshotOptions options;
+        options.scope = SnapshotScope::Context;
+        options.level = config_.level;
+        write_file_atomically(file.string(), [&](const ByteSink &sink) { session.save_snapshot(options, sink); });
         entries[name] = Entry{tokens};
         ++stats_.stores;
     } else {
@@ -206,25 +210,11 @@ void PromptCache::store(Session &session) {
 
 void PromptCache::enforce_limit(const fs::path &keep) {
     if (config_.max_bytes == 0) return;
-    struct File {
-        fs::path path;
-        uint64_t size;
-        fs::file_time_type time;
-    };
-    std::vector<File> files;
+    std::vector<EntryFile> files = entry_files(dir_);
     uint64_t total = 0;
-    std::error_code ec;
-    for (fs::recursive_directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-        if (!is_entry(*it)) continue;
-        std::error_code e2;
-        const uint64_t size = it->file_size(e2);
-        const fs::file_time_type time = it->last_write_time(e2);
-        if (e2) continue;
-        files.push_back({it->path(), size, time});
-        total += size;
-    }
-    std::sort(files.begin(), files.end(), [](const File &a, const File &b) { return a.time < b.time; });
-    for (const File &f : files) {
+    for (const EntryFile &f : files) total += f.size;
+    std::sort(files.begin(), files.end(), [](const EntryFile &a, const EntryFile &b) { return a.time < b.time; });
+    for (const EntryFile &f : files) {
         if (total <= config_.max_bytes) break;
         if (f.path == keep) continue;  // the entry just stored goes last
         remove(f.path);
@@ -236,14 +226,9 @@ void PromptCache::enforce_limit(const fs::path &keep) {
 PromptCacheStats PromptCache::stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     PromptCacheStats s = stats_;
-    std::error_code ec;
-    for (fs::recursive_directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-        if (!is_entry(*it)) continue;
-        std::error_code e2;
-        const uint64_t size = it->file_size(e2);
-        if (e2) continue;
+    for (const EntryFile &f : entry_files(dir_)) {
         ++s.n_entries;
-        s.bytes += size;
+        s.bytes += f.size;
     }
     return s;
 }

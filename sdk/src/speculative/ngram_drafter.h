@@ -24,6 +24,8 @@ struct NgramConfig {
     int32_t table_n = 4;      // n-gram size of the reuse table (TokenSwift: 4)
     int32_t table_topk = 20;  // n-grams proposed per root (TokenSwift: 20); 0 disables the table
     int32_t lag = 0;          // the table ignores the newest `lag` tokens
+
+    bool operator==(const NgramConfig &) const = default;
 };
 
 std::unique_ptr<Drafter> make_ngram_drafter(const NgramConfig &config);
