@@ -159,6 +159,33 @@ TEST_CASE("snapshots: a snapshot after any emitted token resumes exactly there",
     INFO("tokens emitted from a round's accepted path: " << mid_round);
 }
 
+TEST_CASE("snapshots: rounds that reach the end of the context save and load up to the last token", "[snapshot][api]") {
+    // The target as its own draft accepts every drafted token, so near n_ctx a round's tree fills the context and
+    // its pending tokens (accepted path + bonus) reach one past it.
+    const int32_t n_ctx = GENERATE(37, 38, 39, 40);  // rounds of 4 tokens: every remainder at the end
+    CAPTURE(n_ctx);
+    specula::Session s = make_session(Drafters::DraftModel, 0.0f, 42, n_ctx);
+    s.append_text(kPrompt);
+    std::vector<int32_t> got;
+    for (int step = 0; step < n_ctx; ++step) {
+        specula::GenerateOptions go(1);
+        go.stop_at_eog = false;
+        const specula_stop_reason reason = s.generate(go, [&](const specula_token_event &ev) {
+            if (ev.token != SPECULA_TOKEN_NULL) got.push_back(ev.token);
+            return true;
+        });
+        const std::vector<uint8_t> bytes = s.save();
+        specula::Session resumed = make_session(Drafters::DraftModel, 0.0f, 42, n_ctx);
+        resumed.load(bytes);  // every one loads
+        CHECK(resumed.tokens() == s.tokens());
+        if (reason == SPECULA_STOP_CONTEXT_FULL) break;
+    }
+    CHECK(s.n_tokens() == n_ctx);
+    specula::Session plain = make_session(Drafters::None, 0.0f, 42, n_ctx);
+    plain.append_text(kPrompt);
+    CHECK(generate(plain, n_ctx) == got);
+}
+
 TEST_CASE("snapshots: every damaged or truncated byte is refused and the session keeps working", "[snapshot][api]") {
     // n-gram drafting: every byte of the snapshot; with the LongSpec ring (a larger file): every 61st byte.
     const Drafters drafters = GENERATE(Drafters::Ngram, Drafters::LongSpecNgram);

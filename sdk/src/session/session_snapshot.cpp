@@ -335,7 +335,9 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
             std::memcpy(ready_rows.data() + i * size_t(n_vocab), r.take(size_t(n_vocab) * sizeof(float)), size_t(n_vocab) * sizeof(float));
         }
         r.check(n_evaluated + pending_accepted == h.n_kv, "the KV slots saved (" + std::to_string(h.n_kv) + ") do not match the evaluated and pending tokens");
-        r.check(tokens.size() + ready.size() <= size_t(n_ctx()) || ready.empty(), "the pending tokens do not fit the context");
+        // A round's tree fits the context, so its pending tokens reach at most one past it: the bonus token after
+        // a path that fills the context (never emitted: a full context stops the run first).
+        r.check(tokens.size() + ready.size() <= size_t(n_ctx()) + 1 || ready.empty(), "the pending tokens do not fit the context");
         drafter_blob = r.get_array<uint8_t>(uint64_t(1) << 30);
         own_slots = r.get<int32_t>();
         r.expect_end();
