@@ -183,31 +183,30 @@ void SnapshotWriter::write_section(uint32_t tag, std::span<const uint8_t> raw) {
 
 void SnapshotWriter::write_kv(const std::vector<KvChunkId> &plan, const KvRows &rows) {
     const size_t esize = kv_type_size(rows.type), row_bytes = esize * size_t(rows.row_width);
+    // Uncompressed (forks) rows stay as they are and are read straight behind their chunk header: shuffling only
+    // helps zstd.
+    const bool shuffled = shuffle_ && level_ != 0;
     const size_t batch = size_t(2 * pool_.size());
     std::vector<std::vector<uint8_t>> raw(batch), encoded(batch), packed(batch);
     for (size_t start = 0; start < plan.size(); start += batch) {
         const size_t nb = std::min(batch, plan.size() - start);
         for (size_t j = 0; j < nb; ++j) {  // reads stay on this thread: a GPU backend copies through its stream
-            raw[j].resize(size_t(plan[start + j].count) * row_bytes);
-            rows.read(plan[start + j], raw[j].data());
+            const KvChunkId &c = plan[start + j];
+            const size_t bytes = size_t(c.count) * row_bytes;
+            encoded[j].resize(kChunkHeaderBytes + bytes);
+            const uint32_t head[6] = {c.cache, c.layer, c.kind, uint32_t(c.first), uint32_t(c.count), shuffled ? kEncodingShuffled : kEncodingPlain};
+            std::memcpy(encoded[j].data(), head, sizeof head);
+            if (shuffled) raw[j].resize(bytes);
+            rows.read(c, shuffled ? raw[j].data() : encoded[j].data() + kChunkHeaderBytes);
+            kv_raw_ += bytes;
         }
         run_tasks(pool_, int64_t(nb), [&](int64_t task, int thread) {
-            const KvChunkId &c = plan[start + size_t(task)];
-            std::vector<uint8_t> &e = encoded[size_t(task)];
-            e.resize(kChunkHeaderBytes + raw[size_t(task)].size());
-            // Uncompressed (forks) rows stay as they are: shuffling only helps zstd.
-            const bool shuffled = shuffle_ && level_ != 0;
-            const uint32_t head[6] = {c.cache, c.layer, c.kind, uint32_t(c.first), uint32_t(c.count), shuffled ? kEncodingShuffled : kEncodingPlain};
-            std::memcpy(e.data(), head, sizeof head);
-            if (shuffled)
-                shuffle(raw[size_t(task)].data(), e.data() + kChunkHeaderBytes, size_t(c.count) * size_t(rows.row_width), esize);
-            else
-                std::memcpy(e.data() + kChunkHeaderBytes, raw[size_t(task)].data(), raw[size_t(task)].size());
-            packed[size_t(task)].clear();
-            if (level_ != 0) impl_->compress(thread, level_, e, packed[size_t(task)]);
+            const size_t j = size_t(task);
+            if (shuffled) shuffle(raw[j].data(), encoded[j].data() + kChunkHeaderBytes, raw[j].size() / esize, esize);
+            packed[j].clear();
+            if (level_ != 0) impl_->compress(thread, level_, encoded[j], packed[j]);
         });
         for (size_t j = 0; j < nb; ++j) {
-            kv_raw_ += raw[j].size();
             if (packed[j].empty())
                 emit(kTagKvChunk, kCodecStored, encoded[j].size(), encoded[j]);
             else
