@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 6
+#define SPECULA_VERSION_MINOR 7
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -193,6 +193,27 @@ SPECULA_API specula_status specula_model_meta_value(const specula_model *model, 
 
 SPECULA_API int32_t specula_model_token_bos(const specula_model *model); /* SPECULA_TOKEN_NULL if none */
 SPECULA_API int32_t specula_model_token_eos(const specula_model *model);
+/* Since 0.7. End of turn (<|eot_id|>, <|im_end|>, ...); SPECULA_TOKEN_NULL if none. */
+SPECULA_API int32_t specula_model_token_eot(const specula_model *model);
+/* Since 0.7. 1 when tokenizing with SPECULA_TOKENIZE_ADD_SPECIAL adds BOS (tokenizer.ggml.add_bos_token, or the
+ * tokenizer family's default), else 0; likewise for EOS. */
+SPECULA_API int32_t specula_model_add_bos(const specula_model *model);
+SPECULA_API int32_t specula_model_add_eos(const specula_model *model);
+
+/* Since 0.7. Fill-in-the-middle tokens, as llama.cpp finds them: the GGUF keys tokenizer.ggml.fim_{pre,suf,mid,pad,
+ * rep,sep}_token_id, the older tokenizer.ggml.{prefix,suffix,middle}_token_id, else the known token texts
+ * ("<|fim_prefix|>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "<|repo_name|>", "<|file_sep|>", ...). */
+typedef enum specula_fim_token {
+    SPECULA_FIM_PRE = 0, /* before the prefix */
+    SPECULA_FIM_SUF = 1, /* before the suffix */
+    SPECULA_FIM_MID = 2, /* where the middle is generated */
+    SPECULA_FIM_PAD = 3,
+    SPECULA_FIM_REP = 4, /* repository name (repository-level FIM) */
+    SPECULA_FIM_SEP = 5  /* file separator (repository-level FIM) */
+} specula_fim_token;
+/* The model's FIM token of that kind; SPECULA_TOKEN_NULL if it has none (or for a NULL model). Thread-safe. */
+SPECULA_API int32_t specula_model_token_fim(const specula_model *model, specula_fim_token which);
+
 /* 1 if token ends generation (EOS, EOT and the like), else 0. */
 SPECULA_API int32_t specula_model_token_is_eog(const specula_model *model, int32_t token);
 
@@ -470,6 +491,12 @@ typedef int32_t (*specula_token_fn)(const specula_token_event *event, void *user
 SPECULA_API specula_status specula_session_generate(specula_session *session, const specula_generate_options *opts,
                                                     specula_token_fn on_token, void *user_data,
                                                     specula_stop_reason *stop_reason, specula_error **err);
+
+/* Since 0.7. Evaluates the context's pending tokens (a prompt appended since the last evaluation) without
+ * generating, so that a later generate starts at once: a prompt-cache warm-up. With a drafter attached the last
+ * token stays pending (it is the root of the next speculative round). Returns CANCELLED if
+ * specula_session_cancel() was called (the tokens evaluated until then stay evaluated). */
+SPECULA_API specula_status specula_session_evaluate(specula_session *session, specula_error **err);
 
 /* Pull-style generation: produces at most one token into *event (set event->struct_size first).
  * event->stop == SPECULA_STOP_NONE means a token was produced and more may follow; otherwise generation has

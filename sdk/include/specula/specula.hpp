@@ -290,6 +290,16 @@ public:
     int32_t token_bos() const noexcept { return specula_model_token_bos(m_); }
     int32_t token_eos() const noexcept { return specula_model_token_eos(m_); }
     bool token_is_eog(int32_t token) const noexcept { return specula_model_token_is_eog(m_, token) != 0; }
+    int32_t token_eot() const noexcept { return specula_model_token_eot(m_); }
+    /// The fill-in-the-middle token of that kind, SPECULA_TOKEN_NULL if the model has none.
+    int32_t token_fim(specula_fim_token which) const noexcept { return specula_model_token_fim(m_, which); }
+    bool add_bos() const noexcept { return specula_model_add_bos(m_) != 0; }
+    /// The token's text as stored in the vocabulary ("▁dog", "<|fim_prefix|>"); "" for an invalid id.
+    std::string token_text(int32_t token) const {
+        const char *text = specula_model_token_text(m_, token);
+        return text != nullptr ? text : "";
+    }
+    bool add_eos() const noexcept { return specula_model_add_eos(m_) != 0; }
 
     int32_t tensor_count() const noexcept { return specula_model_tensor_count(m_); }
     TensorInfo tensor(int32_t index) const {
@@ -566,6 +576,12 @@ public:
     }
     void append_tokens(const std::vector<int32_t> &tokens) { append_tokens(tokens.data(), tokens.size()); }
 
+    /// Evaluates the pending context (a prompt) without generating; throws Error(CANCELLED) when cancelled.
+    void evaluate() {
+        specula_error *err = nullptr;
+        const specula_status status = specula_session_evaluate(s_, &err);
+        check(status, err);
+    }
     /// Truncates the context to its first n_tokens tokens (keeps their cached keys/values).
     void rewind(int32_t n_tokens) {
         specula_error *err = nullptr;

@@ -103,6 +103,22 @@ specula_status specula_model_meta_value(const specula_model *m, int32_t index, i
 
 int32_t specula_model_token_bos(const specula_model *m) { return get(m) ? get(m)->vocab().bos() : SPECULA_TOKEN_NULL; }
 int32_t specula_model_token_eos(const specula_model *m) { return get(m) ? get(m)->vocab().eos() : SPECULA_TOKEN_NULL; }
+int32_t specula_model_token_eot(const specula_model *m) { return get(m) ? get(m)->vocab().eot() : SPECULA_TOKEN_NULL; }
+int32_t specula_model_token_fim(const specula_model *m, specula_fim_token which) {
+    if (get(m) == nullptr) return SPECULA_TOKEN_NULL;
+    const auto &v = get(m)->vocab();
+    switch (which) {
+    case SPECULA_FIM_PRE: return v.fim_pre();
+    case SPECULA_FIM_SUF: return v.fim_suf();
+    case SPECULA_FIM_MID: return v.fim_mid();
+    case SPECULA_FIM_PAD: return v.fim_pad();
+    case SPECULA_FIM_REP: return v.fim_rep();
+    case SPECULA_FIM_SEP: return v.fim_sep();
+    }
+    return SPECULA_TOKEN_NULL;
+}
+int32_t specula_model_add_bos(const specula_model *m) { return get(m) && get(m)->vocab().add_bos() ? 1 : 0; }
+int32_t specula_model_add_eos(const specula_model *m) { return get(m) && get(m)->vocab().add_eos() ? 1 : 0; }
 int32_t specula_model_token_is_eog(const specula_model *m, int32_t token) {
     return guarded_value<int32_t>(0, [&] { return get(m) && get(m)->vocab().is_eog(token) ? 1 : 0; });
 }

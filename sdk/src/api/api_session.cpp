@@ -179,6 +179,12 @@ specula_status specula_session_tokens(const specula_session *session, int32_t *t
     });
 }
 
+specula_status specula_session_evaluate(specula_session *session, specula_error **err) {
+    return guarded(err, [&] {
+        if (!session_of(session).evaluate()) throw Error(SPECULA_ERR_CANCELLED, "evaluation cancelled");
+    });
+}
+
 specula_status specula_session_generate(specula_session *session, const specula_generate_options *opts, specula_token_fn on_token,
                                         void *user_data, specula_stop_reason *stop_reason, specula_error **err) {
     if (stop_reason != nullptr) *stop_reason = SPECULA_STOP_NONE;

@@ -133,6 +133,12 @@ void Session::begin_run() {
     run_start_ms_ = now_ms();
 }
 
+bool Session::evaluate() {
+    if (take_cancel()) return false;
+    if (tokens_.empty()) return true;
+    return evaluate_pending();
+}
+
 bool Session::evaluate_pending() {
     // With a drafter the last token is left pending: it is the root of the next speculation tree.
     const size_t target = drafter_ ? tokens_.size() - 1 : tokens_.size();

@@ -138,6 +138,10 @@ public:
     // Produces at most one token. stop != NONE ends the run (the token, if any, is the last one). Returns the
     // status to report: OK, CANCELLED or CONTEXT_FULL.
     specula_status step(StepResult &out);
+    // Evaluates the pending context tokens (a prompt) without generating: what a cache warm-up needs. With a
+    // drafter the last token stays pending, as before every round (it is the root of the next tree). False when
+    // cancelled (the cancel request is consumed); the tokens evaluated before the cancel stay evaluated.
+    bool evaluate();
 
     void cancel() { cancel_requested_.store(true, std::memory_order_relaxed); }
     specula_stats stats() const;

@@ -49,6 +49,12 @@ int32_t Vocab::eot() const { return data_ ? data_->eot : kNoToken; }
 int32_t Vocab::unk() const { return data_ ? data_->unk : kNoToken; }
 int32_t Vocab::pad() const { return data_ ? data_->pad : kNoToken; }
 int32_t Vocab::nl() const { return data_ ? data_->linefeed : kNoToken; }
+int32_t Vocab::fim_pre() const { return data_ ? data_->fim_pre : kNoToken; }
+int32_t Vocab::fim_suf() const { return data_ ? data_->fim_suf : kNoToken; }
+int32_t Vocab::fim_mid() const { return data_ ? data_->fim_mid : kNoToken; }
+int32_t Vocab::fim_pad() const { return data_ ? data_->fim_pad : kNoToken; }
+int32_t Vocab::fim_rep() const { return data_ ? data_->fim_rep : kNoToken; }
+int32_t Vocab::fim_sep() const { return data_ ? data_->fim_sep : kNoToken; }
 bool Vocab::add_bos() const { return data_ && data_->add_bos; }
 bool Vocab::add_eos() const { return data_ && data_->add_eos; }
 

@@ -34,6 +34,14 @@ public:
     int32_t unk() const;  // -1 if none
     int32_t pad() const;  // -1 if none
     int32_t nl() const;   // the newline token, -1 if none
+    // Fill-in-the-middle tokens (tokenizer.ggml.fim_*_token_id, the older prefix/suffix/middle keys, else the known
+    // token texts as llama.cpp recognises them), -1 if none.
+    int32_t fim_pre() const;
+    int32_t fim_suf() const;
+    int32_t fim_mid() const;
+    int32_t fim_pad() const;
+    int32_t fim_rep() const;
+    int32_t fim_sep() const;
     // End of generation: EOS, EOT, EOM and the end-of-turn tokens llama.cpp recognises by name
     // (<|im_end|>, <|eot_id|>, <|endoftext|>, <end_of_turn>, ...). False for ids out of range.
     bool is_eog(int32_t token) const;
