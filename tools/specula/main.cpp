@@ -10,13 +10,16 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace specula_cli {
 Command add_tokenize_command(CLI::App &parent);    // cmd_tokenize.cpp
 Command add_draft_init_command(CLI::App &parent);  // cmd_draft_init.cpp
 Command add_synth_command(CLI::App &parent);       // cmd_synth.cpp
 Command add_devices_command(CLI::App &parent);     // cmd_devices.cpp
+Command add_serve_command(CLI::App &parent);       // cmd_serve.cpp
 }  // namespace specula_cli
 
 int main(int argc, char **argv) {
@@ -32,14 +35,24 @@ int main(int argc, char **argv) {
     app.require_subcommand(1);
 
     const Command commands[] = {add_generate_command(app), add_info_command(app), add_tokenize_command(app),
-                               add_draft_init_command(app), add_synth_command(app), add_devices_command(app)};
+                               add_draft_init_command(app), add_synth_command(app), add_devices_command(app),
+                               add_serve_command(app)};
+
+    // llama-server's two-letter short flags (-np 4, -to 600), which CLI11 would read as bundled one-letter flags.
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (!args.empty() && args[0] == "serve")
+        for (std::string &a : args) {
+            if (a == "-np") a = "--parallel";
+            else if (a == "-to") a = "--timeout";
+        }
+    std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
 
     try {
-        app.parse(argc, argv);
+        app.parse(args);
     } catch (const CLI::RequiredError &e) {
         // `specula bogus` lands here ("a subcommand is required"); name the real problem instead.
         if (const auto extra = app.remaining(); !extra.empty()) {
-            std::fprintf(stderr, "specula: unknown command '%s' (commands: generate, info, tokenize, draft-init, synth)\n"
+            std::fprintf(stderr, "specula: unknown command '%s' (commands: generate, serve, info, tokenize, draft-init, synth, devices)\n"
                                  "Run with --help for more information.\n", extra.front().c_str());
             return kExitUsage;
         }

@@ -1,0 +1,247 @@
+#include "completion.h"
+
+#include "http_error.h"
+#include "prompt_tokens.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+namespace specula_serve {
+
+namespace {
+bool listed(const std::vector<std::string> &names, std::initializer_list<const char *> any) {
+    for (const std::string &n : names)
+        for (const char *a : any)
+            if (n == a) return true;
+    return false;
+}
+
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+CompletionParams parse_completion_params(const json &body) {
+    if (!body.is_object()) throw bad_request("the request body must be a JSON object");
+    CompletionParams p;
+    // max_tokens / max_completion_tokens are the OpenAI names of n_predict (n_predict wins when both are given).
+    const int64_t max_tokens = int_field(body, "max_tokens", int_field(body, "max_completion_tokens", -1, -1, 1 << 24), -1, 1 << 24);
+    p.n_predict = int32_t(int_field(body, "n_predict", max_tokens, -1, 1 << 24));
+    p.n_indent = int32_t(int_field(body, "n_indent", 0, 0, 1 << 16));
+    p.t_max_predict_ms = int_field(body, "t_max_predict_ms", 0, -1, int64_t(1) << 40);
+    p.t_max_prompt_ms = int_field(body, "t_max_prompt_ms", 0, -1, int64_t(1) << 40);
+    p.stream = bool_field(body, "stream", false);
+    p.cache_prompt = bool_field(body, "cache_prompt", true);
+    p.return_tokens = bool_field(body, "return_tokens", false);
+    p.ignore_eos = bool_field(body, "ignore_eos", false);
+    p.id_slot = int(int_field(body, "id_slot", -1, -1, 1 << 16));
+    p.stop = stop_field(body, "stop");
+    p.samplers = string_list_field(body, "samplers");
+    p.response_fields = string_list_field(body, "response_fields");
+    p.seed = int_field(body, "seed", -1, -1, INT64_MAX);
+
+    // llama-server's defaults (common_params_sampling), which are also the library's.
+    specula::SamplerOptions &s = p.sampler;
+    s.temperature = float(number_field(body, "temperature", 0.8, -1e6, 1e6));
+    s.top_k = int32_t(int_field(body, "top_k", 40, -1, 1 << 24));
+    s.top_p = float(number_field(body, "top_p", 0.95, 0.0, 1e6));
+    s.min_p = float(number_field(body, "min_p", 0.05, 0.0, 1.0));
+    s.repeat_penalty = float(number_field(body, "repeat_penalty", 1.0, 1e-6, 1e6));
+    s.presence_penalty = float(number_field(body, "presence_penalty", 0.0, -1e6, 1e6));
+    s.frequency_penalty = float(number_field(body, "frequency_penalty", 0.0, -1e6, 1e6));
+    s.penalty_last_n = int32_t(int_field(body, "repeat_last_n", 64, -1, 1 << 24));
+    // A sampler chain names the steps that run: the ones left out are off, as in llama.cpp's chain (without
+    // "temperature" the logits are sampled as they are, i.e. at temperature 1). "infill" and the other steps of
+    // llama.cpp that Specula does not have are ignored.
+    if (!p.samplers.empty()) {
+        if (!listed(p.samplers, {"top_k"})) s.top_k = 0;
+        if (!listed(p.samplers, {"top_p"})) s.top_p = 1.0f;
+        if (!listed(p.samplers, {"min_p"})) s.min_p = 0.0f;
+        if (!listed(p.samplers, {"temperature"})) s.temperature = 1.0f;
+        if (!listed(p.samplers, {"penalties"})) {
+            s.repeat_penalty = 1.0f;
+            s.presence_penalty = 0.0f;
+            s.frequency_penalty = 0.0f;
+        }
+    }
+    if (s.temperature < 0.0f) s.temperature = 0.0f;  // llama.cpp: a temperature <= 0 picks the most likely token
+    s.seed = p.seed < 0 ? (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) : uint64_t(p.seed);
+    return p;
+}
+
+json generation_settings(const CompletionParams &p, int32_t n_ctx) {
+    const specula_sampler_options &s = p.sampler;
+    return {{"n_ctx", n_ctx},
+            {"n_predict", p.n_predict},
+            {"seed", p.seed < 0 ? int64_t(0xFFFFFFFF) : p.seed},
+            {"temperature", s.temperature},
+            {"top_k", s.top_k},
+            {"top_p", s.top_p},
+            {"min_p", s.min_p},
+            {"repeat_last_n", s.penalty_last_n},
+            {"repeat_penalty", s.repeat_penalty},
+            {"presence_penalty", s.presence_penalty},
+            {"frequency_penalty", s.frequency_penalty},
+            {"stop", p.stop},
+            {"max_tokens", p.n_predict},
+            {"n_indent", p.n_indent},
+            {"t_max_predict_ms", p.t_max_predict_ms},
+            {"ignore_eos", p.ignore_eos},
+            {"stream", p.stream},
+            {"cache_prompt", p.cache_prompt},
+            {"samplers", p.samplers.empty() ? std::vector<std::string>{"penalties", "top_k", "top_p", "min_p", "temperature"} : p.samplers}};
+}
+
+const char *stop_type_name(StopType t) {
+    switch (t) {
+    case StopType::None: return "none";
+    case StopType::Eos: return "eos";
+    case StopType::Word: return "word";
+    case StopType::Limit: return "limit";
+    }
+    return "none";
+}
+
+json Timings::to_json() const {
+    auto per = [](double ms, int32_t n) { return n > 0 ? ms / n : 0.0; };
+    auto rate = [](double ms, int32_t n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
+    json j = {{"cache_n", cache_n},
+              {"prompt_n", prompt_n},
+              {"prompt_ms", prompt_ms},
+              {"prompt_per_token_ms", per(prompt_ms, prompt_n)},
+              {"prompt_per_second", rate(prompt_ms, prompt_n)},
+              {"predicted_n", predicted_n},
+              {"predicted_ms", predicted_ms},
+              {"predicted_per_token_ms", per(predicted_ms, predicted_n)},
+              {"predicted_per_second", rate(predicted_ms, predicted_n)}};
+    // Always present (llama-server leaves them out without drafts): a client can tell "no speculation" from 0 here.
+    j["draft_n"] = draft_n;
+    j["draft_n_accepted"] = draft_n_accepted;
+    return j;
+}
+
+CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &prompt, const CompletionParams &params,
+                                       const PieceSink &sink, const std::function<bool()> &gone) const {
+    CompletionResult r;
+    r.id_slot = slot.id;
+    r.prompt_tokens = prompt;
+    if (prompt.empty()) throw bad_request("the prompt is empty");
+    if (int64_t(prompt.size()) >= slot.n_ctx)
+        throw HttpError(ErrorType::ExceedContext, "the request exceeds the available context size (" + std::to_string(prompt.size()) +
+                                                      " prompt tokens, n_ctx " + std::to_string(slot.n_ctx) +
+                                                      "), try increasing it");
+
+    specula::Session &s = slot.session;
+    const size_t cached = params.cache_prompt ? common_prefix(s.tokens(), prompt) : 0;
+    const specula_stats before = s.stats();
+    s.set_sampler(params.sampler);
+    s.rewind(int32_t(cached));
+    s.append_tokens(prompt.data() + cached, prompt.size() - cached);
+
+    int32_t n_predict = params.n_predict;
+    if (server_n_predict_ >= 0 && (n_predict < 0 || n_predict > server_n_predict_)) n_predict = server_n_predict_;
+
+    specula_stop_reason reason = SPECULA_STOP_NONE;
+    if (n_predict == 0) {
+        // A cache warm-up (llama.vim sends these while the user types): evaluate the prompt, generate nothing.
+        try {
+            s.evaluate();
+            reason = SPECULA_STOP_MAX_TOKENS;
+        } catch (const specula::Error &e) {
+            if (e.status() != SPECULA_ERR_CANCELLED) throw;
+            reason = SPECULA_STOP_CANCELLED;
+        }
+    } else {
+        specula::GenerateOptions go(n_predict);
+        go.stop_at_eog = !params.ignore_eos;
+        go.stop_strings = params.stop;
+        double t_first = 0;
+        size_t last_nl_pos = 0;
+        bool own_stop = false;
+        reason = s.generate(go, [&](const specula_token_event &ev) {
+            if (ev.token != SPECULA_TOKEN_NULL) {
+                r.tokens.push_back(ev.token);
+                if (t_first == 0) t_first = now_ms();
+            }
+            const size_t old_size = r.content.size();
+            r.content.append(ev.text, ev.text_len);
+            // llama-server's code-completion limits (server_context::process_token), in its order.
+            if (r.has_new_line && params.n_indent > 0) {
+                if (last_nl_pos > 0) {
+                    size_t pos = last_nl_pos;
+                    int n_indent = 0;
+                    while (pos < r.content.size() && (r.content[pos] == ' ' || r.content[pos] == '\t')) ++n_indent, ++pos;
+                    if (pos < r.content.size() && n_indent < params.n_indent) {
+                        own_stop = true;
+                        r.content.erase(pos);  // cut the line that is indented too little
+                    }
+                }
+                const size_t pos = r.content.find('\n', last_nl_pos);
+                if (pos != std::string::npos) last_nl_pos = pos + 1;
+            }
+            if (std::string_view(ev.text, ev.text_len).find('\n') != std::string_view::npos) {
+                r.has_new_line = true;
+                if (params.t_max_predict_ms > 0 && now_ms() - t_first > double(params.t_max_predict_ms)) own_stop = true;
+            }
+            if (sink && r.content.size() > old_size) {
+                if (!sink(r.content.substr(old_size), ev.token)) {
+                    r.cancelled = true;
+                    return false;
+                }
+            } else if (sink && ev.token != SPECULA_TOKEN_NULL && ev.stop == SPECULA_STOP_NONE && !own_stop) {
+                if (!sink(std::string(), ev.token)) {  // a token whose text is held back still makes an event
+                    r.cancelled = true;
+                    return false;
+                }
+            }
+            if (gone && gone()) {
+                r.cancelled = true;
+                return false;
+            }
+            return !own_stop;
+        });
+        if (reason == SPECULA_STOP_CALLBACK && own_stop) reason = SPECULA_STOP_MAX_TOKENS;
+    }
+
+    switch (reason) {
+    case SPECULA_STOP_EOS: r.stop_type = StopType::Eos; break;
+    case SPECULA_STOP_STOP_STRING: {
+        r.stop_type = StopType::Word;
+        // The session cuts the text at the stop string; name the one that matched first in the raw pieces.
+        std::string raw;
+        for (int32_t t : r.tokens) raw += model_.token_to_piece(t);
+        size_t best = std::string::npos;
+        for (const std::string &w : params.stop) {
+            const size_t at = raw.find(w, std::min(raw.size(), r.content.size() > 0 ? r.content.size() - 1 : 0));
+            const size_t first = at != std::string::npos ? at : raw.find(w);
+            if (first != std::string::npos && (best == std::string::npos || first < best)) best = first, r.stopping_word = w;
+        }
+        break;
+    }
+    case SPECULA_STOP_CONTEXT_FULL:
+        r.stop_type = StopType::Limit;
+        r.truncated = true;
+        break;
+    case SPECULA_STOP_CANCELLED:
+    case SPECULA_STOP_CALLBACK:
+        r.stop_type = StopType::Limit;
+        r.cancelled = r.cancelled || reason == SPECULA_STOP_CANCELLED;
+        break;
+    default: r.stop_type = StopType::Limit; break;
+    }
+
+    const specula_stats after = s.stats();
+    r.timings.cache_n = int32_t(cached);
+    r.timings.prompt_n = int32_t(prompt.size() - cached);
+    r.timings.prompt_ms = after.prompt_ms - before.prompt_ms;
+    r.timings.predicted_n = int32_t(r.tokens.size());
+    r.timings.predicted_ms = after.decode_ms - before.decode_ms;
+    r.timings.draft_n = after.n_drafted - before.n_drafted;
+    r.timings.draft_n_accepted = after.n_accepted - before.n_accepted;
+    r.tokens_cached = s.n_tokens();
+    return r;
+}
+
+}  // namespace specula_serve

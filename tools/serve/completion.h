@@ -1,0 +1,86 @@
+// One completion on one slot: the request's settings (llama-server's field names), the prompt's cached prefix
+// reused, the generation with llama-server's stop rules (n_predict, stop strings, EOS, n_indent, t_max_predict_ms,
+// context), and what it produced with the timings llama-server reports.
+#pragma once
+
+#include "json_fields.h"
+#include "slot_pool.h"
+
+#include <specula/specula.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace specula_serve {
+
+struct CompletionParams {
+    int32_t n_predict = -1;          // -1: until a stop, the server's -n or the end of the context
+    int32_t n_indent = 0;            // > 0: stop at a line indented less than this (code completion)
+    int64_t t_max_predict_ms = 0;    // > 0: after a newline, stop once generation took this long
+    int64_t t_max_prompt_ms = 0;     // accepted for llama.vim; llama-server does not act on it either
+    bool stream = false;
+    bool cache_prompt = true;
+    bool return_tokens = false;
+    bool ignore_eos = false;
+    int id_slot = -1;
+    std::vector<std::string> stop;
+    std::vector<std::string> samplers;         // llama-server's chain names; empty: all of ours
+    std::vector<std::string> response_fields;  // "a/b" paths of the final response to keep
+    specula::SamplerOptions sampler;
+    int64_t seed = -1;                         // -1: a fresh random seed
+};
+
+// Reads the llama-server generation fields of a request (/completion, /infill and the OpenAI ones after their names
+// were mapped). 400 on a wrong type or range.
+CompletionParams parse_completion_params(const json &body);
+// The settings echoed as generation_settings (/props and final responses).
+json generation_settings(const CompletionParams &p, int32_t n_ctx);
+
+enum class StopType { None, Eos, Word, Limit };
+const char *stop_type_name(StopType t);
+
+struct Timings {
+    int32_t cache_n = 0;           // prompt tokens reused from the slot's cache
+    int32_t prompt_n = 0;          // prompt tokens evaluated
+    double prompt_ms = 0;
+    int32_t predicted_n = 0;
+    double predicted_ms = 0;
+    int32_t draft_n = 0;           // tokens the drafters proposed
+    int32_t draft_n_accepted = 0;  // of them, accepted by the target
+    json to_json() const;
+};
+
+struct CompletionResult {
+    std::string content;
+    std::vector<int32_t> tokens;  // generated ids
+    std::vector<int32_t> prompt_tokens;
+    StopType stop_type = StopType::None;
+    std::string stopping_word;
+    bool truncated = false;       // stopped by the end of the context
+    bool has_new_line = false;
+    bool cancelled = false;       // the client left: nothing is sent
+    int32_t tokens_cached = 0;    // tokens in the slot's context afterwards (llama-server's n_past)
+    int id_slot = 0;
+    Timings timings;
+};
+
+// Called with each piece of text as it becomes final (for streaming); return false to stop (client gone).
+using PieceSink = std::function<bool(const std::string &text, int32_t token)>;
+
+class CompletionRunner {
+public:
+    CompletionRunner(const specula::Model &model, int32_t server_n_predict) : model_(model), server_n_predict_(server_n_predict) {}
+
+    // Runs the prompt on the slot. `gone` is polled between tokens: when it says the client left, the generation
+    // stops and the result is marked cancelled. Throws HttpError for a prompt that does not fit.
+    CompletionResult run(Slot &slot, const std::vector<int32_t> &prompt, const CompletionParams &params, const PieceSink &sink,
+                         const std::function<bool()> &gone) const;
+
+private:
+    const specula::Model &model_;
+    int32_t server_n_predict_;
+};
+
+}  // namespace specula_serve

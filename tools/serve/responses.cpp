@@ -1,0 +1,140 @@
+#include "responses.h"
+
+#include <random>
+#include <sstream>
+
+namespace specula_serve {
+
+json pick_response_fields(const std::vector<std::string> &paths, const json &full) {
+    json out = json::object();
+    for (const std::string &path : paths) {
+        const json *current = &full;
+        bool valid = true;
+        size_t start = 0;
+        while (valid && start <= path.size()) {
+            const size_t end = std::min(path.find('/', start), path.size());
+            const std::string key = path.substr(start, end - start);
+            if (current->is_object() && current->contains(key)) {
+                current = &current->at(key);
+            } else {
+                valid = false;
+            }
+            start = end + 1;
+        }
+        if (valid) out[path] = *current;
+    }
+    return out;
+}
+
+json completion_final(const CompletionResult &r, const CompletionParams &p, const ResponseContext &c) {
+    json res = {{"index", 0},
+                {"content", p.stream ? std::string() : r.content},
+                {"tokens", p.stream || !p.return_tokens ? std::vector<int32_t>() : r.tokens},
+                {"id_slot", r.id_slot},
+                {"stop", true},
+                {"model", c.model},
+                {"tokens_predicted", int32_t(r.tokens.size())},
+                {"tokens_evaluated", int32_t(r.prompt_tokens.size())},
+                {"generation_settings", generation_settings(p, c.n_ctx)},
+                {"prompt", c.prompt_text},
+                {"has_new_line", r.has_new_line},
+                {"truncated", r.truncated},
+                {"stop_type", stop_type_name(r.stop_type)},
+                {"stopping_word", r.stopping_word},
+                {"tokens_cached", r.tokens_cached},
+                {"timings", r.timings.to_json()}};
+    return p.response_fields.empty() ? res : pick_response_fields(p.response_fields, res);
+}
+
+json completion_partial(const std::string &text, int32_t token, int32_t n_decoded, int32_t n_prompt, int id_slot,
+                        bool return_tokens) {
+    return {{"index", 0},
+            {"content", text},
+            {"tokens", return_tokens && token >= 0 ? std::vector<int32_t>{token} : std::vector<int32_t>()},
+            {"stop", false},
+            {"id_slot", id_slot},
+            {"tokens_predicted", n_decoded},
+            {"tokens_evaluated", n_prompt}};
+}
+
+const char *finish_reason(const CompletionResult &r) {
+    return r.stop_type == StopType::Eos || r.stop_type == StopType::Word ? "stop" : "length";
+}
+
+namespace {
+json usage(const CompletionResult &r) {
+    const int32_t n = int32_t(r.tokens.size()), np = int32_t(r.prompt_tokens.size());
+    return {{"completion_tokens", n}, {"prompt_tokens", np}, {"total_tokens", n + np}};
+}
+json envelope(const ResponseContext &c, const char *object, json choices) {
+    return {{"choices", std::move(choices)},
+            {"created", c.created},
+            {"model", c.model},
+            {"system_fingerprint", c.build_info},
+            {"object", object},
+            {"id", c.id}};
+}
+}  // namespace
+
+json oai_completion_final(const CompletionResult &r, const ResponseContext &c) {
+    json res = envelope(c, "text_completion",
+                        json::array({{{"text", r.content}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r)}}}));
+    res["usage"] = usage(r);
+    res["timings"] = r.timings.to_json();
+    return res;
+}
+
+json oai_completion_chunk(const std::string &text, const ResponseContext &c) {
+    return envelope(c, "text_completion", json::array({{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}));
+}
+
+json oai_completion_last_chunk(const CompletionResult &r, const ResponseContext &c) {
+    json res = envelope(c, "text_completion",
+                        json::array({{{"text", ""}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r)}}}));
+    res["usage"] = usage(r);
+    res["timings"] = r.timings.to_json();
+    return res;
+}
+
+json oai_chat_final(const CompletionResult &r, const ResponseContext &c) {
+    json res = envelope(c, "chat.completion",
+                        json::array({{{"finish_reason", finish_reason(r)},
+                                      {"index", 0},
+                                      {"message", {{"role", "assistant"}, {"content", r.content}}}}}));
+    res["usage"] = usage(r);
+    res["timings"] = r.timings.to_json();
+    return res;
+}
+
+json oai_chat_role_chunk(const ResponseContext &c) {
+    return envelope(c, "chat.completion.chunk",
+                    json::array({{{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"role", "assistant"}, {"content", nullptr}}}}}));
+}
+
+json oai_chat_chunk(const std::string &text, const ResponseContext &c) {
+    return envelope(c, "chat.completion.chunk",
+                    json::array({{{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"content", text}}}}}));
+}
+
+json oai_chat_last_chunk(const CompletionResult &r, const ResponseContext &c) {
+    json res = envelope(c, "chat.completion.chunk",
+                        json::array({{{"finish_reason", finish_reason(r)}, {"index", 0}, {"delta", json::object()}}}));
+    res["timings"] = r.timings.to_json();
+    return res;
+}
+
+json oai_usage_chunk(const CompletionResult &r, const ResponseContext &c, bool chat) {
+    json res = envelope(c, chat ? "chat.completion.chunk" : "text_completion", json::array());
+    res["usage"] = usage(r);
+    return res;
+}
+
+std::string random_id(const char *prefix) {
+    static const char alphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::string id = prefix;
+    for (int i = 0; i < 32; ++i) id += alphabet[rng() % (sizeof alphabet - 1)];
+    return id;
+}
+
+}  // namespace specula_serve

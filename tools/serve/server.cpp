@@ -1,0 +1,481 @@
+#include "server.h"
+
+#include "client_watch.h"
+#include "completion.h"
+#include "http_error.h"
+#include "infill_prompt.h"
+#include "prompt_tokens.h"
+#include "responses.h"
+#include "utf8_check.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <unordered_set>
+
+namespace specula_serve {
+
+namespace {
+
+constexpr const char *kJson = "application/json; charset=utf-8";
+
+void send_json(httplib::Response &res, const json &body, int status = 200) {
+    res.status = status;
+    res.set_content(dump(body), kJson);
+}
+
+json parse_body(const httplib::Request &req) {
+    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) throw bad_request("the request body is not valid JSON");
+    if (!body.is_object()) throw bad_request("the request body must be a JSON object");
+    return body;
+}
+
+bool valid_utf8(const std::string &s) {
+    for (size_t i = 0; i < s.size();) {
+        const size_t n = specula_apps::valid_utf8_length(s, i);
+        if (n == 0) return false;
+        i += n;
+    }
+    return true;
+}
+
+bool write_event(httplib::DataSink &sink, const json &data) {
+    const std::string event = "data: " + dump(data) + "\n\n";
+    return sink.write(event.data(), event.size());
+}
+
+// The text of an OpenAI message's content: a string, or an array of parts of which the text ones are joined.
+std::string message_content(const json &content) {
+    if (content.is_null()) return "";
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) throw bad_request("a message's \"content\" must be a string or an array of content parts");
+    std::string text;
+    for (const json &part : content) {
+        if (!part.is_object() || part.value("type", std::string()) != "text" || !part.contains("text") || !part.at("text").is_string())
+            throw bad_request("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+        text += part.at("text").get<std::string>();
+    }
+    return text;
+}
+
+std::vector<std::pair<std::string, std::string>> chat_messages(const json &body) {
+    if (!body.contains("messages") || !body.at("messages").is_array() || body.at("messages").empty())
+        throw bad_request("\"messages\" must be a non-empty array of {\"role\", \"content\"}");
+    if (body.at("messages").size() > 4096) throw bad_request("\"messages\": too many messages");
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const json &m : body.at("messages")) {
+        if (!m.is_object() || !m.contains("role") || !m.at("role").is_string())
+            throw bad_request("each message must be an object with a string \"role\"");
+        out.emplace_back(m.at("role").get<std::string>(), message_content(m.value("content", json())));
+    }
+    return out;
+}
+
+ErrorType status_error_type(specula_status status) {
+    switch (status) {
+    case SPECULA_ERR_INVALID_ARGUMENT:
+    case SPECULA_ERR_INVALID_TOKEN:
+    case SPECULA_ERR_CONTEXT_FULL:
+    case SPECULA_ERR_UNSUPPORTED: return ErrorType::InvalidRequest;
+    default: return ErrorType::Server;
+    }
+}
+
+}  // namespace
+
+Server::Server(const ServeConfig &config, specula::Model model) : config_(config), model_(std::move(model)) {
+    alias_ = config_.model_alias.empty() ? std::filesystem::path(config_.model_path).filename().string() : config_.model_alias;
+    build_info_ = std::string("specula-") + specula_version_string();
+    pool_ = std::make_unique<SlotPool>(model_, config_);
+    http_ = std::make_unique<httplib::Server>();
+    register_routes();
+}
+
+Server::~Server() = default;
+
+int Server::bind() {
+    int port = config_.port;
+    if (port == 0) {
+        port = http_->bind_to_any_port(config_.host);
+    } else if (!http_->bind_to_port(config_.host, port)) {
+        port = -1;
+    }
+    if (port <= 0)
+        throw std::runtime_error("cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
+                                 " (address in use, or not an address of this machine?)");
+    return port;
+}
+
+bool Server::run() { return http_->listen_after_bind(); }
+
+void Server::stop() {
+    stopping_ = true;
+    pool_->cancel_all();
+    http_->stop();
+}
+
+bool Server::authorized(const httplib::Request &req) const {
+    if (config_.api_key.empty()) return true;
+    static const std::unordered_set<std::string> public_paths = {"/health", "/v1/health", "/models", "/v1/models"};
+    if (public_paths.count(req.path) != 0) return true;
+    // llama-server: "Authorization: Bearer KEY", or the key alone, or X-Api-Key when Authorization is absent.
+    std::string key = req.get_header_value("Authorization");
+    if (key.empty()) key = req.get_header_value("X-Api-Key");
+    const std::string bearer = "Bearer ";
+    if (key.compare(0, bearer.size(), bearer) == 0) key = key.substr(bearer.size());
+    return key == config_.api_key;
+}
+
+void Server::register_routes() {
+    httplib::Server &svr = *http_;
+    const int threads = config_.http_threads > 0 ? config_.http_threads : pool_->size() + config_.max_queue + 4;
+    svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+    svr.set_payload_max_length(config_.max_body_bytes);
+    svr.set_read_timeout(config_.timeout_s, 0);
+    svr.set_write_timeout(config_.timeout_s, 0);
+    svr.set_keep_alive_max_count(1000);
+    svr.set_keep_alive_timeout(5);
+    svr.set_tcp_nodelay(true);  // without it Nagle holds back the body behind the headers: +40 ms per response
+
+    svr.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
+        const std::string origin = req.get_header_value("Origin");
+        if (!origin.empty()) res.set_header("Access-Control-Allow-Origin", origin);
+        if (req.method == "OPTIONS") {
+            res.set_header("Access-Control-Allow-Credentials", "true");
+            res.set_header("Access-Control-Allow-Methods", "GET, POST");
+            res.set_header("Access-Control-Allow-Headers", "*");
+            res.status = 200;
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        metrics_.request(req.path);
+        if (!authorized(req)) {
+            send_json(res, error_json(ErrorType::Authentication, "Invalid API Key"), 401);
+            metrics_.error(401);
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    // httplib's own errors (unknown route, body over the limit, unparsable request) get llama-server's JSON shape.
+    svr.set_error_handler([this](const httplib::Request &, httplib::Response &res) {
+        if (!res.body.empty()) return;
+        metrics_.error(res.status);
+        if (res.status == 404) {
+            send_json(res, error_json(ErrorType::NotFound, "File Not Found"), 404);
+        } else if (res.status == 413) {
+            send_json(res, error_json(ErrorType::InvalidRequest, "the request body is larger than " +
+                                                                     std::to_string(config_.max_body_bytes) + " bytes (--max-body)"),
+                      413);
+        } else if (res.status >= 400) {
+            const int status = res.status;
+            send_json(res, error_json(status >= 500 ? ErrorType::Server : ErrorType::InvalidRequest,
+                                      "the request could not be read (HTTP " + std::to_string(status) + ")"),
+                      status);
+        }
+    });
+    svr.set_exception_handler([this](const httplib::Request &, httplib::Response &res, std::exception_ptr ep) {
+        std::string message = "unknown error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception &e) {
+            message = e.what();
+        } catch (...) {
+        }
+        metrics_.error(500);
+        send_json(res, error_json(ErrorType::Server, message), 500);
+    });
+
+    // Every handler answers errors as JSON, whatever they come from.
+    auto guarded = [this](std::function<void(const httplib::Request &, httplib::Response &)> fn) {
+        return [this, fn](const httplib::Request &req, httplib::Response &res) {
+            try {
+                fn(req, res);
+                return;
+            } catch (const HttpError &e) {
+                send_json(res, error_json(e.type, e.what()), error_status(e.type));
+                metrics_.error(error_status(e.type));
+            } catch (const specula::Error &e) {
+                const ErrorType t = status_error_type(e.status());
+                send_json(res, error_json(t, e.what()), error_status(t));
+                metrics_.error(error_status(t));
+            } catch (const std::bad_alloc &) {
+                send_json(res, error_json(ErrorType::Server, "out of memory"), 500);
+                metrics_.error(500);
+            } catch (const std::exception &e) {
+                send_json(res, error_json(ErrorType::Server, e.what()), 500);
+                metrics_.error(500);
+            }
+        };
+    };
+
+    auto health = guarded([](const httplib::Request &, httplib::Response &res) { send_json(res, {{"status", "ok"}}); });
+    svr.Get("/health", health);
+    svr.Get("/v1/health", health);
+    svr.Get("/props", guarded([this](const httplib::Request &, httplib::Response &res) { handle_props(res); }));
+    svr.Post("/props", guarded([](const httplib::Request &, httplib::Response &) {
+                 throw HttpError(ErrorType::NotSupported, "changing the server's properties is not supported");
+             }));
+    auto models = guarded([this](const httplib::Request &, httplib::Response &res) { handle_models(res); });
+    svr.Get("/models", models);
+    svr.Get("/v1/models", models);
+    svr.Get("/slots", guarded([this](const httplib::Request &, httplib::Response &res) { handle_slots(res); }));
+    svr.Get("/metrics", guarded([this](const httplib::Request &, httplib::Response &res) { handle_metrics(res); }));
+    auto completion = guarded([this](const httplib::Request &q, httplib::Response &r) { handle_generation(q, r, Api::Completion); });
+    svr.Post("/completion", completion);
+    svr.Post("/completions", completion);
+    svr.Post("/infill", guarded([this](const httplib::Request &q, httplib::Response &r) { handle_generation(q, r, Api::Infill); }));
+    svr.Post("/v1/completions",
+             guarded([this](const httplib::Request &q, httplib::Response &r) { handle_generation(q, r, Api::OaiCompletion); }));
+    auto chat = guarded([this](const httplib::Request &q, httplib::Response &r) { handle_generation(q, r, Api::OaiChat); });
+    svr.Post("/chat/completions", chat);
+    svr.Post("/v1/chat/completions", chat);
+    svr.Post("/tokenize", guarded([this](const httplib::Request &q, httplib::Response &r) { handle_tokenize(q, r); }));
+    svr.Post("/detokenize", guarded([this](const httplib::Request &q, httplib::Response &r) { handle_detokenize(q, r); }));
+    svr.Post("/apply-template", guarded([this](const httplib::Request &q, httplib::Response &r) { handle_apply_template(q, r); }));
+}
+
+void Server::handle_generation(const httplib::Request &req, httplib::Response &res, Api api) {
+    if (stopping_) throw HttpError(ErrorType::Unavailable, "the server is shutting down");
+    const json body = parse_body(req);
+    CompletionParams params = parse_completion_params(body);
+    const int32_t n_ctx = pool_->n_ctx();
+
+    std::vector<int32_t> prompt;
+    switch (api) {
+    case Api::Completion: {
+        if (!body.contains("prompt") || body.at("prompt").is_null()) throw bad_request("\"prompt\" is required");
+        json p = body.at("prompt");
+        // An array of several strings is several prompts in llama-server; one slot answers one prompt here.
+        if (p.is_array() && p.size() == 1 && p[0].is_string()) p = p[0];
+        if (p.is_array() && p.size() > 1 && std::all_of(p.begin(), p.end(), [](const json &x) { return x.is_string() || x.is_array(); }))
+            throw bad_request("several prompts in one request are not supported: send one request per prompt");
+        prompt = tokenize_mixed(model_, p, true, true, "prompt");
+        break;
+    }
+    case Api::Infill: {
+        const std::string missing = infill_unsupported_reason(model_);
+        // llama-server answers 501 here; a request the model cannot serve is the client's to fix, so Specula says 400.
+        if (!missing.empty()) throw bad_request("Infill is not supported by this model: " + missing);
+        const InfillInput in = parse_infill_input(body);
+        prompt = format_infill(model_, in, InfillBudget{config_.n_batch, config_.n_predict, n_ctx});
+        break;
+    }
+    case Api::OaiCompletion: {
+        if (body.contains("echo") && body.at("echo").is_boolean() && body.at("echo").get<bool>()) throw bad_request("Only no echo is supported");
+        for (const char *unsupported : {"best_of", "suffix"})
+            if (body.contains(unsupported) && !body.at(unsupported).is_null()) throw bad_request(std::string("Unsupported param: ") + unsupported);
+        if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
+        if (!body.contains("prompt") || body.at("prompt").is_null()) throw bad_request("\"prompt\" is required");
+        json p = body.at("prompt");
+        if (p.is_array() && p.size() == 1 && p[0].is_string()) p = p[0];
+        if (p.is_array() && p.size() > 1 && std::all_of(p.begin(), p.end(), [](const json &x) { return x.is_string() || x.is_array(); }))
+            throw bad_request("Only one completion choice is allowed: send one prompt per request");
+        prompt = tokenize_mixed(model_, p, true, true, "prompt");
+        break;
+    }
+    case Api::OaiChat: {
+        if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
+        const std::string text = model_.apply_chat_template(chat_messages(body), true, config_.chat_template);
+        prompt = model_.tokenize(text, SPECULA_TOKENIZE_ADD_SPECIAL | SPECULA_TOKENIZE_PARSE_SPECIAL);
+        break;
+    }
+    }
+    if (prompt.empty()) throw bad_request("the prompt is empty");
+    if (int64_t(prompt.size()) >= n_ctx)
+        throw HttpError(ErrorType::ExceedContext, "the request exceeds the available context size (" + std::to_string(prompt.size()) +
+                                                      " prompt tokens, n_ctx " + std::to_string(n_ctx) + "), try increasing it");
+
+    ResponseContext ctx;
+    ctx.model = alias_;
+    ctx.build_info = build_info_;
+    ctx.n_ctx = n_ctx;
+    ctx.created = (long long)std::time(nullptr);
+    ctx.id = random_id(api == Api::OaiChat ? "chatcmpl-" : "cmpl-");
+    if (api == Api::Completion || api == Api::Infill) ctx.prompt_text = model_.detokenize(prompt, true);
+
+    auto watch = std::make_shared<ClientWatch>(req.remote_addr, req.remote_port, req.local_port);
+    auto gone = [watch, this] { return stopping_.load() || watch->gone(); };
+    const CompletionRunner runner(model_, config_.n_predict);
+
+    if (!params.stream) {
+        SlotPool::Lease slot = pool_->acquire(prompt, params.id_slot, gone);
+        const CompletionResult r = runner.run(*slot, prompt, params, PieceSink(), gone);
+        metrics_.completion(r);
+        if (r.cancelled) {
+            // Nobody is listening (or the server is stopping); answer something well-formed all the same.
+            send_json(res, error_json(ErrorType::Unavailable, "the generation was cancelled"), 503);
+            return;
+        }
+        switch (api) {
+        case Api::Completion:
+        case Api::Infill: send_json(res, completion_final(r, params, ctx)); break;
+        case Api::OaiCompletion: send_json(res, oai_completion_final(r, ctx)); break;
+        case Api::OaiChat: send_json(res, oai_chat_final(r, ctx)); break;
+        }
+        return;
+    }
+
+    // Streams: the slot is taken before the response starts, so that a full queue is still a plain 503.
+    const bool include_usage = body.contains("stream_options") && body.at("stream_options").is_object() &&
+                               body.at("stream_options").value("include_usage", false);
+    auto slot = std::make_shared<SlotPool::Lease>(pool_->acquire(prompt, params.id_slot, gone));
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, slot, prompt, params, ctx, api, gone, runner, include_usage](size_t, httplib::DataSink &sink) {
+            const bool oai = api == Api::OaiCompletion || api == Api::OaiChat;
+            int32_t n_decoded = 0;
+            bool ok = true;
+            if (api == Api::OaiChat) ok = write_event(sink, oai_chat_role_chunk(ctx));
+            const PieceSink piece = [&](const std::string &text, int32_t token) {
+                if (token >= 0) ++n_decoded;
+                switch (api) {
+                case Api::Completion:
+                case Api::Infill:
+                    ok = write_event(sink, completion_partial(text, token, n_decoded, int32_t(prompt.size()), (*slot)->id, params.return_tokens));
+                    break;
+                case Api::OaiCompletion:
+                    if (!text.empty()) ok = write_event(sink, oai_completion_chunk(text, ctx));
+                    break;
+                case Api::OaiChat:
+                    if (!text.empty()) ok = write_event(sink, oai_chat_chunk(text, ctx));
+                    break;
+                }
+                return ok;
+            };
+            CompletionResult r;
+            try {
+                r = runner.run(**slot, prompt, params, ok ? piece : PieceSink(), gone);
+            } catch (const HttpError &e) {
+                write_event(sink, error_json(e.type, e.what()));
+                sink.done();
+                return true;
+            } catch (const std::exception &e) {
+                write_event(sink, error_json(ErrorType::Server, e.what()));
+                sink.done();
+                return true;
+            }
+            metrics_.completion(r);
+            if (r.cancelled || !ok) {
+                sink.done();
+                return true;
+            }
+            switch (api) {
+            case Api::Completion:
+            case Api::Infill: write_event(sink, completion_final(r, params, ctx)); break;
+            case Api::OaiCompletion: write_event(sink, oai_completion_last_chunk(r, ctx)); break;
+            case Api::OaiChat:
+                write_event(sink, oai_chat_last_chunk(r, ctx));
+                if (include_usage) write_event(sink, oai_usage_chunk(r, ctx, true));
+                break;
+            }
+            if (oai) {
+                static const std::string done = "data: [DONE]\n\n";
+                sink.write(done.data(), done.size());
+            }
+            sink.done();
+            return true;
+        },
+        [slot](bool) mutable { slot.reset(); });  // the slot goes back as soon as the stream ends, whatever ended it
+}
+
+void Server::handle_tokenize(const httplib::Request &req, httplib::Response &res) {
+    const json body = parse_body(req);
+    json tokens = json::array();
+    if (body.contains("content") && !body.at("content").is_null()) {
+        const bool add_special = bool_field(body, "add_special", false);
+        const bool parse_special = bool_field(body, "parse_special", true);
+        const bool with_pieces = bool_field(body, "with_pieces", false);
+        const std::vector<int32_t> ids = tokenize_mixed(model_, body.at("content"), add_special, parse_special, "content");
+        if (!with_pieces) {
+            tokens = ids;
+        } else {
+            for (const int32_t id : ids) {
+                const std::string piece = model_.token_to_piece(id, true);
+                json p;
+                if (valid_utf8(piece)) {
+                    p = piece;
+                } else {
+                    p = json::array();  // not UTF-8 on its own (part of a character): its bytes
+                    for (const unsigned char c : piece) p.push_back(int(c));
+                }
+                tokens.push_back({{"id", id}, {"piece", p}});
+            }
+        }
+    }
+    send_json(res, {{"tokens", tokens}});
+}
+
+void Server::handle_detokenize(const httplib::Request &req, httplib::Response &res) {
+    const json body = parse_body(req);
+    std::string content;
+    if (body.contains("tokens") && !body.at("tokens").is_null()) {
+        const json &t = body.at("tokens");
+        if (!t.is_array()) throw bad_request("\"tokens\" must be an array of token ids");
+        const int32_t n_vocab = model_.n_vocab();
+        for (const json &id : t) {
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_vocab)
+                throw bad_request("\"tokens\" must hold token ids in [0, " + std::to_string(n_vocab) + ")");
+            content += model_.token_to_piece(int32_t(id.get<int64_t>()), true);
+        }
+    }
+    send_json(res, {{"content", content}});
+}
+
+void Server::handle_apply_template(const httplib::Request &req, httplib::Response &res) {
+    const json body = parse_body(req);
+    send_json(res, {{"prompt", model_.apply_chat_template(chat_messages(body), true, config_.chat_template)}});
+}
+
+void Server::handle_props(httplib::Response &res) {
+    std::string chat_template;
+    for (int32_t i = 0; i < model_.meta_count(); ++i)
+        if (model_.meta_key(i) == "tokenizer.chat_template") chat_template = model_.meta_value(i);
+    CompletionParams defaults = parse_completion_params(json::object());
+    defaults.seed = -1;
+    const int32_t bos = model_.token_bos(), eos = model_.token_eos();
+    send_json(res, {{"default_generation_settings", {{"params", generation_settings(defaults, pool_->n_ctx())}, {"n_ctx", pool_->n_ctx()}}},
+                    {"total_slots", pool_->size()},
+                    {"model_alias", alias_},
+                    {"model_path", config_.model_path},
+                    {"modalities", {{"vision", false}, {"audio", false}}},
+                    {"endpoint_slots", true},
+                    {"endpoint_props", false},
+                    {"endpoint_metrics", true},
+                    {"chat_template", chat_template},
+                    {"bos_token", bos >= 0 ? model_.token_to_piece(bos, true) : std::string()},
+                    {"eos_token", eos >= 0 ? model_.token_to_piece(eos, true) : std::string()},
+                    {"build_info", build_info_},
+                    {"speculative", {{"drafter", pool_->drafter_name()}, {"lossless", true}, {"calibration", pool_->spec_report()}}},
+                    {"infill", infill_unsupported_reason(model_).empty()}});
+}
+
+void Server::handle_models(httplib::Response &res) {
+    const json meta = {{"vocab_type", std::string(specula_model_tokenizer(model_.get())) == "llama" ? 1 : 2},
+                       {"n_vocab", model_.n_vocab()},
+                       {"n_ctx_train", model_.n_ctx_train()},
+                       {"n_embd", model_.n_embd()},
+                       {"n_params", model_.n_params()},
+                       {"size", model_.file_size()}};
+    send_json(res, {{"object", "list"},
+                    {"data", json::array({{{"id", alias_}, {"object", "model"}, {"created", (long long)std::time(nullptr)},
+                                           {"owned_by", "specula"}, {"meta", meta}}})}});
+}
+
+void Server::handle_slots(httplib::Response &res) {
+    json slots = json::array();
+    for (const SlotPool::SlotInfo &s : pool_->info())
+        slots.push_back({{"id", s.id}, {"n_ctx", s.n_ctx}, {"is_processing", s.busy}, {"tokens_cached", s.n_cached}});
+    send_json(res, slots);
+}
+
+void Server::handle_metrics(httplib::Response &res) {
+    long long kv = 0, capacity = 0;
+    for (const SlotPool::SlotInfo &s : pool_->info()) kv += (long long)s.n_cached, capacity += s.n_ctx;
+    res.set_content(metrics_.prometheus(pool_->busy(), pool_->waiting(), kv, capacity), "text/plain; version=0.0.4");
+}
+
+}  // namespace specula_serve

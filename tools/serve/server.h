@@ -1,0 +1,70 @@
+// `specula serve`: the HTTP endpoints of llama-server on one shared model and --parallel slots (docs/server.md).
+//
+// Requests run on cpp-httplib's worker threads: a generation request takes a slot (SlotPool) and generates on
+// its own thread, so N slots serve N requests at once; the others wait in the bounded queue. Streams are sent as
+// server-sent events from the same thread. A client that goes away stops its generation (ClientWatch, failed writes).
+#pragma once
+
+#include "metrics.h"
+#include "serve_config.h"
+#include "slot_pool.h"
+
+#include <specula/specula.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace specula_serve {
+
+class Server {
+public:
+    // Creates the slots (and loads the drafters): throws specula::Error when that fails.
+    Server(const ServeConfig &config, specula::Model model);
+    ~Server();
+    Server(const Server &) = delete;
+    Server &operator=(const Server &) = delete;
+
+    // Binds config.host:config.port (port 0: any free one) and returns the port; throws std::runtime_error when the
+    // address cannot be bound.
+    int bind();
+    // Serves until stop(). Returns false if the listening loop failed.
+    bool run();
+    // Stops accepting, cancels running generations; thread-safe, returns at once.
+    void stop();
+    // The drafter the slots use ("ngram", "longspec+ngram", "" for none) and what the start-up measured for it.
+    std::string drafter_name() const { return pool_->drafter_name(); }
+    std::string spec_report() const { return pool_->spec_report(); }
+    int32_t n_ctx() const { return pool_->n_ctx(); }
+
+private:
+    enum class Api { Completion, Infill, OaiCompletion, OaiChat };
+
+    void register_routes();
+    bool authorized(const httplib::Request &req) const;
+    void handle_generation(const httplib::Request &req, httplib::Response &res, Api api);
+    void handle_tokenize(const httplib::Request &req, httplib::Response &res);
+    void handle_detokenize(const httplib::Request &req, httplib::Response &res);
+    void handle_apply_template(const httplib::Request &req, httplib::Response &res);
+    void handle_props(httplib::Response &res);
+    void handle_models(httplib::Response &res);
+    void handle_slots(httplib::Response &res);
+    void handle_metrics(httplib::Response &res);
+
+    ServeConfig config_;
+    specula::Model model_;
+    std::string alias_;
+    std::string build_info_;
+    std::unique_ptr<SlotPool> pool_;
+    std::unique_ptr<httplib::Server> http_;
+    Metrics metrics_;
+    std::atomic<bool> stopping_{false};
+};
+
+}  // namespace specula_serve

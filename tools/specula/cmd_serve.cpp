@@ -1,0 +1,153 @@
+// `specula serve`: a llama-server-compatible HTTP endpoint on a model (tools/serve, docs/server.md).
+//
+// stderr: one line per setting that matters, then "server is listening on http://HOST:PORT" (with the real port
+// when --port 0 asked for any free one: tests and scripts read it), then one line per request with --verbose.
+// SIGINT / SIGTERM stop it cleanly: no new connections, running generations cancelled, exit code 0.
+#include "cli.h"
+#include "model_path.h"
+#include "tree_widths.h"
+
+#include "server.h"
+
+#include <specula/specula.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace specula_cli {
+namespace {
+
+struct ServeArgs {
+    specula_serve::ServeConfig config;
+    std::string spec = "ngram";
+    std::string tree;
+    std::string ngram_nodes = "auto";
+    bool no_mmap = false;
+    size_t max_body_mib = 16;
+};
+
+int run_serve(ServeArgs &a) {
+    specula_serve::ServeConfig &c = a.config;
+    c.ngram = a.spec == "ngram";
+    if (a.ngram_nodes != "auto") {
+        try {
+            size_t used = 0;
+            c.ngram_nodes = std::stoi(a.ngram_nodes, &used);
+            if (used != a.ngram_nodes.size() || c.ngram_nodes < 0 || c.ngram_nodes > 1024) throw std::invalid_argument("range");
+        } catch (const std::exception &) {
+            throw UsageError("--ngram-nodes: expected auto or a number in [0, 1024], got '" + a.ngram_nodes + "'");
+        }
+    }
+    if (!a.tree.empty()) {
+        try {
+            c.tree = specula_apps::parse_tree_widths(a.tree);
+        } catch (const std::invalid_argument &e) {
+            throw UsageError(e.what());
+        }
+        if (c.draft.empty() && c.draft_model.empty()) throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
+    }
+    c.max_body_bytes = a.max_body_mib << 20;
+    c.model_path = resolve_model_path(c.model_path);
+
+    // Signals are taken by one thread with sigwait, not by a handler: stopping the server is not async-signal-safe.
+    // Blocked here, before any thread starts, so every thread inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGUSR1);  // our own "the server ended" wake-up of the signal thread
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);  // a client that hangs up mid-write is a failed write, not a dead server
+
+    specula::ModelOptions mo;
+    mo.use_mmap = !a.no_mmap;
+    specula::Model model;
+    try {
+        model = specula::Model::load(c.model_path, mo);
+    } catch (const specula::Error &e) {
+        throw specula::Error(e.status(), "cannot load model '" + c.model_path + "': " + e.what());
+    }
+    specula_serve::Server server(c, model);
+    const int port = server.bind();
+
+    const std::string drafter = server.drafter_name();
+    std::fprintf(stderr, "specula serve: model %s (%s, %s), %d slot%s of %d tokens, drafter %s\n", c.model_path.c_str(),
+                 model.arch().c_str(), model.weight_type().c_str(), c.n_parallel, c.n_parallel == 1 ? "" : "s", server.n_ctx(),
+                 drafter.empty() ? "none" : drafter.c_str());
+    if (!server.spec_report().empty()) std::fprintf(stderr, "specula serve: %s\n", server.spec_report().c_str());
+    std::fprintf(stderr, "server is listening on http://%s:%d\n", c.host.c_str(), port);
+    std::fflush(stderr);
+
+    int stop_signal = 0;
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&signals, &sig);
+        if (sig != SIGUSR1) {
+            stop_signal = sig;
+            server.stop();
+        }
+    });
+    const pthread_t waiter_handle = waiter.native_handle();
+    const bool ok = server.run();
+    if (stop_signal == 0) pthread_kill(waiter_handle, SIGUSR1);
+    waiter.join();
+    if (stop_signal != 0) std::fprintf(stderr, "specula serve: %s: stopped\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    return ok || stop_signal != 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App &parent) {
+    auto args = std::make_shared<ServeArgs>();
+    ServeArgs &a = *args;
+    specula_serve::ServeConfig &c = a.config;
+    CLI::App *cmd = parent.add_subcommand("serve", "Serve a model over HTTP, compatible with llama-server (IDE plugins, OpenAI clients)");
+    cmd->add_option("-m,--model", c.model_path, "GGUF model file (default: $SPECULA_MODEL, else the bundled stories260K)");
+    cmd->add_option("-a,--alias", c.model_alias, "Model name reported by /v1/models and the responses (default: the file name)");
+    cmd->add_option("--host", c.host, "Address to listen on")->capture_default_str();
+    cmd->add_option("--port", c.port, "Port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+    cmd->add_option("-c,--ctx-size", c.n_ctx, "Context length of each slot in tokens (0 = min(trained, 4096))")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 22));
+    cmd->add_option("-t,--threads", c.n_threads, "Compute threads per slot (0 = cores / parallel)")
+        ->capture_default_str()->check(CLI::Range(0, 512));
+    cmd->add_option("--parallel", c.n_parallel, "Slots: requests served at once (llama-server's -np)")
+        ->capture_default_str()->check(CLI::Range(1, 256));
+    cmd->add_option("-b,--batch-size", c.n_batch, "Logical batch: the /infill prompt budgets are cut from it, as in llama-server")
+        ->capture_default_str()->check(CLI::Range(16, 1 << 20));
+    cmd->add_option("-n,--n-predict", c.n_predict, "Most tokens one request may generate (-1 = no limit)")
+        ->capture_default_str()->check(CLI::Range(-1, 1 << 24));
+    cmd->add_option("--max-queue", c.max_queue, "Requests that may wait for a slot; more get 503")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 16));
+    cmd->add_option("--max-body", a.max_body_mib, "Largest request body in MiB (larger: 413)")
+        ->capture_default_str()->check(CLI::Range(1, 1024));
+    cmd->add_option("--timeout", c.timeout_s, "Socket read/write timeout in seconds (llama-server's -to)")
+        ->capture_default_str()->check(CLI::Range(1, 86400));
+    cmd->add_option("--threads-http", c.http_threads, "HTTP worker threads (0 = parallel + max-queue + 4)")
+        ->capture_default_str()->check(CLI::Range(0, 4096));
+    cmd->add_option("--api-key", c.api_key, "Require this key (Authorization: Bearer KEY) on all but /health and /models");
+    cmd->add_option("--backend", c.backend, "Where the model runs: auto (CUDA when usable, else CPU), cpu, cuda")
+        ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    cmd->add_option("--chat-template", c.chat_template, "Chat template for /v1/chat/completions: a built-in name or Jinja text "
+                                                        "(default: the model's own)");
+    cmd->add_flag("--no-mmap", a.no_mmap, "Read the model into memory instead of mapping it");
+    // Speculative decoding: lossless, so on by default where it needs no file (n-grams of the prompt and output).
+    auto *draft = cmd->add_option("--draft", c.draft, "Speculative decoding with a LongSpec draft file made for this model");
+    auto *draft_model = cmd->add_option("--draft-model", c.draft_model, "Speculative decoding with a small draft model of the same vocabulary");
+    draft->excludes(draft_model);
+    draft_model->excludes(draft);
+    cmd->add_option("--spec", a.spec, "Model-free drafting: ngram (default; merges with --draft / --draft-model) or none")
+        ->capture_default_str()->check(CLI::IsMember({"none", "ngram"}));
+    cmd->add_option("--ngram-nodes", a.ngram_nodes, "Tree nodes for n-gram candidates: auto (measured at start: what pays on "
+                                                     "this model and machine) or a number")->capture_default_str();
+    cmd->add_option("--tree", a.tree, "Draft tree: nodes per level for --draft / --draft-model (default 4,16,16,16,16)");
+    return Command{cmd, [args] { return run_serve(*args); }};
+}
+
+}  // namespace specula_cli
