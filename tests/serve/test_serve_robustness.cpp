@@ -132,7 +132,7 @@ TEST_CASE("serve: a full queue answers 503, a client that hangs up frees its slo
     }
     CHECK(next.status == 200);
     const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    CHECK(waited_s < 10.0);  // 4000 tokens on this model take minutes on one thread
+    CHECK(waited_s < 60.0);  // not a speed figure: 4000 tokens on this model take minutes on one thread
     const std::string metrics = get(c, "/metrics").body;
     CHECK(metric(metrics, "specula:completions_cancelled_total") == 1.0);
     CHECK(metric(metrics, "llamacpp:tokens_predicted_total") < 4000.0);
@@ -172,7 +172,7 @@ TEST_CASE("serve: SIGTERM and SIGINT stop the server cleanly, even mid-generatio
         REQUIRE(status != -1);
         CHECK(WIFEXITED(status));
         CHECK(WEXITSTATUS(status) == 0);
-        CHECK(took_s < 10.0);
+        CHECK(took_s < 30.0);  // the generation it interrupted would run for minutes
         CHECK(server.log().find("stopped") != std::string::npos);
     }
 }
