@@ -238,6 +238,23 @@ TEST_CASE("serve: OpenAI completions and chat, streamed and not, end streams wit
     CHECK(usage["choices"].empty());
     CHECK(usage["usage"]["completion_tokens"] == 20);
 
+    // llama.vim's instruction mode (llama#inst, llama#inst_send): a warm-up with n_predict 0 and an empty sampler
+    // chain, then a streamed request with its own chain; id_slot counts requests, past the server's slots.
+    const Reply inst_warm = post(c, "/v1/chat/completions", json{{"id_slot", 3}, {"messages", messages}, {"samplers", json::array()},
+                                                                 {"n_predict", 0}, {"stream", false}, {"cache_prompt", true},
+                                                                 {"response_fields", {""}}});
+    INFO(inst_warm.body);
+    CHECK(inst_warm.status == 200);
+    CHECK(inst_warm.data["usage"]["completion_tokens"] == 0);
+    const Reply inst = post(c, "/v1/chat/completions", json{{"id_slot", 4}, {"messages", messages}, {"min_p", 0.1}, {"temperature", 0.1},
+                                                            {"samplers", {"min_p", "temperature"}}, {"stream", true}, {"cache_prompt", true},
+                                                            {"n_predict", 16}});
+    REQUIRE(inst.status == 200);
+    events = sse_data(inst.body);
+    REQUIRE(events.size() >= 3);
+    CHECK(events.back() == "[DONE]");
+    CHECK(json::parse(events[events.size() - 2])["timings"]["cache_n"].get<int>() > 0);  // the warm-up's prompt was reused
+
     // Content parts are joined; images are refused.
     const Reply parts = post(c, "/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Tell me about Max."}}}}}}},
                                                               {"max_tokens", 4}, {"temperature", 0}});
@@ -264,7 +281,8 @@ TEST_CASE("serve: malformed requests get llama-server's error object and the ser
     check_error(post(c, "/completion", json{{"prompt", {1, 1u << 31}}}), 400, "invalid_request_error");
     check_error(post(c, "/completion", json{{"prompt", {"a", "b"}}}), 400, "invalid_request_error");
     check_error(post(c, "/completion", json{{"prompt", json::object()}}), 400, "invalid_request_error");
-    check_error(post(c, "/completion", json{{"prompt", "x"}, {"id_slot", 7}}), 400, "invalid_request_error");
+    check_error(post(c, "/completion", json{{"prompt", "x"}, {"id_slot", -2}}), 400, "invalid_request_error");
+    CHECK(post(c, "/completion", json{{"prompt", "x"}, {"id_slot", 7}, {"n_predict", 2}}).status == 200);  // no such slot: any
     // A prompt longer than the context: llama-server's exceed_context_size_error.
     std::string long_prompt;
     for (int i = 0; i < 200; ++i) long_prompt += "Once upon a time ";

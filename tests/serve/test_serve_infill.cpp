@@ -16,18 +16,21 @@ const std::string kPrefix =
     "        data = json.load(f)\n    for key in (\"name\", \"version\"):\n        if key not in data:\n";
 const std::string kMiddle = "            raise ";
 const std::string kSuffix = "\n    return data\n\n\ndef save_config(path, data):\n    with open(path, \"w\") as f:\n        json.dump(data, f)\n";
+// llama.vim's ring chunks: {text, time: reltime() (a [seconds, microseconds] list in JSON), filename}.
 const json kExtra = json::array({{{"text", "def read_text(path):\n    with open(path) as f:\n        return f.read()\n"},
-                                  {"time", 1732400000.25},
+                                  {"time", {1732400000, 250000}},
                                   {"filename", "utils/io.py"}},
-                                 {{"text", "class ConfigError(Exception):\n    pass\n"}, {"time", 1732400003.5}, {"filename", "errors.py"}}});
+                                 {{"text", "class ConfigError(Exception):\n    pass\n"}, {"time", {1732400003, 500000}}, {"filename", "errors.py"}}});
 
-// llama.vim's FIM request (autoload/llama.vim, llama#fim): its fields and defaults.
+// llama.vim's FIM request (autoload/llama.vim, llama#fim), with its default configuration.
 json llama_vim_body() {
-    return {{"input_prefix", kPrefix},
+    return {{"id_slot", 0},
+            {"input_prefix", kPrefix},
             {"input_suffix", kSuffix},
             {"input_extra", kExtra},
             {"prompt", kMiddle},
             {"n_predict", 128},
+            {"stop", json::array()},
             {"n_indent", 12},
             {"top_k", 40},
             {"top_p", 0.90},
@@ -44,30 +47,53 @@ json llama_vim_body() {
 
 // llama.vim's ring-buffer warm-up (llama#ring_update): evaluates the extra context, generates nothing.
 json llama_vim_warmup_body() {
-    return {{"input_prefix", ""},
+    return {{"id_slot", 0},
+            {"input_prefix", ""},
             {"input_suffix", ""},
             {"input_extra", kExtra},
             {"prompt", ""},
             {"n_predict", 0},
             {"temperature", 0.0},
+            {"samplers", json::array()},
             {"stream", false},
-            {"samplers", {"temperature"}},
             {"cache_prompt", true},
             {"t_max_prompt_ms", 1},
             {"t_max_predict_ms", 1},
             {"response_fields", {""}}};
 }
 
-// llama.vscode's /infill request (src/llama-server.ts, getFIMCompletion).
+// llama.vscode's chunks carry time as Date.now() (milliseconds).
+json vscode_chunks() {
+    json chunks = kExtra;
+    for (json &c : chunks) c["time"] = 1732400000250LL;
+    return chunks;
+}
+
+// llama.vscode's /infill request (src/llama-server.ts, createRequestPayload with its defaultRequestParams and
+// default configuration); n_cmpl asks newer llama-servers for 3 completions, read back as one here.
 json llama_vscode_body() {
-    return {{"input_prefix", kPrefix},
+    return {{"id_slot", 0},
+            {"input_prefix", kPrefix},
             {"input_suffix", kSuffix},
-            {"input_extra", kExtra},
+            {"input_extra", vscode_chunks()},
             {"prompt", kMiddle},
             {"n_predict", 128},
+            {"n_cmpl", 3},
+            {"top_k", 40},
+            {"top_p", 0.99},
+            {"stream", false},
+            {"samplers", {"top_k", "top_p", "infill"}},
+            {"cache_prompt", true},
+            {"n_indent", 12},
             {"t_max_prompt_ms", 500},
-            {"t_max_predict_ms", 2500},
-            {"n_indent", 12}};
+            {"t_max_predict_ms", 2500}};
+}
+
+// llama.vscode's warm-up (updateExtraContext -> createRequestPayload(noPredict = true)).
+json llama_vscode_warmup_body() {
+    return {{"id_slot", 0},        {"input_prefix", ""},     {"input_suffix", ""},     {"input_extra", vscode_chunks()},
+            {"prompt", ""},        {"n_predict", 0},         {"samplers", json::array()}, {"cache_prompt", true},
+            {"t_max_prompt_ms", 500}, {"t_max_predict_ms", 1}};
 }
 
 // The prompt llama-server builds for the snippet form (no FIM_REP/FIM_SEP), written out independently of the server.
@@ -132,6 +158,10 @@ TEST_CASE("serve: llama.vim's warm-up and FIM requests, replayed, get the fields
     CHECK(fim.data["timings/prompt_n"].get<int>() < int(prompt.size()) - 20);
     CHECK(fim.data["tokens_cached"].get<int>() >= int(prompt.size()));
 
+    const Reply vscode_warm = post(c, "/infill", llama_vscode_warmup_body());
+    REQUIRE(vscode_warm.status == 200);
+    CHECK(vscode_warm.data["tokens_predicted"] == 0);
+    CHECK(vscode_warm.data["content"] == "");
     const Reply vscode = post(c, "/infill", llama_vscode_body());
     INFO(vscode.body);
     REQUIRE(vscode.status == 200);

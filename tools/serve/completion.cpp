@@ -39,6 +39,7 @@ CompletionParams parse_completion_params(const json &body) {
     p.id_slot = int(int_field(body, "id_slot", -1, -1, 1 << 16));
     p.stop = stop_field(body, "stop");
     p.samplers = string_list_field(body, "samplers");
+    p.has_samplers = has_field(body, "samplers");
     p.response_fields = string_list_field(body, "response_fields");
     p.seed = int_field(body, "seed", -1, -1, INT64_MAX);
 
@@ -53,9 +54,9 @@ CompletionParams parse_completion_params(const json &body) {
     s.frequency_penalty = float(number_field(body, "frequency_penalty", 0.0, -1e6, 1e6));
     s.penalty_last_n = int32_t(int_field(body, "repeat_last_n", 64, -1, 1 << 24));
     // A sampler chain names the steps that run: the ones left out are off, as in llama.cpp's chain (without
-    // "temperature" the logits are sampled as they are, i.e. at temperature 1). "infill" and the other steps of
-    // llama.cpp that Specula does not have are ignored.
-    if (!p.samplers.empty()) {
+    // "temperature" the logits are sampled as they are, i.e. at temperature 1; an empty chain samples the raw
+    // distribution). "infill" and the other steps of llama.cpp that Specula does not have are ignored.
+    if (p.has_samplers) {
         if (!listed(p.samplers, {"top_k"})) s.top_k = 0;
         if (!listed(p.samplers, {"top_p"})) s.top_p = 1.0f;
         if (!listed(p.samplers, {"min_p"})) s.min_p = 0.0f;
@@ -91,7 +92,7 @@ json generation_settings(const CompletionParams &p, int32_t n_ctx) {
             {"ignore_eos", p.ignore_eos},
             {"stream", p.stream},
             {"cache_prompt", p.cache_prompt},
-            {"samplers", p.samplers.empty() ? std::vector<std::string>{"penalties", "top_k", "top_p", "min_p", "temperature"} : p.samplers}};
+            {"samplers", p.has_samplers ? p.samplers : std::vector<std::string>{"penalties", "top_k", "top_p", "min_p", "temperature"}}};
 }
 
 const char *stop_type_name(StopType t) {

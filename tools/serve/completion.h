@@ -26,7 +26,8 @@ struct CompletionParams {
     bool ignore_eos = false;
     int id_slot = -1;
     std::vector<std::string> stop;
-    std::vector<std::string> samplers;         // llama-server's chain names; empty: all of ours
+    std::vector<std::string> samplers;         // llama-server's chain names (when has_samplers)
+    bool has_samplers = false;                 // "samplers" given, even empty: only the steps it names run
     std::vector<std::string> response_fields;  // "a/b" paths of the final response to keep
     specula::SamplerOptions sampler;
     int64_t seed = -1;                         // -1: a fresh random seed

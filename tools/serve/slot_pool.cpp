@@ -68,7 +68,9 @@ SlotPool::SlotPool(const specula::Model &model, const ServeConfig &config) : max
 }
 
 SlotPool::Lease SlotPool::acquire(const std::vector<int32_t> &prompt, int id_slot, const std::function<bool()> &gone) {
-    if (id_slot >= int(slots_.size())) throw bad_request("\"id_slot\" " + std::to_string(id_slot) + " does not exist");
+    // A slot that does not exist means no preference: llama.vim numbers its instruction requests 0, 1, 2, ... in
+    // id_slot whatever the server's slot count.
+    if (id_slot >= int(slots_.size())) id_slot = -1;
     std::unique_lock<std::mutex> lock(mutex_);
     auto pick = [&]() -> Slot * {
         Slot *best = nullptr;

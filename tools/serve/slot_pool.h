@@ -51,7 +51,7 @@ public:
         Slot *slot_;
     };
 
-    // Waits for a slot (id_slot >= 0: that one). Throws HttpError(Unavailable) when max_queue requests already wait,
+    // Waits for a slot (id_slot >= 0: that one, when it exists). Throws HttpError(Unavailable) when max_queue requests already wait,
     // or when `gone` says the client left while waiting (the caller then answers nobody).
     Lease acquire(const std::vector<int32_t> &prompt, int id_slot, const std::function<bool()> &gone);
 
