@@ -10,6 +10,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
@@ -107,6 +109,7 @@ int Server::bind() {
     if (port <= 0)
         throw std::runtime_error("cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
                                  " (address in use, or not an address of this machine?)");
+    if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);  // a longer accept queue (see register_routes)
     return port;
 }
 
@@ -139,7 +142,15 @@ void Server::register_routes() {
     svr.set_write_timeout(config_.timeout_s, 0);
     svr.set_keep_alive_max_count(1000);
     svr.set_keep_alive_timeout(5);
-    svr.set_tcp_nodelay(true);  // without it Nagle holds back the body behind the headers: +40 ms per response
+    svr.set_tcp_nodelay(true);
+    // cpp-httplib 0.11 listens with a backlog of 5 (compiled into Debian's library): a burst of editors' requests
+    // overflows it and some connections stall or reset. The listening socket is taken here (this replaces httplib's
+    // default options, whose SO_REUSEADDR is kept) and listen() is called again with the system's maximum in bind().
+    svr.set_socket_options([this](int sock) {
+        const int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        if (listen_fd_ < 0) listen_fd_ = sock;
+    });  // without it Nagle holds back the body behind the headers: +40 ms per response
 
     svr.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
         const std::string origin = req.get_header_value("Origin");

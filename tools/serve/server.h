@@ -65,6 +65,7 @@ private:
     std::unique_ptr<httplib::Server> http_;
     Metrics metrics_;
     std::atomic<bool> stopping_{false};
+    int listen_fd_ = -1;  // the listening socket, to lengthen its accept queue
 };
 
 }  // namespace specula_serve
