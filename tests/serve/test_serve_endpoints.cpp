@@ -15,7 +15,7 @@ std::vector<int32_t> tokenize(httplib::Client &c, const json &content, bool add_
 
 }  // namespace
 
-TEST_CASE("serve: health, props, models and metrics answer in llama-server's shapes", "[serve]") {
+TEST_CASE("health, props, models and metrics answer in llama-server's shapes", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "256", "--parallel", "2"});
     auto c = server.client();
 
@@ -65,7 +65,7 @@ TEST_CASE("serve: health, props, models and metrics answer in llama-server's sha
     CHECK(metrics.body.find("llamacpp:tokens_predicted_total 8\n") != std::string::npos);
 }
 
-TEST_CASE("serve: /tokenize and /detokenize round-trip, with pieces", "[serve]") {
+TEST_CASE("/tokenize and /detokenize round-trip, with pieces", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "256"});
     auto c = server.client();
     const std::vector<int32_t> ids = tokenize(c, "Once upon a time", true);
@@ -90,7 +90,7 @@ TEST_CASE("serve: /tokenize and /detokenize round-trip, with pieces", "[serve]")
     check_error(post(c, "/tokenize", json{{"content", 5}}), 400, "invalid_request_error");
 }
 
-TEST_CASE("serve: /completion at temperature 0 gives exactly the tokens of specula generate, streamed or not", "[serve]") {
+TEST_CASE("/completion at temperature 0 gives exactly the tokens of specula generate, streamed or not", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "512", "--ngram-nodes", "4"});
     auto c = server.client();
     const std::string prompt = "Once upon a time, there was a little dog named Max. Max loved to";
@@ -156,7 +156,7 @@ TEST_CASE("serve: /completion at temperature 0 gives exactly the tokens of specu
     CHECK(ids.data["tokens"].get<std::vector<int32_t>>() == std::vector<int32_t>(expected.begin(), expected.begin() + 16));
 }
 
-TEST_CASE("serve: stop strings, EOS and n_predict end a completion as llama-server reports it", "[serve]") {
+TEST_CASE("stop strings, EOS and n_predict end a completion as llama-server reports it", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "512"});
     auto c = server.client();
     const Reply free_run = post(c, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 48}, {"temperature", 0}});
@@ -171,7 +171,7 @@ TEST_CASE("serve: stop strings, EOS and n_predict end a completion as llama-serv
     CHECK(stopped.data["content"] == text.substr(0, text.find(word)));
 }
 
-TEST_CASE("serve: OpenAI completions and chat, streamed and not, end streams with [DONE]", "[serve]") {
+TEST_CASE("OpenAI completions and chat, streamed and not, end streams with [DONE]", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "512", "--chat-template", "chatml", "-a", "stories"});
     auto c = server.client();
     const std::string prompt = "Once upon a time";
@@ -265,7 +265,7 @@ TEST_CASE("serve: OpenAI completions and chat, streamed and not, end streams wit
     check_error(post(c, "/v1/completions", json{{"prompt", prompt}, {"echo", true}}), 400, "invalid_request_error");
 }
 
-TEST_CASE("serve: malformed requests get llama-server's error object and the server stays up", "[serve]") {
+TEST_CASE("malformed requests get llama-server's error object and the server stays up", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "128", "--max-body", "1"});
     auto c = server.client();
     check_error(post(c, "/completion", std::string("{\"prompt\": ")), 400, "invalid_request_error");
@@ -302,7 +302,7 @@ TEST_CASE("serve: malformed requests get llama-server's error object and the ser
     CHECK(ok.status == 200);
 }
 
-TEST_CASE("serve: --api-key guards everything but /health and /models", "[serve]") {
+TEST_CASE("the --api-key guards everything but /health and /models", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "128", "--api-key", "sekret"});
     auto c = server.client();
     CHECK(get(c, "/health").status == 200);

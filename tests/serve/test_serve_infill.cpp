@@ -118,7 +118,7 @@ std::vector<int32_t> expected_snippet_prompt(const specula::Model &m, const json
 
 }  // namespace
 
-TEST_CASE("serve: a model without FIM tokens answers /infill with a clear 400", "[serve][infill]") {
+TEST_CASE("a model without FIM tokens answers /infill with a clear 400", "[serve][infill]") {
     ServerProcess server({"-m", bundled_model(), "-c", "256"});
     auto c = server.client();
     const Reply r = post(c, "/infill", llama_vim_body());
@@ -126,7 +126,7 @@ TEST_CASE("serve: a model without FIM tokens answers /infill with a clear 400", 
     CHECK(r.data["error"]["message"].get<std::string>().find("Infill is not supported by this model") == 0);
 }
 
-TEST_CASE("serve: llama.vim's warm-up and FIM requests, replayed, get the fields llama.vim reads", "[serve][infill]") {
+TEST_CASE("llama.vim's warm-up and FIM requests, replayed, get the fields llama.vim reads", "[serve][infill]") {
     ScratchDir dir;
     const std::string model = make_fim_model(dir, "deepseek-coder");
     ServerProcess server({"-m", model, "-c", "2048", "-b", "512", "-t", "1"});
@@ -172,7 +172,7 @@ TEST_CASE("serve: llama.vim's warm-up and FIM requests, replayed, get the fields
     CHECK(vscode.data["generation_settings"]["n_indent"] == 12);
 }
 
-TEST_CASE("serve: /infill builds llama-server's FIM prompt and at temperature 0 generates what specula generate does", "[serve][infill]") {
+TEST_CASE("/infill builds llama-server's FIM prompt and at temperature 0 generates what specula generate does", "[serve][infill]") {
     ScratchDir dir;
     const std::string model = make_fim_model(dir, "deepseek-coder");
     ServerProcess server({"-m", model, "-c", "2048", "-b", "512", "-t", "1"});
@@ -214,7 +214,7 @@ TEST_CASE("serve: /infill builds llama-server's FIM prompt and at temperature 0 
     CHECK(streamed == r.data["content"].get<std::string>());
 }
 
-TEST_CASE("serve: after a one-line edit /infill evaluates only the changed tail and answers as a cold request", "[serve][infill]") {
+TEST_CASE("after a one-line edit /infill evaluates only the changed tail and answers as a cold request", "[serve][infill]") {
     ScratchDir dir;
     const std::string model = make_fim_model(dir, "deepseek-coder");
     ServerProcess server({"-m", model, "-c", "2048", "-b", "512", "-t", "1"});
@@ -255,7 +255,7 @@ TEST_CASE("serve: after a one-line edit /infill evaluates only the changed tail 
     CHECK(cold.data["content"] == edited.data["content"]);
 }
 
-TEST_CASE("serve: the repository FIM form of a Qwen2.5-Coder vocabulary, token budgets included", "[serve][infill]") {
+TEST_CASE("the repository FIM form of a Qwen2.5-Coder vocabulary, token budgets included", "[serve][infill]") {
     const std::filesystem::path vocab_path = require_fixture("tokenizer/ggml-vocab-qwen2.gguf");
     specula::ModelOptions o;
     o.vocab_only = true;
@@ -310,7 +310,7 @@ TEST_CASE("serve: the repository FIM form of a Qwen2.5-Coder vocabulary, token b
     CHECK(specula_serve::format_infill(m, in, {64, 10, 100}) == tight);
 }
 
-TEST_CASE("serve: malformed /infill fields get llama-server's messages", "[serve][infill]") {
+TEST_CASE("malformed /infill fields get llama-server's messages", "[serve][infill]") {
     ScratchDir dir;
     const std::string model = make_fim_model(dir, "deepseek-coder");
     ServerProcess server({"-m", model, "-c", "512", "-t", "1"});

@@ -74,7 +74,7 @@ double metric(const std::string &text, const std::string &name) {
 
 }  // namespace
 
-TEST_CASE("serve: concurrent clients on two slots each get exactly their greedy continuation", "[serve]") {
+TEST_CASE("concurrent clients on two slots each get exactly their greedy continuation", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "512", "--parallel", "2", "-t", "1"});
     const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily wanted to", "One day, Tom",
                                               "The sun was", "Max loved to"};
@@ -105,7 +105,7 @@ TEST_CASE("serve: concurrent clients on two slots each get exactly their greedy 
     CHECK(get(after, "/health").status == 200);
 }
 
-TEST_CASE("serve: a full queue answers 503, a client that hangs up frees its slot at once", "[serve]") {
+TEST_CASE("a full queue answers 503, a client that hangs up frees its slot at once", "[serve]") {
     ScratchDir dir;
     const std::string model = make_slow_model(dir);
     ServerProcess server({"-m", model, "--ngram-nodes", "4", "-c", "4096", "--parallel", "1", "--max-queue", "0", "-t", "1"});
@@ -138,7 +138,7 @@ TEST_CASE("serve: a full queue answers 503, a client that hangs up frees its slo
     CHECK(metric(metrics, "llamacpp:tokens_predicted_total") < 4000.0);
 }
 
-TEST_CASE("serve: a non-streamed request whose client hangs up stops generating too", "[serve]") {
+TEST_CASE("a non-streamed request whose client hangs up stops generating too", "[serve]") {
     ScratchDir dir;
     const std::string model = make_slow_model(dir);
     ServerProcess server({"-m", model, "--ngram-nodes", "4", "-c", "4096", "--parallel", "1", "-t", "1"});
@@ -157,7 +157,7 @@ TEST_CASE("serve: a non-streamed request whose client hangs up stops generating 
     CHECK(post(c, "/completion", json{{"prompt", "Hello"}, {"n_predict", 2}}).status == 200);
 }
 
-TEST_CASE("serve: SIGTERM and SIGINT stop the server cleanly, even mid-generation", "[serve]") {
+TEST_CASE("SIGTERM and SIGINT stop the server cleanly, even mid-generation", "[serve]") {
     ScratchDir dir;
     const std::string model = make_slow_model(dir);
     for (const int sig : {SIGTERM, SIGINT}) {
