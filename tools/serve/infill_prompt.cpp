@@ -2,17 +2,9 @@
 
 #include "prompt_tokens.h"
 
-#include <algorithm>
-
 namespace specula_serve {
 
-std::string infill_unsupported_reason(const specula::Model &model) {
-    std::string err;
-    if (model.token_fim(SPECULA_FIM_PRE) == SPECULA_TOKEN_NULL) err += "prefix token is missing. ";
-    if (model.token_fim(SPECULA_FIM_SUF) == SPECULA_TOKEN_NULL) err += "suffix token is missing. ";
-    if (model.token_fim(SPECULA_FIM_MID) == SPECULA_TOKEN_NULL) err += "middle token is missing. ";
-    return err;
-}
+std::string infill_unsupported_reason(const specula::Model &model) { return specula_apps::fim_unsupported_reason(model); }
 
 InfillInput parse_infill_input(const json &body) {
     InfillInput in;
@@ -46,57 +38,13 @@ InfillInput parse_infill_input(const json &body) {
 }
 
 std::vector<int32_t> format_infill(const specula::Model &model, const InfillInput &in, const InfillBudget &budget) {
-    const int32_t fim_pre = model.token_fim(SPECULA_FIM_PRE), fim_suf = model.token_fim(SPECULA_FIM_SUF),
-                  fim_mid = model.token_fim(SPECULA_FIM_MID), fim_rep = model.token_fim(SPECULA_FIM_REP),
-                  fim_sep = model.token_fim(SPECULA_FIM_SEP);
-    auto plain = [&](const std::string &text) { return model.tokenize(text, 0); };  // no BOS, no special parsing
-    auto append = [](std::vector<int32_t> &to, const std::vector<int32_t> &from) { to.insert(to.end(), from.begin(), from.end()); };
-
-    std::vector<int32_t> extra;
-    if (fim_rep != SPECULA_TOKEN_NULL) {
-        extra.push_back(fim_rep);
-        append(extra, plain("myproject\n"));
-    }
-    for (const InfillInput::Chunk &chunk : in.input_extra) {
-        if (fim_sep != SPECULA_TOKEN_NULL) {
-            extra.push_back(fim_sep);
-            append(extra, plain(chunk.filename + "\n"));
-        } else {
-            append(extra, plain("\n\n--- snippet ---\n\n"));
-        }
-        append(extra, plain(chunk.text));
-    }
-    if (fim_sep != SPECULA_TOKEN_NULL) {
-        extra.push_back(fim_sep);
-        append(extra, plain("filename\n"));
-    }
-
-    std::vector<int32_t> prefix = tokenize_mixed(model, in.input_prefix, false, false, "input_prefix");
-    std::vector<int32_t> suffix = tokenize_mixed(model, in.input_suffix, false, false, "input_suffix");
+    specula_apps::FimParts parts;
+    parts.extra = in.input_extra;
+    parts.prefix = tokenize_mixed(model, in.input_prefix, false, false, "input_prefix");
+    parts.suffix = tokenize_mixed(model, in.input_suffix, false, false, "input_suffix");
     // The prompt is tokenized with special tokens parsed, as llama-server's tokenize_input_prompts(..., false, true).
-    const std::vector<int32_t> prompt = model.tokenize(in.prompt, SPECULA_TOKENIZE_PARSE_SPECIAL);
-
-    // Integer arithmetic exactly as llama-server's (ints, n_batch/4 rounding down).
-    const int n_batch = budget.n_batch;
-    const int n_prefix_take = std::min<int>(int(prefix.size()), 3 * (n_batch / 4));
-    const int n_suffix_take = std::min<int>(int(suffix.size()), std::max<int>(0, (n_batch / 4) - (2 + int(prompt.size()))));
-    const int n_extra_take =
-        std::min<int>(std::max<int>(0, budget.n_ctx - n_batch - 2 * budget.n_predict), int(extra.size()));
-
-    prefix.erase(prefix.begin(), prefix.begin() + (int(prefix.size()) - n_prefix_take));
-    suffix.resize(size_t(n_suffix_take));
-    prefix.insert(prefix.begin(), fim_pre);
-    append(prefix, prompt);
-    suffix.insert(suffix.begin(), fim_suf);
-
-    std::vector<int32_t> out;
-    out.reserve(size_t(n_extra_take) + prefix.size() + suffix.size() + 2);
-    out.insert(out.end(), extra.end() - n_extra_take, extra.end());
-    if (model.add_bos() && model.token_bos() != SPECULA_TOKEN_NULL) out.push_back(model.token_bos());
-    append(out, prefix);
-    append(out, suffix);
-    out.push_back(fim_mid);
-    return out;
+    parts.prompt = model.tokenize(in.prompt, SPECULA_TOKENIZE_PARSE_SPECIAL);
+    return specula_apps::fim_prompt(model, parts, budget);
 }
 
 }  // namespace specula_serve

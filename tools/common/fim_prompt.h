@@ -1,0 +1,108 @@
+// Fill-in-the-middle prompts, built exactly as llama-server's format_infill builds them (tools/server: the repository
+// pattern of Qwen2.5-Coder, arXiv 2409.12186, when the model has FIM_REP/FIM_SEP tokens, else "--- snippet ---"
+// separators), with the same token budgets. Shared by `specula serve` (/infill) and the Qt demo's code completion, which
+// see only the public API:
+//
+//   [extra tail] [BOS if the model adds one] FIM_PRE prefix-tail prompt FIM_SUF suffix-head FIM_MID
+//
+// where the extra context is
+//   FIM_REP "myproject\n" { FIM_SEP filename "\n" text }... FIM_SEP "filename\n"     (repository form)
+//   { "\n\n--- snippet ---\n\n" text }...                                            (otherwise)
+// and the budgets are: the prefix keeps its last 3*(n_batch/4) tokens, the suffix its first
+// max(0, n_batch/4 - (2 + |prompt|)), the extra context its last max(0, n_ctx - n_batch - 2*n_predict), where n_batch
+// is the server's logical batch, n_ctx the slot's context and n_predict the server's -n (-1 by default, as there).
+#pragma once
+
+#include <specula/specula.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace specula_apps {
+
+struct FimChunk {
+    std::string filename = "tmp";  // llama-server's default for a chunk without one
+    std::string text;
+};
+
+// The parts of a FIM request, the prefix, suffix and prompt already tokenized (llama-server accepts token ids there).
+struct FimParts {
+    std::vector<FimChunk> extra;  // input_extra: other files, oldest first (the budget keeps the tail)
+    std::vector<int32_t> prefix;  // input_prefix, tokenized without BOS and without special parsing
+    std::vector<int32_t> suffix;  // input_suffix, likewise
+    std::vector<int32_t> prompt;  // prompt: text continuing the prefix, tokenized with special parsing
+};
+
+struct FimBudget {
+    int32_t n_batch = 2048;
+    int32_t n_predict = -1;
+    int32_t n_ctx = 4096;
+};
+
+// "" when the model can do FIM, else llama-server's reason ("prefix token is missing. suffix token is missing. ").
+inline std::string fim_unsupported_reason(const specula::Model &model) {
+    std::string err;
+    if (model.token_fim(SPECULA_FIM_PRE) == SPECULA_TOKEN_NULL) err += "prefix token is missing. ";
+    if (model.token_fim(SPECULA_FIM_SUF) == SPECULA_TOKEN_NULL) err += "suffix token is missing. ";
+    if (model.token_fim(SPECULA_FIM_MID) == SPECULA_TOKEN_NULL) err += "middle token is missing. ";
+    return err;
+}
+
+// The extra context as llama-server tokenizes it (before the budget cuts its head off).
+inline std::vector<int32_t> fim_extra_tokens(const specula::Model &model, const std::vector<FimChunk> &chunks) {
+    const int32_t fim_rep = model.token_fim(SPECULA_FIM_REP), fim_sep = model.token_fim(SPECULA_FIM_SEP);
+    auto append = [&](std::vector<int32_t> &to, const std::string &text) {
+        const std::vector<int32_t> t = model.tokenize(text, 0);  // no BOS, no special parsing
+        to.insert(to.end(), t.begin(), t.end());
+    };
+    std::vector<int32_t> extra;
+    if (fim_rep != SPECULA_TOKEN_NULL) {
+        extra.push_back(fim_rep);
+        append(extra, "myproject\n");
+    }
+    for (const FimChunk &chunk : chunks) {
+        if (fim_sep != SPECULA_TOKEN_NULL) {
+            extra.push_back(fim_sep);
+            append(extra, chunk.filename + "\n");
+        } else {
+            append(extra, "\n\n--- snippet ---\n\n");
+        }
+        append(extra, chunk.text);
+    }
+    if (fim_sep != SPECULA_TOKEN_NULL) {
+        extra.push_back(fim_sep);
+        append(extra, "filename\n");
+    }
+    return extra;
+}
+
+// The whole prompt. The model must have FIM_PRE, FIM_SUF and FIM_MID (fim_unsupported_reason() is "").
+inline std::vector<int32_t> fim_prompt(const specula::Model &model, const FimParts &in, const FimBudget &budget) {
+    const std::vector<int32_t> extra = fim_extra_tokens(model, in.extra);
+    std::vector<int32_t> prefix = in.prefix, suffix = in.suffix;
+
+    // Integer arithmetic exactly as llama-server's (ints, n_batch/4 rounding down).
+    const int n_batch = budget.n_batch;
+    const int n_prefix_take = std::min<int>(int(prefix.size()), 3 * (n_batch / 4));
+    const int n_suffix_take = std::min<int>(int(suffix.size()), std::max<int>(0, (n_batch / 4) - (2 + int(in.prompt.size()))));
+    const int n_extra_take = std::min<int>(std::max<int>(0, budget.n_ctx - n_batch - 2 * budget.n_predict), int(extra.size()));
+
+    prefix.erase(prefix.begin(), prefix.begin() + (int(prefix.size()) - n_prefix_take));
+    suffix.resize(size_t(n_suffix_take));
+    prefix.insert(prefix.begin(), model.token_fim(SPECULA_FIM_PRE));
+    prefix.insert(prefix.end(), in.prompt.begin(), in.prompt.end());
+    suffix.insert(suffix.begin(), model.token_fim(SPECULA_FIM_SUF));
+
+    std::vector<int32_t> out;
+    out.reserve(size_t(n_extra_take) + prefix.size() + suffix.size() + 2);
+    out.insert(out.end(), extra.end() - n_extra_take, extra.end());
+    if (model.add_bos() && model.token_bos() != SPECULA_TOKEN_NULL) out.push_back(model.token_bos());
+    out.insert(out.end(), prefix.begin(), prefix.end());
+    out.insert(out.end(), suffix.begin(), suffix.end());
+    out.push_back(model.token_fim(SPECULA_FIM_MID));
+    return out;
+}
+
+}  // namespace specula_apps
