@@ -3,6 +3,7 @@
 // vocab-only) and a model without one. The byte-level formatting of every family is tested on the internal API
 // (tests/unit/test_chat_template.cpp); here it is the shim's job that is checked.
 #include <specula/specula.h>
+#include <specula/specula.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -192,6 +193,12 @@ TEST_CASE("chat: a model without tokenizer.chat_template", "[chat]") {
     CHECK(named.status == SPECULA_OK);
     CHECK(named.text == kChatml);
     CHECK(std::string(specula_chat_template_detect(model.get(), "llama3")) == "llama3");
+
+    // The C++ wrapper's views of the same (specula.hpp).
+    const specula::Model wrapped = specula::Model::load(kModelPath);
+    CHECK(wrapped.chat_template_family().empty());
+    CHECK(wrapped.tokenizer() == "llama");
+    CHECK(wrapped.pre_tokenizer().empty());
 }
 
 TEST_CASE("chat: the templates of real vocabularies", "[chat]") {

@@ -286,6 +286,15 @@ public:
     uint64_t n_params() const noexcept { return specula_model_n_params(m_); }
     uint64_t file_size() const noexcept { return specula_model_file_size(m_); }
     std::string weight_type() const { return specula_model_weight_type(m_); }
+    /// Tokenizer family ("llama" for SentencePiece, "gpt2" for byte-level BPE, ...) and BPE pre-tokenizer ("" if none).
+    std::string tokenizer() const { return specula_model_tokenizer(m_); }
+    std::string pre_tokenizer() const { return specula_model_pre_tokenizer(m_); }
+    /// The built-in family the model's own chat template belongs to ("chatml", "llama3", ...); "" when the model has no
+    /// template or one of no known family (specula_chat_template_detect).
+    std::string chat_template_family() const {
+        const char *family = specula_chat_template_detect(m_, nullptr);
+        return family != nullptr ? family : "";
+    }
 
     int32_t token_bos() const noexcept { return specula_model_token_bos(m_); }
     int32_t token_eos() const noexcept { return specula_model_token_eos(m_); }
