@@ -21,7 +21,7 @@ QString bundled_models_dir() {
 
 ModelConfig default_model_config(Task task) {
     ModelConfig c;
-    c.ngram = false;  // the trained drafts alone draft better per verified node on a CPU (docs/demo.md)
+    c.ngram = false;  // n-gram drafting lost to plain decoding on a CPU at every tree size measured (model_config.h)
     const QString dir = bundled_models_dir();
     if (dir.isEmpty()) return c;
     auto existing = [](const QString &p) { return QFileInfo(p).isFile() ? p : QString(); };

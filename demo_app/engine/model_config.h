@@ -26,10 +26,11 @@ struct ModelConfig {
 };
 
 // The draft tree the demo uses unless the user sets one. The library's default tree (4,16,16,16,16: 69 nodes) pays on a
-// GPU, but on a few CPU cores a 69-node verification costs tens of decode steps of a small model, so a short chain is the
-// shape that gains there (measured in docs/demo.md).
-inline constexpr const char *kDefaultTree = "1,1,1";
-// Tree nodes for n-gram candidates (the library's default is 16, sized for a GPU), likewise measured.
+// GPU, but on a few CPU cores a 69-node verification costs tens of decode steps of a small model (0.19x on code-7m), so
+// a short chain is the shape that gains there: a chain of 4 measured best on code-7m with its trained draft (docs/demo.md).
+inline constexpr const char *kDefaultTree = "1,1,1,1";
+// Tree nodes for n-gram candidates (the library's default is 16, sized for a GPU): 3 measured best of 2/3/4/8/16 on
+// code-7m. n-gram drafting is off by default (default_models.cpp): on this CPU it lost to plain decoding at every size.
 inline constexpr int kDefaultNgramNodes = 3;
 
 }  // namespace demo

@@ -101,7 +101,7 @@ ChartsPanel::ChartsPanel(QWidget *parent) : QWidget(parent) {
     split_series_->setLabelsPrecision(4);
     split->addSeries(split_series_);
     auto *split_y = new QBarCategoryAxis;
-    split_y->append({tr("prompt"), tr("draft"), tr("verify"), tr("decode")});
+    split_y->append({tr("decode"), tr("verify"), tr("draft"), tr("prompt")});  // bottom to top: prompt on top
     split_x_ = new QValueAxis;
     split_x_->setLabelFormat(QStringLiteral("%.0f"));
     split->addAxis(split_y, Qt::AlignLeft);
@@ -157,15 +157,17 @@ void ChartsPanel::finish(const RunStats &stats) {
 
 void ChartsPanel::redraw() {
     dirty_ = false;
-    // Tokens per second over the last 16 tokens, at each token: speculative rounds emit their tokens in bursts, which a
-    // rate over fixed time windows would draw as a saw.
+    // Tokens per second at each token, over its last 16 tokens and at least 10 ms: speculative rounds emit their tokens
+    // in bursts microseconds apart, which a rate over fixed windows, or over too short a span, would draw as spikes.
     QList<QPointF> speed;
     double peak = 1;
     constexpr size_t kSpan = 16;
+    constexpr double kMinMs = 10;
     for (size_t i = 1; i < token_times_.size(); ++i) {
-        const size_t from = i >= kSpan ? i - kSpan : 0;
+        size_t from = i >= kSpan ? i - kSpan : 0;
+        while (from > 0 && token_times_[i] - token_times_[from] < kMinMs) --from;
         const double dt = token_times_[i] - token_times_[from];
-        if (dt <= 0) continue;
+        if (dt < kMinMs) continue;  // the run's first 10 ms
         const double rate = double(i - from) * 1000.0 / dt;
         speed.append(QPointF((token_times_[i] - token_times_.front()) / 1000.0, rate));
         peak = std::max(peak, rate);
@@ -200,7 +202,7 @@ void ChartsPanel::redraw() {
     double longest = 1;
     if (have_totals_) {
         const double other = std::max(0.0, totals_.decode_ms - totals_.draft_ms - totals_.verify_ms);
-        for (const double ms : {totals_.prompt_ms, totals_.draft_ms, totals_.verify_ms, other}) {
+        for (const double ms : {other, totals_.verify_ms, totals_.draft_ms, totals_.prompt_ms}) {
             split_set_->append(ms);
             longest = std::max(longest, ms);
         }

@@ -133,6 +133,7 @@ MainWindow::MainWindow(QSettings &store, bool persist, QWidget *parent)
         statusBar()->showMessage(tr("loaded %1 (%2) for %3").arg(QFileInfo(s.path).fileName(), s.backend, QString::fromLatin1(task_key(task))), 5000);
         if (task == Task::Summarize) request_token_count();
         save_settings();
+        update_memory();
         emit modelLoaded(task, s);
     });
     connect(e, &Engine::loadFailed, this, [this](Task task, const EngineError &err) {
@@ -421,6 +422,7 @@ void MainWindow::on_finished(const RunResult &r, const UiTiming &t) {
         code_->show_context(r.context, r.stats.cached_tokens, r.stats.prompt_tokens, r.note);
     }
     statusBar()->showMessage(r.stop == SPECULA_STOP_CANCELLED ? tr("stopped") : tr("done"), 5000);
+    update_memory();
     emit runDone(r, t);
 }
 
@@ -435,6 +437,9 @@ void MainWindow::on_compared(const CompareResult &r) {
                          .arg(r.speedup(), 0, 'f', 2)
                          .arg(verdict));
     statusBar()->showMessage(tr("compared: speedup %1x, %2").arg(r.speedup(), 0, 'f', 2).arg(verdict));
+    if (r.task == Task::Complete)
+        code_->show_context(r.speculative.context, r.speculative.stats.cached_tokens, r.speculative.stats.prompt_tokens, r.speculative.note);
+    update_memory();
     emit compareDone(r);
 }
 

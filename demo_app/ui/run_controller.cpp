@@ -42,7 +42,10 @@ RunController::RunController(Engine *engine, ChartsPanel *charts, QObject *paren
         }
     });
     connect(engine_, &Engine::promptProgress, this, [this](quint64 id, int done, int total) {
-        if (id == active_ && total > 0) emit status(tr("evaluating the prompt: %1 of %2 tokens").arg(done).arg(total));
+        // Only a prompt that takes a while gets a progress line: redrawing the status bar during a short prompt's
+        // evaluation would only delay the first token.
+        if (id == active_ && total > 0 && clock_.elapsed() > 250)
+            emit status(tr("evaluating the prompt: %1 of %2 tokens").arg(done).arg(total));
     });
     connect(engine_, &Engine::runFinished, this, [this](const RunResult &r) {
         if (r.id != active_) return;

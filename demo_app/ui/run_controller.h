@@ -47,7 +47,7 @@ private:
     void drain();
     void end();
 
-    static constexpr int kFrameMs = 50;  // at most 20 redraws a second while tokens stream
+    static constexpr int kFrameMs = 100;  // at most 10 redraws a second while tokens stream
 
     Engine *engine_;
     ChartsPanel *charts_;
