@@ -77,22 +77,19 @@ std::optional<AutomationOptions> parse_automation(const QStringList &arguments, 
         out = v;
         return true;
     };
+    // A value that must be one of a few words (an unset option passes with its default).
+    auto one_of = [&](const QCommandLineOption &opt, const QStringList &allowed) {
+        if (!p.isSet(opt) || allowed.contains(p.value(opt))) return true;
+        *error = QStringLiteral("--%1: expected %2").arg(opt.names().last(), allowed.join(QStringLiteral(" or ")));
+        return false;
+    };
+    if (!one_of(ngram, {"on", "off"}) || !one_of(backend, {"auto", "cpu", "cuda"}) || !one_of(long_doc, {"head-tail", "refuse"}))
+        return std::nullopt;
     o.model = p.value(model);
     o.draft = p.value(draft);
-    if (p.isSet(ngram)) {
-        const QString v = p.value(ngram);
-        if (v != QStringLiteral("on") && v != QStringLiteral("off")) {
-            *error = QStringLiteral("--ngram: expected on or off");
-            return std::nullopt;
-        }
-        o.ngram = v == QStringLiteral("on");
-    }
+    if (p.isSet(ngram)) o.ngram = p.value(ngram) == QStringLiteral("on");
     o.tree = p.value(tree);
     o.backend = p.value(backend);
-    if (!o.backend.isEmpty() && !QStringList{"auto", "cpu", "cuda"}.contains(o.backend)) {
-        *error = QStringLiteral("--backend: expected auto, cpu or cuda");
-        return std::nullopt;
-    }
     if (!to_int(threads, 0, 512, o.threads) || !to_int(ctx, 0, 1 << 22, o.n_ctx) || !to_int(n, 1, 1 << 20, o.n_predict))
         return std::nullopt;
     o.summarize = p.value(summarize);
@@ -132,12 +129,7 @@ std::optional<AutomationOptions> parse_automation(const QStringList &arguments, 
             return std::nullopt;
         }
     }
-    const QString policy = p.value(long_doc);
-    if (policy != QStringLiteral("refuse") && policy != QStringLiteral("head-tail")) {
-        *error = QStringLiteral("--long-document: expected head-tail or refuse");
-        return std::nullopt;
-    }
-    o.head_tail = policy == QStringLiteral("head-tail");
+    o.head_tail = p.value(long_doc) == QStringLiteral("head-tail");
     o.screenshot = p.value(screenshot);
     o.dump_prompt = p.value(dump_prompt);
     o.report = p.value(report);
