@@ -1,8 +1,10 @@
 #include "engine.h"
 
 #include "prefix_reuse.h"
+#include "tokenize_text.h"
 #include "tree_widths.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace demo {
@@ -125,7 +127,6 @@ void Engine::load(Task task, const ModelConfig &config) {
         } catch (const specula::Error &e) {
             throw with_context(e, QStringLiteral("cannot use draft '%1'").arg(config.draft_path));
         }
-        fresh.speculating = has_drafters(fresh);
 
         fresh.summary = summarize_model(fresh.model, config.model_path);
         fresh.summary.n_ctx = fresh.session->n_ctx();
@@ -191,9 +192,10 @@ RunResult Engine::run_on(Slot &slot, specula::Session &s, const GenerateRequest 
                                                                       "raise the context size or shorten the input")
                                                            .arg(p.tokens.size()).arg(s.n_ctx()).toStdString());
 
+    // Drafters are attached (or detached) only when the request wants otherwise than the session has: attaching resets
+    // their state.
     const bool speculate = r.speculative && has_drafters(slot);
-    if (&s != slot.session.get() || speculate != slot.speculating) attach_drafters(slot, s, speculate);
-    if (&s == slot.session.get()) slot.speculating = speculate;
+    if (speculate == s.drafter_name().empty()) attach_drafters(slot, s, speculate);
     s.set_sampler(r.sampler);
 
     const PrefixPlan plan = plan_prefix_reuse(s.tokens(), p.tokens, reuse);
@@ -217,6 +219,8 @@ RunResult Engine::run_on(Slot &slot, specula::Session &s, const GenerateRequest 
 
     res.drafter = QString::fromStdString(s.drafter_name());
     res.stop = SPECULA_STOP_NONE;
+    double ttft_ms = -1;      // what the run measures itself, beside the session's counters
+    int drafted_emitted = 0;
     for (size_t i = size_t(plan.keep); i < p.tokens.size();) {
         const size_t n = std::min<size_t>(kPromptChunk, p.tokens.size() - i);
         s.append_tokens(p.tokens.data() + i, n);
@@ -235,16 +239,12 @@ RunResult Engine::run_on(Slot &slot, specula::Session &s, const GenerateRequest 
 
     if (res.stop == SPECULA_STOP_NONE) {
         specula::GenerateOptions go(r.n_predict);
-        bool first = true;
         res.stop = s.generate(go, [&](const specula_token_event &ev) {
             const double t = now_ms() - t0;
             RoundSample round;
             if (ev.stats != nullptr && rounds.update(*ev.stats, t, round)) stream_.push_round(r.id, round);
             if (ev.token == SPECULA_TOKEN_NULL && ev.text_len == 0) return true;
-            if (first && ev.token != SPECULA_TOKEN_NULL) {
-                res.stats.ttft_ms = t;
-                first = false;
-            }
+            if (ttft_ms < 0 && ev.token != SPECULA_TOKEN_NULL) ttft_ms = t;
             StreamedToken tok;
             tok.id = ev.token;
             tok.text = QByteArray(ev.text, qsizetype(ev.text_len));
@@ -253,16 +253,15 @@ RunResult Engine::run_on(Slot &slot, specula::Session &s, const GenerateRequest 
             res.text += tok.text;
             if (ev.token != SPECULA_TOKEN_NULL) {
                 res.generated.push_back(ev.token);
-                if (tok.drafted) ++res.stats.drafted_emitted;
+                if (tok.drafted) ++drafted_emitted;
             }
             stream_.push(r.id, std::move(tok), ev.stats);
             return true;
         });
     }
-    const RunStats own = res.stats;  // what the run measured itself
     res.stats = stats_between(before, s.stats());
-    res.stats.ttft_ms = own.ttft_ms;
-    res.stats.drafted_emitted = own.drafted_emitted;
+    res.stats.ttft_ms = std::max(0.0, ttft_ms);
+    res.stats.drafted_emitted = drafted_emitted;
     res.stats.prompt_tokens = int(p.tokens.size());
     res.stats.cached_tokens = plan.keep;
     res.stats.total_ms = now_ms() - t0;
@@ -319,8 +318,7 @@ void Engine::countTokens(Task task, const QString &text, quint64 id) {
         return;
     }
     try {
-        const QByteArray utf8 = text.toUtf8();
-        const size_t n = slot.model.tokenize(std::string_view(utf8.constData(), size_t(utf8.size())), 0).size();
+        const size_t n = tokenize_text(slot.model, text).size();
         emit tokensCounted(id, int(n), slot.session ? slot.session->n_ctx() : 0);
     } catch (const std::exception &) {
         emit tokensCounted(id, 0, 0);

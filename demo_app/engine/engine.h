@@ -63,7 +63,6 @@ private:
         std::vector<int32_t> tree;
         specula::SessionOptions session_options;
         std::unique_ptr<specula::Session> session;
-        bool speculating = false;      // the session's drafters are attached now
         ModelSummary summary;
     };
 

@@ -1,5 +1,6 @@
 #include "code_context.h"
 
+#include "../engine/tokenize_text.h"
 #include "../repo/imports.h"
 #include "fim_prompt.h"
 
@@ -110,12 +111,6 @@ QString suggestion_at_cursor(const QString &line_text, const QString &suggestion
 
 int fim_batch(int n_ctx) { return std::max(4, std::min(2048, n_ctx / 2)); }
 
-namespace {
-std::vector<int32_t> plain_tokens(const specula::Model &model, const QString &text, int32_t flags = 0) {
-    const QByteArray utf8 = text.toUtf8();
-    return model.tokenize(std::string_view(utf8.constData(), size_t(utf8.size())), flags);
-}
-}  // namespace
 
 CompletionPrompt completion_prompt(const specula::Model &model, const CodeContext &ctx, int n_ctx, int n_predict) {
     CompletionPrompt out;
@@ -127,9 +122,9 @@ CompletionPrompt completion_prompt(const specula::Model &model, const CodeContex
     if (specula_apps::fim_unsupported_reason(model).empty()) {
         specula_apps::FimParts parts;
         for (const ContextChunk &c : ctx.extra) parts.extra.push_back({c.path.toStdString(), c.text.toStdString()});
-        parts.prefix = plain_tokens(model, ctx.local.prefix);
-        parts.suffix = plain_tokens(model, ctx.local.suffix);
-        parts.prompt = plain_tokens(model, ctx.local.prompt, SPECULA_TOKENIZE_PARSE_SPECIAL);
+        parts.prefix = tokenize_text(model, ctx.local.prefix);
+        parts.suffix = tokenize_text(model, ctx.local.suffix);
+        parts.prompt = tokenize_text(model, ctx.local.prompt, SPECULA_TOKENIZE_PARSE_SPECIAL);
         out.tokens = specula_apps::fim_prompt(model, parts, budget);
         out.form = model.token_fim(SPECULA_FIM_REP) != SPECULA_TOKEN_NULL ? QStringLiteral("fim-repo") : QStringLiteral("fim-snippet");
         return out;
@@ -141,10 +136,10 @@ CompletionPrompt completion_prompt(const specula::Model &model, const CodeContex
     std::vector<int32_t> extra;
     for (const ContextChunk &c : ctx.extra) {
         if (bos) extra.push_back(model.token_bos());
-        const std::vector<int32_t> t = plain_tokens(model, c.text + (bos ? QString() : QStringLiteral("\n")));
+        const std::vector<int32_t> t = tokenize_text(model, c.text + (bos ? QString() : QStringLiteral("\n")));
         extra.insert(extra.end(), t.begin(), t.end());
     }
-    std::vector<int32_t> prefix = plain_tokens(model, ctx.local.prefix + ctx.local.prompt);
+    std::vector<int32_t> prefix = tokenize_text(model, ctx.local.prefix + ctx.local.prompt);
     const int n_prefix_take = std::min<int>(int(prefix.size()), 3 * (budget.n_batch / 4));
     const int n_extra_take = std::min<int>(std::max<int>(0, n_ctx - budget.n_batch - 2 * n_predict), int(extra.size()));
     out.tokens.assign(extra.end() - n_extra_take, extra.end());

@@ -1,5 +1,7 @@
 #include "document_prompt.h"
 
+#include "../engine/tokenize_text.h"
+
 #include <QLocale>
 
 namespace demo {
@@ -25,10 +27,9 @@ QString document_prompt_text(const specula::Model &model, const QString &instruc
 }
 
 std::vector<int32_t> tokenize_prompt(const specula::Model &model, const QString &text) {
-    const QByteArray utf8 = text.toUtf8();
     int32_t flags = SPECULA_TOKENIZE_ADD_SPECIAL;
     if (model_has_chat_template(model)) flags |= SPECULA_TOKENIZE_PARSE_SPECIAL;
-    return model.tokenize(std::string_view(utf8.constData(), size_t(utf8.size())), flags);
+    return tokenize_text(model, text, flags);
 }
 
 int prompt_room(int n_ctx, int n_predict) {

@@ -31,8 +31,6 @@ public:
     OutputView *output() const { return output_; }
     CodeEditor *editor() const { return editor_; }
     const RepoIndex &index() const { return index_; }
-    bool indexing() const { return watcher_.isRunning(); }
-    QString current_file() const { return current_; }
 
     void choose_repository();
     void open_repository(const QString &root);    // indexes in the background; indexed() when done

@@ -1,6 +1,7 @@
 #include "main_window.h"
 
 #include "../app/default_models.h"
+#include "../engine/tokenize_text.h"
 #include "../prompts/code_context.h"
 #include "charts_panel.h"
 #include "code_editor.h"
@@ -187,6 +188,8 @@ MainWindow::MainWindow(QSettings &store, bool persist, QWidget *parent)
     connect(summarize_, &SummarizePage::compareRequested, this, &MainWindow::compare);
     connect(summarize_, &SummarizePage::stopRequested, this, &MainWindow::stop);
     connect(summarize_, &SummarizePage::openFailed, this, &MainWindow::show_error);
+    connect(summarize_->output(), &OutputView::saveFailed, this, &MainWindow::show_error);
+    connect(code_->output(), &OutputView::saveFailed, this, &MainWindow::show_error);
     connect(code_, &CodePage::completeRequested, this, &MainWindow::complete);
     connect(code_, &CodePage::compareRequested, this, &MainWindow::compare);
     connect(code_, &CodePage::stopRequested, this, &MainWindow::stop);
@@ -362,10 +365,7 @@ std::optional<GenerateRequest> MainWindow::complete_request() {
     const int line = code_->editor()->cursor_line(), column = code_->editor()->cursor_column(), n_predict = r.n_predict;
     // Runs on the engine thread, with copies of the index and the editor's state.
     r.build = [index, in, line, column, n_predict](const specula::Model &m, int n_ctx) {
-        auto count = [&m](const QString &t) {
-            const QByteArray u = t.toUtf8();
-            return int(m.tokenize(std::string_view(u.constData(), size_t(u.size())), 0).size());
-        };
+        auto count = [&m](const QString &t) { return int(tokenize_text(m, t).size()); };
         ContextBudget budget;
         budget.extra_tokens = std::min(budget.extra_tokens, n_ctx / 4);
         const CodeContext ctx = assemble_code_context(index, in, line, column, count, budget);
@@ -437,7 +437,9 @@ void MainWindow::on_compared(const CompareResult &r) {
                          .arg(r.speedup(), 0, 'f', 2)
                          .arg(verdict));
     statusBar()->showMessage(tr("compared: speedup %1x, %2").arg(r.speedup(), 0, 'f', 2).arg(verdict));
-    if (r.task == Task::Complete)
+    if (r.task == Task::Summarize)
+        summarize_->set_prompt_note(r.speculative.note);  // a document compared on its head and tail says so
+    else
         code_->show_context(r.speculative.context, r.speculative.stats.cached_tokens, r.speculative.stats.prompt_tokens, r.speculative.note);
     update_memory();
     emit compareDone(r);
@@ -466,10 +468,6 @@ void MainWindow::show_error(const QString &message) {
     banner_->setVisible(true);
     dismiss_->setVisible(true);
     statusBar()->showMessage(tr("error: %1").arg(message), 10000);
-}
-
-QString MainWindow::generated_text(Task task) const {
-    return task == Task::Summarize ? summarize_->output()->text() : code_->output()->text();
 }
 
 void MainWindow::update_memory() {

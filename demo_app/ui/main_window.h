@@ -44,7 +44,6 @@ public:
 
     SummarizePage *summarize_page() const { return summarize_; }
     CodePage *code_page() const { return code_; }
-    RunController *runs() const { return runs_; }
     Engine *engine() const { return engine_thread_.engine(); }
 
     // The actions behind the buttons (also for automation).
@@ -58,7 +57,6 @@ public:
     // anything else opened as the document to summarize.
     void open_dropped(const QString &path);
     QString last_error() const { return last_error_; }
-    QString generated_text(Task task) const;
 
 signals:
     void modelLoaded(demo::Task task, const demo::ModelSummary &summary);

@@ -1,6 +1,8 @@
 // Shared by the demo's QtTest tests: where the data is, and skipping (not passing) when it is missing.
 #pragma once
 
+#include "engine/tokenize_text.h"
+
 #include <specula/specula.hpp>
 
 #include <QDir>
@@ -29,10 +31,7 @@ inline specula::Model load_model(const QString &path, bool vocab_only = false) {
     return specula::Model::load(path.toStdString(), o);
 }
 
-inline std::vector<int32_t> tokenize(const specula::Model &m, const QString &text, int32_t flags) {
-    const QByteArray u = text.toUtf8();
-    return m.tokenize(std::string_view(u.constData(), size_t(u.size())), flags);
-}
+using demo::tokenize_text;
 
 // Copies a directory tree (the committed fixture repository into a scratch folder the test may change).
 inline bool copy_tree(const QString &from, const QString &to) {

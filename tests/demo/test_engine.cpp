@@ -3,6 +3,7 @@
 // tail is evaluated, and the output equals a cold run), Stop, the comparison, and a prompt over the context.
 #include "demo_test_support.h"
 #include "engine/engine.h"
+#include "engine/prefix_reuse.h"
 #include "prompts/document_prompt.h"
 
 #include <QSignalSpy>
@@ -25,7 +26,7 @@ ModelConfig bundled_config(bool with_draft = true) {
 PromptBuilder text_prompt(const QString &text) {
     return [text](const specula::Model &m, int) {
         BuiltPrompt p;
-        p.tokens = tokenize(m, text, SPECULA_TOKENIZE_ADD_SPECIAL);
+        p.tokens = tokenize_text(m, text, SPECULA_TOKENIZE_ADD_SPECIAL);
         return p;
     };
 }
@@ -219,7 +220,7 @@ private slots:
         const auto second = h.run(r);
         QVERIFY(second.has_value());
         const specula::Model m = load_model(bundled_model());
-        const int common = common_prefix_length(tokenize(m, base + QStringLiteral("One day"), SPECULA_TOKENIZE_ADD_SPECIAL), second->prompt);
+        const int common = common_prefix(tokenize_text(m, base + QStringLiteral("One day"), SPECULA_TOKENIZE_ADD_SPECIAL), second->prompt);
         QVERIFY(common > 20);
         QCOMPARE(second->stats.cached_tokens, common);
         QVERIFY(second->stats.evaluated_tokens <= int(second->prompt.size()) - common + 1);
@@ -310,13 +311,6 @@ private slots:
         r.task = Task::Complete;
         QVERIFY(!h.run(r, &err).has_value());
         QCOMPARE(err.status, SPECULA_ERR_INVALID_ARGUMENT);
-    }
-
-private:
-    static int common_prefix_length(const std::vector<int32_t> &a, const std::vector<int32_t> &b) {
-        size_t n = 0;
-        while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-        return int(n);
     }
 };
 

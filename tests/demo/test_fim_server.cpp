@@ -114,7 +114,7 @@ private slots:
         in.current_path = QStringLiteral("shapes/area.py");
         in.current_text = read_text_file(index.root, in.current_path);
         in.recent = {QStringLiteral("tools/report.py")};
-        auto count = [&model](const QString &t) { return int(tokenize(model, t, 0).size()); };
+        auto count = [&model](const QString &t) { return int(tokenize_text(model, t, 0).size()); };
         ContextBudget budget;
         budget.extra_tokens = std::min(budget.extra_tokens, n_ctx / 4);
         const CodeContext ctx = assemble_code_context(index, in, 35, 8, count, budget);  // line 36, column 9

@@ -48,7 +48,7 @@ private slots:
         const BuiltPrompt p = build_document_prompt(m, 512, doc, o);
         const QString expected = o.instruction + QStringLiteral("\n\n") + doc + QStringLiteral("\n\nSummary:");
         QCOMPARE(document_prompt_text(m, o.instruction, doc), expected);
-        QCOMPARE(p.tokens, tokenize(m, expected, SPECULA_TOKENIZE_ADD_SPECIAL));
+        QCOMPARE(p.tokens, tokenize_text(m, expected, SPECULA_TOKENIZE_ADD_SPECIAL));
         QCOMPARE(p.tokens.front(), m.token_bos());
         QVERIFY(p.note.isEmpty());
     }
@@ -66,7 +66,7 @@ private slots:
         DocumentPromptOptions o;
         o.instruction = QStringLiteral("Summarize it.");
         QCOMPARE(build_document_prompt(m, 512, doc, o).tokens,
-                 tokenize(m, text, SPECULA_TOKENIZE_ADD_SPECIAL | SPECULA_TOKENIZE_PARSE_SPECIAL));
+                 tokenize_text(m, text, SPECULA_TOKENIZE_ADD_SPECIAL | SPECULA_TOKENIZE_PARSE_SPECIAL));
     }
 
     void a_document_longer_than_the_context_is_refused_with_both_sizes() {
@@ -80,7 +80,7 @@ private slots:
         } catch (const PromptRefused &e) {
             QCOMPARE(e.kind, PromptRefused::Kind::TooLong);
             QCOMPARE(e.n_room, 412);
-            QCOMPARE(e.n_tokens, int(tokenize(m, document_prompt_text(m, o.instruction, doc), SPECULA_TOKENIZE_ADD_SPECIAL).size()));
+            QCOMPARE(e.n_tokens, int(tokenize_text(m, document_prompt_text(m, o.instruction, doc), SPECULA_TOKENIZE_ADD_SPECIAL).size()));
             QVERIFY(QString::fromUtf8(e.what()).contains(QString::number(e.n_tokens)));
             QVERIFY(QString::fromUtf8(e.what()).contains(QStringLiteral("412")));
         }
@@ -112,7 +112,7 @@ private slots:
         const int kept = p.note.section(QStringLiteral("were kept ("), 1).section(' ', 0, 0).toInt();
         QVERIFY(kept > 0);
         const QString bigger = document_prompt_text(m, o.instruction, head_tail_text(doc, kept + 300));
-        QVERIFY(int(tokenize(m, bigger, SPECULA_TOKENIZE_ADD_SPECIAL).size()) > 412);
+        QVERIFY(int(tokenize_text(m, bigger, SPECULA_TOKENIZE_ADD_SPECIAL).size()) > 412);
     }
 
     void head_tail_text_cuts_at_whitespace_and_never_inside_a_character() {
@@ -204,7 +204,7 @@ private slots:
 
         // Budget: each chunk counted with the model's tokenizer; the chunks that fit, least relevant first.
         const specula::Model m = load_model(bundled_model());
-        auto count = [&m](const QString &t) { return int(tokenize(m, t, 0).size()); };
+        auto count = [&m](const QString &t) { return int(tokenize_text(m, t, 0).size()); };
         ContextBudget budget;
         budget.extra_tokens = 60;
         const CodeContext ctx = assemble_code_context(index, in, 3, 4, count, budget);
@@ -233,11 +233,11 @@ private slots:
         std::vector<int32_t> expected;
         for (const QString &t : {QStringLiteral("alpha\n"), QStringLiteral("beta\n")}) {
             expected.push_back(m.token_bos());
-            const auto tt = tokenize(m, t, 0);
+            const auto tt = tokenize_text(m, t, 0);
             expected.insert(expected.end(), tt.begin(), tt.end());
         }
         expected.push_back(m.token_bos());
-        const auto prefix = tokenize(m, QStringLiteral("one\ntwo "), 0);
+        const auto prefix = tokenize_text(m, QStringLiteral("one\ntwo "), 0);
         expected.insert(expected.end(), prefix.begin(), prefix.end());
         QCOMPARE(p.tokens, expected);
         // Budgets as llama-server's: n_batch = n_ctx/2 = 64 here, the prefix keeps its last 48 tokens and the extra context
