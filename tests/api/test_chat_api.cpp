@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/skip.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -204,7 +206,7 @@ TEST_CASE("chat: a model without tokenizer.chat_template", "[chat]") {
 TEST_CASE("chat: the templates of real vocabularies", "[chat]") {
     const fs::path dir = fs::path(SPECULA_FIXTURES_DIR) / "tokenizer";
     if (!fs::is_directory(dir)) {
-        WARN("SKIPPED: " << dir.string() << " not found (../shared/fixtures is needed for the vocabulary fixtures)");
+        SPECULA_SKIP(dir.string() << " not found (../shared/fixtures is needed for the vocabulary fixtures)");
         return;
     }
     // What llama.cpp's detection makes of the templates these vocabularies carry (the others carry none).
@@ -221,7 +223,7 @@ TEST_CASE("chat: the templates of real vocabularies", "[chat]") {
     for (const auto &[file, family] : expected_family) {
         const fs::path path = dir / file;
         if (!fs::exists(path)) {
-            WARN("SKIPPED: fixture " << path.string() << " is missing");
+            SPECULA_SKIP("fixture " << path.string() << " is missing");
             continue;
         }
         INFO(file);
@@ -262,5 +264,5 @@ TEST_CASE("chat: the templates of real vocabularies", "[chat]") {
         CHECK(apply(model.get(), nullptr, kChat).status == SPECULA_ERR_UNSUPPORTED);
         CHECK(specula_chat_template_detect(model.get(), nullptr) == nullptr);
     }
-    if (with_template == 0) WARN("SKIPPED: no vocabulary fixture with a chat template was found");
+    if (with_template == 0) SPECULA_SKIP("no vocabulary fixture with a chat template was found");
 }

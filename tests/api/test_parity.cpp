@@ -11,6 +11,8 @@
 // Known-bad references are listed in kKnownBad with the reason and evidence; they are still run and their
 // deviation reported, but not asserted (see docs/parity.md).
 #include <catch2/catch.hpp>
+
+#include "common/skip.h"
 #include <nlohmann/json.hpp>
 #include <specula/specula.h>
 
@@ -71,7 +73,7 @@ double tolerance_for(const std::string &weight_type) {
 TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "[parity][model]") {
     const fs::path dir = fs::path(SPECULA_FIXTURES_DIR) / "reference";
     if (!fs::exists(dir)) {
-        WARN("SKIPPED: " << dir << " not found (../shared/fixtures is needed for parity tests)");
+        SPECULA_SKIP(dir << " not found (../shared/fixtures is needed for parity tests)");
         return;
     }
     std::vector<fs::path> files;

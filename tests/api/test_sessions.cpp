@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/skip.h"
+
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -665,7 +667,7 @@ TEST_CASE("an exception thrown by a C++ token callback stops generation and reac
 TEST_CASE("C++ wrapper: vocab-only load, token pieces, chat template", "[wrapper]") {
     const std::string vocab = std::string(SPECULA_FIXTURES_DIR) + "/tokenizer/ggml-vocab-qwen2.gguf";
     if (!std::filesystem::exists(vocab)) {
-        WARN("SKIPPED: " << vocab << " not found");
+        SPECULA_SKIP(vocab << " not found");
         return;
     }
     specula::ModelOptions opts;

@@ -1,6 +1,8 @@
 // Vocab-only loading: tokenizer GGUFs without weights (and models of architectures we cannot run) load for
 // tokenization; sessions refuse them.
 #include <catch2/catch.hpp>
+
+#include "common/skip.h"
 #include <specula/specula.h>
 
 #include <filesystem>
@@ -12,7 +14,7 @@ namespace fs = std::filesystem;
 TEST_CASE("a vocab-only GGUF loads with vocab_only and tokenizes, and sessions refuse it", "[vocab_only]") {
     const fs::path path = fs::path(SPECULA_FIXTURES_DIR) / "tokenizer" / "ggml-vocab-qwen2.gguf";
     if (!fs::exists(path)) {
-        WARN("SKIPPED: " << path << " not found");
+        SPECULA_SKIP(path << " not found");
         return;
     }
     specula_model *model = nullptr;

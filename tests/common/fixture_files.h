@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/skip.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,10 +23,10 @@ inline std::filesystem::path fixtures_dir() {
     return env != nullptr && *env != '\0' ? std::filesystem::path(env) : std::filesystem::path(SPECULA_FIXTURES_DIR);
 }
 
-// True when the fixture exists; otherwise a visible warning, and the caller returns (the test is skipped).
+// True when the fixture exists; otherwise the test is marked skipped (common/skip.h) and the caller returns.
 inline bool have_fixture(const std::filesystem::path &path) {
     if (std::filesystem::exists(path)) return true;
-    WARN("fixture " << path.string() << " is missing; skipping (set SPECULA_FIXTURES_DIR)");
+    SPECULA_SKIP("fixture " << path.string() << " is missing (../shared/fixtures, or set SPECULA_FIXTURES_DIR)");
     return false;
 }
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "backends/cuda/cuda_devices.h"
+#include "common/skip.h"
 
 #include <cstdio>
 
@@ -19,5 +20,5 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "CUDA device %d: %s, compute %d.%d, %d SMs, %.1f GiB (%.1f GiB free), peak %.0f GB/s\n", d.index, d.name.c_str(),
                     d.compute_major, d.compute_minor, d.multiprocessors, double(d.total_memory) / (1 << 30), double(d.free_memory) / (1 << 30),
                     d.peak_bandwidth_gbs);
-    return Catch::Session().run(argc, argv);
+    return test_fixtures::exit_status(Catch::Session().run(argc, argv));
 }

@@ -2,6 +2,7 @@
 // fixture models (parsed with mmap and with read, and rewritten byte for byte). Hostile input: test_gguf_malformed.cpp.
 #include <catch2/catch.hpp>
 
+#include "common/skip.h"
 #include "common/error_status.h"
 #include "core/error.h"
 #include "gguf/file_bytes.h"
@@ -381,7 +382,7 @@ std::vector<fs::path> fixture_models() {
 TEST_CASE("gguf: the real fixture models parse with mmap and with read", "[gguf][fixtures]") {
     const std::vector<fs::path> models = fixture_models();
     if (models.empty()) {
-        WARN("no fixture models under " SPECULA_FIXTURES_DIR "/models; skipped");
+        SPECULA_SKIP("no fixture models under " SPECULA_FIXTURES_DIR "/models");
         return;
     }
     for (const fs::path &path : models) {
@@ -418,7 +419,7 @@ TEST_CASE("gguf: the real fixture models parse with mmap and with read", "[gguf]
 TEST_CASE("gguf: stories260K facts", "[gguf][fixtures]") {
     const fs::path path = fs::path(SPECULA_FIXTURES_DIR) / "models" / "stories260K.gguf";
     if (!fs::exists(path)) {
-        WARN("fixture " << path.string() << " absent; skipped");
+        SPECULA_SKIP("fixture " << path.string() << " absent");
         return;
     }
     const GgufFile file = GgufFile::parse(FileBytes::open(path.string(), true));
@@ -453,7 +454,7 @@ TEST_CASE("gguf: stories260K facts", "[gguf][fixtures]") {
 TEST_CASE("gguf writer: rewriting a fixture model reproduces it byte for byte", "[gguf][fixtures]") {
     const std::vector<fs::path> models = fixture_models();
     if (models.empty()) {
-        WARN("no fixture models under " SPECULA_FIXTURES_DIR "/models; skipped");
+        SPECULA_SKIP("no fixture models under " SPECULA_FIXTURES_DIR "/models");
         return;
     }
     size_t rewritten = 0;
