@@ -1,0 +1,284 @@
+//! Options of sessions, sampling, generation and snapshots. Every `Default` starts from the library's own
+//! `*_init()` defaults; the C structs are rebuilt from these at each call (with `struct_size` of the header the
+//! bindings were generated from, so a newer library keeps its defaults for fields appended later).
+use std::ffi::CString;
+use std::os::raw::c_char;
+
+use specula_sys as sys;
+
+use crate::error::Result;
+use crate::util;
+
+/// Where a session runs its target model (`specula_backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// CUDA when built in and a usable device has room, else the CPU (the default).
+    Auto,
+    /// The CPU reference backend.
+    Cpu,
+    /// An NVIDIA GPU (compute capability 8.0 or newer).
+    Cuda,
+}
+
+impl Backend {
+    pub(crate) fn to_raw(self) -> i32 {
+        (match self {
+            Backend::Auto => sys::specula_backend_SPECULA_BACKEND_AUTO,
+            Backend::Cpu => sys::specula_backend_SPECULA_BACKEND_CPU,
+            Backend::Cuda => sys::specula_backend_SPECULA_BACKEND_CUDA,
+        }) as i32
+    }
+
+    pub(crate) fn from_raw(raw: i32) -> Backend {
+        if raw == sys::specula_backend_SPECULA_BACKEND_CPU as i32 {
+            Backend::Cpu
+        } else if raw == sys::specula_backend_SPECULA_BACKEND_CUDA as i32 {
+            Backend::Cuda
+        } else {
+            Backend::Auto
+        }
+    }
+}
+
+/// Options of [`Session::new`](crate::Session::new) (`specula_session_options`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionOptions {
+    /// Context length in tokens; 0 = min(n_ctx_train, 4096).
+    pub n_ctx: i32,
+    /// Compute threads; 0 = number of cores (at most 8).
+    pub n_threads: i32,
+    /// Prompt tokens evaluated per forward pass; 0 = 64.
+    pub n_batch: i32,
+    pub backend: Backend,
+    /// Device index for GPU backends (see [`crate::devices`]).
+    pub device: i32,
+    /// When the backend cannot be used, run on the CPU and say why in
+    /// [`Session::backend_note`](crate::Session::backend_note) (default); `false`: fail instead.
+    pub allow_fallback: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        let c = SessionOptions::init();
+        SessionOptions {
+            n_ctx: c.n_ctx,
+            n_threads: c.n_threads,
+            n_batch: c.n_batch,
+            backend: Backend::from_raw(c.backend),
+            device: c.device,
+            allow_fallback: c.allow_fallback != 0,
+        }
+    }
+}
+
+impl SessionOptions {
+    fn init() -> sys::specula_session_options {
+        let mut c: sys::specula_session_options = unsafe { std::mem::zeroed() };
+        unsafe { sys::specula_session_options_init(&mut c) };
+        c
+    }
+
+    pub(crate) fn to_c(&self) -> sys::specula_session_options {
+        let mut c = SessionOptions::init();
+        c.n_ctx = self.n_ctx;
+        c.n_threads = self.n_threads;
+        c.n_batch = self.n_batch;
+        c.backend = self.backend.to_raw();
+        c.device = self.device;
+        c.allow_fallback = self.allow_fallback as i32;
+        c
+    }
+}
+
+/// Sampler settings (`specula_sampler_options`). `temperature <= 0` is greedy decoding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplerOptions {
+    /// <= 0: greedy (argmax, ties to the lowest id). Default 0.8.
+    pub temperature: f32,
+    /// <= 0: off. Default 40.
+    pub top_k: i32,
+    /// >= 1: off. Default 0.95.
+    pub top_p: f32,
+    /// <= 0: off. Default 0.05.
+    pub min_p: f32,
+    /// 1: off (default).
+    pub repeat_penalty: f32,
+    /// 0: off (default).
+    pub presence_penalty: f32,
+    /// 0: off (default).
+    pub frequency_penalty: f32,
+    /// Window of recent tokens the penalties look at; -1 = the whole context. Default 64.
+    pub penalty_last_n: i32,
+    /// Random seed: same seed + same inputs = same output.
+    pub seed: u64,
+    /// TokenSwift's contextual penalty theta; 1 = off (default); must be > 0.
+    pub context_penalty: f32,
+    /// Tokens of history the contextual penalty looks at; -1 = all, 0 = off. Default 1024.
+    pub context_penalty_window: i32,
+}
+
+impl Default for SamplerOptions {
+    fn default() -> Self {
+        let c = SamplerOptions::init();
+        SamplerOptions {
+            temperature: c.temperature,
+            top_k: c.top_k,
+            top_p: c.top_p,
+            min_p: c.min_p,
+            repeat_penalty: c.repeat_penalty,
+            presence_penalty: c.presence_penalty,
+            frequency_penalty: c.frequency_penalty,
+            penalty_last_n: c.penalty_last_n,
+            seed: c.seed,
+            context_penalty: c.context_penalty,
+            context_penalty_window: c.context_penalty_window,
+        }
+    }
+}
+
+impl SamplerOptions {
+    /// Greedy decoding (argmax): the library's defaults with temperature 0.
+    pub fn greedy() -> SamplerOptions {
+        SamplerOptions { temperature: 0.0, ..SamplerOptions::default() }
+    }
+
+    fn init() -> sys::specula_sampler_options {
+        let mut c: sys::specula_sampler_options = unsafe { std::mem::zeroed() };
+        unsafe { sys::specula_sampler_options_init(&mut c) };
+        c
+    }
+
+    pub(crate) fn to_c(&self) -> sys::specula_sampler_options {
+        let mut c = SamplerOptions::init();
+        c.temperature = self.temperature;
+        c.top_k = self.top_k;
+        c.top_p = self.top_p;
+        c.min_p = self.min_p;
+        c.repeat_penalty = self.repeat_penalty;
+        c.presence_penalty = self.presence_penalty;
+        c.frequency_penalty = self.frequency_penalty;
+        c.penalty_last_n = self.penalty_last_n;
+        c.seed = self.seed;
+        c.context_penalty = self.context_penalty;
+        c.context_penalty_window = self.context_penalty_window;
+        c
+    }
+}
+
+/// Options of one generation run (`specula_generate_options`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerateOptions {
+    /// Tokens to generate; < 0: until the context is full. Default 256. For
+    /// [`Session::generate_iter`](crate::Session::generate_iter) / [`Session::next_token`](crate::Session::next_token)
+    /// it counts since the last append or rewind.
+    pub max_tokens: i32,
+    /// Stop when an end-of-generation token is sampled (default).
+    pub stop_at_eog: bool,
+    /// Generation stops before the first occurrence of any of these.
+    pub stop_strings: Vec<String>,
+    /// Report the K largest raw logits with each token (0 = none, at most 64).
+    pub top_logits: i32,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        let c = GenerateOptions::init();
+        GenerateOptions { max_tokens: c.max_tokens, stop_at_eog: c.stop_at_eog != 0, stop_strings: Vec::new(), top_logits: c.top_logits }
+    }
+}
+
+impl GenerateOptions {
+    /// The defaults with `max_tokens` set.
+    pub fn with_max_tokens(max_tokens: i32) -> GenerateOptions {
+        GenerateOptions { max_tokens, ..GenerateOptions::default() }
+    }
+
+    fn init() -> sys::specula_generate_options {
+        let mut c: sys::specula_generate_options = unsafe { std::mem::zeroed() };
+        unsafe { sys::specula_generate_options_init(&mut c) };
+        c
+    }
+
+    pub(crate) fn to_c(&self) -> Result<CGenerateOptions> {
+        let strings = self
+            .stop_strings
+            .iter()
+            .map(|s| util::cstring(s, "stop string"))
+            .collect::<Result<Vec<CString>>>()?;
+        let ptrs: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        let n_stop = i32::try_from(ptrs.len()).map_err(|_| crate::Error::invalid_argument("too many stop strings"))?;
+        let mut c = GenerateOptions::init();
+        c.max_tokens = self.max_tokens;
+        c.stop_at_eog = self.stop_at_eog as i32;
+        c.n_stop_strings = n_stop;
+        c.stop_strings = if ptrs.is_empty() { std::ptr::null() } else { ptrs.as_ptr() };
+        c.top_logits = self.top_logits;
+        Ok(CGenerateOptions { c, _strings: strings, _ptrs: ptrs })
+    }
+}
+
+/// A `specula_generate_options` whose `stop_strings` point into the strings it owns. Moving it keeps them valid
+/// (the pointers are to heap buffers).
+pub(crate) struct CGenerateOptions {
+    pub(crate) c: sys::specula_generate_options,
+    _strings: Vec<CString>,
+    _ptrs: Vec<*const c_char>,
+}
+
+// SAFETY: the raw pointers point into the heap buffers owned by the same value; nothing else refers to them.
+unsafe impl Send for CGenerateOptions {}
+unsafe impl Sync for CGenerateOptions {}
+
+/// What a snapshot holds (`specula_snapshot_scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SnapshotScope {
+    /// Everything: an exact resume (context, keys/values, sampler and RNG, drafters, stats). The default.
+    Full,
+    /// The context only: tokens, keys/values, last logits (what a prompt cache keeps).
+    Context,
+}
+
+/// Options of snapshot saves and [`Session::fork_into`](crate::Session::fork_into) (`specula_snapshot_options`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotOptions {
+    pub scope: SnapshotScope,
+    /// zstd level: 1 (default, fast) .. 19 (smaller, slower); negative: faster still; 0: uncompressed.
+    pub compression_level: i32,
+}
+
+impl Default for SnapshotOptions {
+    fn default() -> Self {
+        let c = SnapshotOptions::init();
+        SnapshotOptions {
+            scope: if c.scope == sys::specula_snapshot_scope_SPECULA_SNAPSHOT_CONTEXT as i32 {
+                SnapshotScope::Context
+            } else {
+                SnapshotScope::Full
+            },
+            compression_level: c.compression_level,
+        }
+    }
+}
+
+impl SnapshotOptions {
+    /// The defaults with the Context scope.
+    pub fn context() -> SnapshotOptions {
+        SnapshotOptions { scope: SnapshotScope::Context, ..SnapshotOptions::default() }
+    }
+
+    fn init() -> sys::specula_snapshot_options {
+        let mut c: sys::specula_snapshot_options = unsafe { std::mem::zeroed() };
+        unsafe { sys::specula_snapshot_options_init(&mut c) };
+        c
+    }
+
+    pub(crate) fn to_c(&self) -> sys::specula_snapshot_options {
+        let mut c = SnapshotOptions::init();
+        c.scope = (match self.scope {
+            SnapshotScope::Full => sys::specula_snapshot_scope_SPECULA_SNAPSHOT_FULL,
+            SnapshotScope::Context => sys::specula_snapshot_scope_SPECULA_SNAPSHOT_CONTEXT,
+        }) as i32;
+        c.compression_level = self.compression_level;
+        c
+    }
+}

@@ -1,0 +1,138 @@
+//! Speculative decoding is exact: with greedy sampling every drafter gives plain decoding's tokens.
+mod common;
+
+use common::*;
+use specula::{Draft, Model, ModelOptions, Session, SpeculativeOptions, Status, StopReason, Token};
+
+const N: i32 = 96;
+
+/// Generates N tokens from PROMPT with `opts` attached, through the iterator (specula_session_next), and
+/// returns the tokens, how many were drafted, and the session's stats.
+fn speculative_run(model: &Model, opts: &SpeculativeOptions<'_>, expect_name: &str) -> (Vec<Token>, usize, specula::Stats) {
+    let mut s = greedy_session(model);
+    s.set_speculative(opts).unwrap();
+    assert_eq!(s.drafter_name(), expect_name);
+    s.append_tokens(&PROMPT).unwrap();
+    let mut tokens = Vec::new();
+    let mut drafted = 0;
+    for ev in s.generate_iter(&gen_opts(N)) {
+        let ev = ev.unwrap();
+        if let Some(t) = ev.token {
+            tokens.push(t);
+            drafted += ev.drafted as usize;
+        }
+        if ev.stop.is_some() {
+            assert_eq!(ev.stop, Some(StopReason::MaxTokens));
+        }
+    }
+    let stats = s.stats().unwrap();
+    (tokens, drafted, stats)
+}
+
+#[test]
+fn longspec_draft_equals_plain_greedy() {
+    let model = load_model();
+    let expected = plain_greedy(&model, &PROMPT, N);
+    let draft = Draft::load(draft_path(), &model).unwrap();
+    assert!(draft.window() > 0);
+    assert!(draft.n_params() > 0);
+    let (tokens, drafted, stats) = speculative_run(&model, &SpeculativeOptions::longspec(&draft), "longspec");
+    assert_eq!(tokens, expected);
+    assert!(stats.n_spec_rounds > 0, "{:?}", stats);
+    assert!(stats.n_accepted > 0, "the trained draft had no token accepted: {:?}", stats);
+    // Tokens accepted beyond max_tokens are kept for the next call, so at most n_accepted were emitted.
+    assert!(drafted > 0 && drafted as i32 <= stats.n_accepted, "{} drafted, {:?}", drafted, stats);
+    assert!(stats.tau > 1.0);
+
+    // A chain instead of the default tree, through the callback API.
+    let mut s = greedy_session(&model);
+    let opts = SpeculativeOptions { tree_widths: vec![1, 1, 1, 1], ..SpeculativeOptions::longspec(&draft) };
+    s.set_speculative(&opts).unwrap();
+    s.append_tokens(&PROMPT).unwrap();
+    let (tokens, _) = s.generate_tokens(&gen_opts(N)).unwrap();
+    assert_eq!(tokens, expected);
+
+    // The draft's own distribution is available, n_vocab floats.
+    let mut s = greedy_session(&model);
+    s.set_speculative(&SpeculativeOptions::longspec(&draft)).unwrap();
+    s.append_tokens(&PROMPT).unwrap();
+    let logits = s.draft_logits().unwrap();
+    assert_eq!(logits.len(), model.n_vocab());
+    assert!(logits.iter().all(|x| x.is_finite()));
+}
+
+#[test]
+fn ngram_and_merged_drafters_equal_plain_greedy() {
+    let model = load_model();
+    let expected = plain_greedy(&model, &PROMPT, N);
+    let (tokens, _, _) = speculative_run(&model, &SpeculativeOptions::ngram(), "ngram");
+    assert_eq!(tokens, expected);
+
+    let draft = Draft::load(draft_path(), &model).unwrap();
+    let both = SpeculativeOptions { ngram: true, ..SpeculativeOptions::longspec(&draft) };
+    let (tokens, _, stats) = speculative_run(&model, &both, "longspec+ngram");
+    assert_eq!(tokens, expected);
+    assert!(stats.n_spec_rounds > 0);
+}
+
+#[test]
+fn draft_model_equals_plain_greedy() {
+    let model = load_model();
+    let expected = plain_greedy(&model, &PROMPT, N);
+    // The model itself, loaded again, as an independent draft model: every drafted token is accepted.
+    let draft_model = Model::load(model_path(), &ModelOptions::default()).unwrap();
+    let mut s = greedy_session(&model);
+    s.set_speculative(&SpeculativeOptions::with_draft_model(&draft_model)).unwrap();
+    assert_eq!(s.drafter_name(), "draft-model");
+    // The session keeps its own reference.
+    drop(draft_model);
+    s.append_tokens(&PROMPT).unwrap();
+    let (tokens, stop) = s.generate_tokens(&gen_opts(N)).unwrap();
+    assert_eq!(stop, StopReason::MaxTokens);
+    assert_eq!(tokens, expected);
+    assert!(s.stats().unwrap().n_accepted > 0);
+}
+
+#[test]
+fn random_draft_never_changes_the_output() {
+    let model = load_model();
+    let expected = plain_greedy(&model, &PROMPT, 48);
+    let dir = TempDir::new("random-draft");
+    let path = dir.path("random.longspec.gguf");
+    Draft::write_random(&model, &path, 7, 0).unwrap();
+    let draft = Draft::load(&path, &model).unwrap();
+    let mut s = greedy_session(&model);
+    s.set_speculative(&SpeculativeOptions::longspec(&draft)).unwrap();
+    s.append_tokens(&PROMPT).unwrap();
+    assert_eq!(s.generate_tokens(&gen_opts(48)).unwrap().0, expected);
+}
+
+#[test]
+fn attach_detach_and_bad_options() {
+    let model = load_model();
+    let draft = Draft::load(draft_path(), &model).unwrap();
+    let other = Model::load(model_path(), &ModelOptions::default()).unwrap();
+    let mut s = greedy_session(&model);
+
+    // Both a draft and a draft model: refused, the previous drafters stay.
+    s.set_speculative(&SpeculativeOptions::ngram()).unwrap();
+    let both = SpeculativeOptions { draft_model: Some(&other), ..SpeculativeOptions::longspec(&draft) };
+    let err = s.set_speculative(&both).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert_eq!(s.drafter_name(), "ngram");
+
+    // A draft loaded for another model handle.
+    let foreign = Draft::load(draft_path(), &other).unwrap();
+    let err = s.set_speculative(&SpeculativeOptions::longspec(&foreign)).unwrap_err();
+    assert_eq!(err.status(), Status::Incompatible, "{}", err);
+
+    s.clear_speculative().unwrap();
+    assert_eq!(s.drafter_name(), "");
+    s.append_tokens(&PROMPT).unwrap();
+    assert_eq!(s.generate_tokens(&gen_opts(16)).unwrap().0, plain_greedy(&model, &PROMPT, 16));
+
+    // A session of a clone of the model handle accepts the draft (same loaded model).
+    let clone = model.clone();
+    let mut s2 = Session::new(&clone, &session_options(), &specula::SamplerOptions::greedy()).unwrap();
+    s2.set_speculative(&SpeculativeOptions::longspec(&draft)).unwrap();
+}
