@@ -3,7 +3,12 @@
 # "SKIPPED:" (Catch2 tests through tests/common/skip.h, C tests, scripts, the bindings' runners) or QtTest's
 # "SKIP   :"; this reads them back from the log of the run that just ended and groups the tests by reason.
 #   cmake -DBUILD_DIR=<build> -P tests/report_skips.cmake
-file(GLOB logs "${BUILD_DIR}/Testing/Temporary/LastTest.log" "${BUILD_DIR}/Testing/Temporary/LastTest_*.log")
+# While the post-test command runs, ctest is still writing this run's log as LastTest*.log.tmp (renamed when it
+# exits); LastTest.log is then the previous run's.
+file(GLOB logs "${BUILD_DIR}/Testing/Temporary/LastTest.log.tmp" "${BUILD_DIR}/Testing/Temporary/LastTest_*.log.tmp")
+if (NOT logs)
+    file(GLOB logs "${BUILD_DIR}/Testing/Temporary/LastTest.log" "${BUILD_DIR}/Testing/Temporary/LastTest_*.log")
+endif()
 if (NOT logs)
     return()
 endif()
