@@ -27,6 +27,14 @@ def model_path(name: str) -> str:
     return path
 
 
+def reference_path(name: str) -> str:
+    """A llama.cpp reference output (../shared/fixtures/reference); the test is skipped when it is absent."""
+    path = os.path.join(FIXTURES, "reference", name)
+    if not os.path.exists(path):
+        pytest.skip(f"fixture {path} is missing")
+    return path
+
+
 # Under ctest (SPECULA_SKIP_EXIT_CODE set, tests/CMakeLists.txt) a run that passed but skipped something for want
 # of data exits with that code, which ctest reports as "Skipped" rather than passed, and each reason is printed as
 # a "SKIPPED:" line for the list ctest prints after its summary (tests/report_skips.cmake).

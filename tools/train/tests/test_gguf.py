@@ -1,13 +1,12 @@
 """GGUF reader/writer: round trips, hostile files, and dequantization against llama.cpp's own numbers."""
 import json
-import os
 import struct
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import FIXTURES, model_path
+from conftest import model_path, reference_path
 from specula_train.gguf import BF16, F16, F32, GgufError, GgufReader, GgufWriter, T_ARRAY, T_INT32, T_STRING
 from specula_train.target import TargetModel
 
@@ -89,12 +88,12 @@ def _reference_check(model: str, ref_json: str, rel_tol: float, min_token_match:
 ])
 def test_target_forward_reproduces_llama_cpp_float_models(model, ref):
     # F32/F16 weights: llama.cpp's logits to 1e-3 relative (the fixtures' README tolerance), every greedy token.
-    _reference_check(model_path(model), os.path.join(FIXTURES, "reference", ref), 1e-3, 1.0)
+    _reference_check(model_path(model), reference_path(ref), 1e-3, 1.0)
 
 
 @pytest.mark.parametrize("name", ["q8_0", "q4_0", "q4_k_m"])
 def test_dequantized_targets_reproduce_llama_cpp(name):
     # Quantized weights (Q8_0, Q4_0, Q4_K + Q6_K): llama.cpp also quantizes activations to Q8 for its dot
     # products and the trainer does not, so near-ties may flip; a wrong block layout would miss by far more.
-    _reference_check(model_path(f"synth-llama-{name}.gguf"), os.path.join(FIXTURES, "reference", f"synth-llama-{name}", "a.json"),
+    _reference_check(model_path(f"synth-llama-{name}.gguf"), reference_path(f"synth-llama-{name}/a.json"),
                      3e-2, 0.9)
