@@ -473,7 +473,10 @@ typedef struct specula_token_event {
     specula_stop_reason stop;      /* SPECULA_STOP_NONE while generation goes on */
     const specula_stats *stats;    /* running stats */
 } specula_token_event;
-/* All pointers in a specula_token_event are borrowed: valid during the callback, or for specula_session_next
+/* The event a callback receives, and the stats it points to, are the library's: their struct_size is the
+ * library's sizeof, which may be smaller than the caller's header when an older library runs (read a field added
+ * in a later version only when struct_size covers it) or larger (the extra fields are not the caller's concern).
+ * All pointers in a specula_token_event are borrowed: valid during the callback, or for specula_session_next
  * until the next call on the session.
  * The event that ends a run has stop != SPECULA_STOP_NONE and may still carry a new token (e.g. the last token
  * allowed by max_tokens, or the token that completed a stop string). An event may also have
