@@ -43,15 +43,15 @@ _skips = []
 
 def pytest_runtest_logreport(report):
     if report.skipped and isinstance(report.longrepr, tuple):
-        _skips.append(f"{report.nodeid}: {report.longrepr[2]}")
+        _skips.append(str(report.longrepr[2]).removeprefix("Skipped: "))
 
 
 def pytest_sessionfinish(session, exitstatus):
     code = os.environ.get("SPECULA_SKIP_EXIT_CODE")
     if not code or not _skips:
         return
-    for why in _skips:
-        print(f"\nSKIPPED: {why}", end="")
+    for why in sorted(set(_skips)):  # one line per reason, with the number of pytest tests it skipped
+        print(f"\nSKIPPED: {why} ({_skips.count(why)} pytest test(s))", end="")
     print()
     if exitstatus == 0:
         session.exitstatus = int(code)
