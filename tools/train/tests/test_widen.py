@@ -1,0 +1,60 @@
+"""widen.py: a model grown to a larger layer shape computes what the original computes (tokens and logits through
+the SDK's CLI), and shapes that would change the function are refused."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, model_path
+
+WIDEN = os.path.join(REPO, "tools", "train", "widen.py")
+
+
+def greedy(cli, model, n=48):
+    """Greedy ids and top-5 logits of `specula generate`, one entry per token."""
+    r = subprocess.run([cli, "generate", "-m", model, "--prompt-ids", "1,403,407,261,415", "--temp", "0", "-n", str(n),
+                        "--format", "jsonl", "--top-logits", "5", "--backend", "cpu", "-t", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith('{"id"')]
+    return [row["id"] for row in rows], [row["top"] for row in rows]
+
+
+def widen(src, dst, *args):
+    return subprocess.run([sys.executable, WIDEN, src, dst, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("shape", [
+    ["--embd", "128", "--heads", "16", "--kv-heads", "4", "--ffn", "344", "--layers", "7"],   # 2 -> 4 heads per KV head
+    ["--embd", "256", "--heads", "32", "--kv-heads", "8", "--ffn", "512", "--layers", "5"],   # KV heads grow too
+])
+def test_widened_model_generates_the_original_tokens(tmp_path, shape):
+    from specula_train import selfdistill
+    try:
+        cli = selfdistill.find_cli()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    src = model_path("stories260K.gguf")
+    dst = str(tmp_path / "wide.gguf")
+    r = widen(src, dst, *shape, "--type", "f32")
+    assert r.returncode == 0, r.stderr
+    ids0, top0 = greedy(cli, src)
+    ids1, top1 = greedy(cli, dst)
+    assert len(ids0) == 48 and ids1 == ids0
+    worst = max(abs(a[1] - b[1]) / max(1.0, abs(a[1])) for ra, rb in zip(top0, top1) for a, b in zip(ra, rb))
+    assert [[t[0] for t in row] for row in top1] == [[t[0] for t in row] for row in top0]
+    assert worst < 1e-4, f"top-5 logits differ by {worst:.2e} (relative)"
+
+
+def test_shapes_that_would_change_the_function_are_refused(tmp_path):
+    src = model_path("stories260K.gguf")  # head dimension 8, 8 heads over 4 KV heads
+    for args, message in [
+        (["--embd", "128", "--heads", "8", "--kv-heads", "4", "--ffn", "344"], "head dimension must stay 8"),
+        (["--embd", "32", "--heads", "4", "--kv-heads", "2", "--ffn", "344"], "widening only grows"),
+        (["--embd", "128", "--heads", "16", "--kv-heads", "16", "--ffn", "344"], "query heads per KV head"),
+        (["--embd", "128", "--heads", "16", "--kv-heads", "4", "--ffn", "100"], "FFN width"),
+    ]:
+        r = widen(src, str(tmp_path / "x.gguf"), *args)
+        assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
