@@ -137,6 +137,75 @@ def widen(src: str, dst: str, embd: int, n_head: int, n_head_kv: int, n_ff: int,
     return {"width": (n0, embd), "heads": (h0, n_head), "kv_heads": (kv0, n_head_kv), "ffn": (ff0, n_ff), "blocks": (l0, n_layer)}
 
 
+def widen_draft(src: str, dst: str, target_src: str, embd: int, n_head: int, n_head_kv: int, n_ff: int, n_layer: int,
+                out_type: int) -> None:
+    """The LongSpec draft of the target, grown by the same rule: it keeps cross-attending the target's old last block
+    (cross_attention.target_layer is unchanged; the added blocks after it write nothing), so it proposes the tokens
+    it proposed for the small target."""
+    with GgufReader(src) as r, GgufReader(target_src) as t:
+        if r.get("general.architecture") != "longspec":
+            raise SystemExit(f"{src}: not a LongSpec draft")
+        a = "longspec."
+        n0, h0, kv0 = int(r.require(a + "embedding_length")), int(r.require(a + "attention.head_count")), \
+            int(r.require(a + "attention.head_count_kv"))
+        hd = int(r.require(a + "attention.key_length"))
+        if int(t.require("llama.embedding_length")) != n0 or int(r.require(a + "target.block_count")) != int(t.require("llama.block_count")):
+            raise SystemExit(f"{src} is not a draft for {target_src}")
+        if embd // n_head != hd:
+            raise SystemExit(f"the draft's head dimension must stay {hd}")
+        g0, g1 = h0 // kv0, n_head // n_head_kv
+        if n_head < h0 or n_head_kv < kv0 or g1 < g0:
+            raise SystemExit("the draft's heads cannot be kept in their KV groups by this shape")
+        ratio = embd / n0
+        head_of = [(h // g0) * g1 + h % g0 for h in range(h0)]
+        q_rows = np.concatenate([np.arange(hd) + head_of[h] * hd for h in range(h0)])
+        kv_rows = np.arange(kv0 * hd)
+
+        def grow(x: np.ndarray, shape, rows=None, cols=None) -> np.ndarray:
+            out = np.zeros(shape, dtype=np.float32)
+            if x.ndim == 1:
+                out[rows if rows is not None else np.arange(x.shape[0])] = x
+                return out
+            ri = np.arange(x.shape[0]) if rows is None else rows
+            ci = np.arange(x.shape[1]) if cols is None else cols
+            out[np.ix_(ri, ci)] = x
+            return out
+
+        w = GgufWriter(alignment=r.alignment)
+        changed = {a + "embedding_length": embd, a + "attention.head_count": n_head, a + "attention.head_count_kv": n_head_kv,
+                   a + "feed_forward_length": n_ff, a + "target.block_count": n_layer}
+        w.copy_metadata(r, skip=tuple(changed) + (a + "attention.layer_norm_rms_epsilon",))
+        for key, value in changed.items():
+            w.add(key, T_UINT32, value)
+        w.add(a + "attention.layer_norm_rms_epsilon", T_FLOAT32, float(r.require(a + "attention.layer_norm_rms_epsilon")) / ratio)
+        w.add_string("widen.source", os.path.basename(src))
+        rules = {
+            "attn_norm.weight": lambda x: grow(x / math.sqrt(ratio), (embd,)),
+            "cross_attn_norm.weight": lambda x: grow(x / math.sqrt(ratio), (embd,)),
+            "ffn_norm.weight": lambda x: grow(x / math.sqrt(ratio), (embd,)),
+            "attn_q.weight": lambda x: grow(x, (n_head * hd, embd), rows=q_rows),
+            "attn_q.bias": lambda x: grow(x, (n_head * hd,), rows=q_rows),
+            "attn_k.weight": lambda x: grow(x, (n_head_kv * hd, embd), rows=kv_rows),
+            "attn_k.bias": lambda x: grow(x, (n_head_kv * hd,), rows=kv_rows),
+            "attn_v.weight": lambda x: grow(x, (n_head_kv * hd, embd), rows=kv_rows),
+            "attn_v.bias": lambda x: grow(x, (n_head_kv * hd,), rows=kv_rows),
+            "attn_output.weight": lambda x: grow(x, (embd, n_head * hd), cols=q_rows),
+            "cross_attn_q.weight": lambda x: grow(x, (n_head * hd, embd), rows=q_rows),
+            "cross_attn_q.bias": lambda x: grow(x, (n_head * hd,), rows=q_rows),
+            "cross_attn_output.weight": lambda x: grow(x, (embd, n_head * hd), cols=q_rows),
+            "ffn_gate.weight": lambda x: grow(x, (n_ff, embd)),
+            "ffn_up.weight": lambda x: grow(x, (n_ff, embd)),
+            "ffn_down.weight": lambda x: grow(x, (embd, n_ff)),
+        }
+        for name, info in r.tensors.items():
+            key = name.split(".", 2)[2] if name.startswith("blk.") else name
+            if key not in rules:
+                raise SystemExit(f"{src}: tensor '{name}' is not one widen knows")
+            x = rules[key](r.tensor(name))
+            w.add_tensor(name, x, F32 if x.ndim < 2 or info.type == F32 else out_type)
+        w.write(dst)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src")
@@ -148,6 +217,8 @@ def main(argv=None) -> None:
     ap.add_argument("--ffn", type=int)
     ap.add_argument("--layers", type=int, help="blocks (default: the shape's)")
     ap.add_argument("--type", choices=("f32", "f16"), default="f16", help="matrix type of the output (default f16)")
+    ap.add_argument("--draft", help="a LongSpec draft of SRC, widened with it into --draft-out")
+    ap.add_argument("--draft-out")
     a = ap.parse_args(argv)
     if a.shape:
         embd, heads, kv, ffn, layers = SHAPES[a.shape]
@@ -159,8 +230,14 @@ def main(argv=None) -> None:
     if layers is None:
         with GgufReader(a.src) as r:
             layers = int(r.require("llama.block_count"))
-    info = widen(a.src, a.dst, embd, heads, kv, ffn, layers, F32 if a.type == "f32" else F16)
+    if bool(a.draft) != bool(a.draft_out):
+        ap.error("--draft and --draft-out go together")
+    out_type = F32 if a.type == "f32" else F16
+    info = widen(a.src, a.dst, embd, heads, kv, ffn, layers, out_type)
     print(f"{a.dst}: {os.path.getsize(a.dst)} bytes; " + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in info.items()))
+    if a.draft:
+        widen_draft(a.draft, a.draft_out, a.src, embd, heads, kv, ffn, layers, out_type)
+        print(f"{a.draft_out}: {os.path.getsize(a.draft_out)} bytes")
 
 
 if __name__ == "__main__":

@@ -58,3 +58,33 @@ def test_shapes_that_would_change_the_function_are_refused(tmp_path):
     ]:
         r = widen(src, str(tmp_path / "x.gguf"), *args)
         assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
+
+
+def test_widened_draft_proposes_what_it_proposed_for_the_small_target(tmp_path):
+    """The LongSpec draft widened with its target: the same rounds, acceptance per depth and tau as the original pair."""
+    from specula_train import selfdistill
+    try:
+        cli = selfdistill.find_cli()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    src = model_path("stories260K.gguf")
+    draft = os.path.join(REPO, "models", "drafts", "stories260K.longspec.gguf")
+    dst, dst_draft = str(tmp_path / "wide.gguf"), str(tmp_path / "wide-draft.gguf")
+    r = widen(src, dst, "--embd", "256", "--heads", "32", "--kv-heads", "8", "--ffn", "512", "--layers", "7",
+              "--type", "f32", "--draft", draft, "--draft-out", dst_draft)
+    assert r.returncode == 0, r.stderr
+
+    def spec_stats(model, d):
+        out = subprocess.run([cli, "generate", "-m", model, "--draft", d, "--tree", "1,1,1,1", "-p", "Once upon a time",
+                              "-n", "96", "--temp", "0", "--format", "jsonl", "--backend", "cpu", "-t", "1"],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        lines = out.stdout.splitlines()
+        ids = [json.loads(line)["id"] for line in lines if line.startswith('{"id"')]
+        stats = json.loads(lines[-1])["stats"]
+        return ids, {k: stats[k] for k in ("drafter", "rounds", "drafted", "accepted", "accept_per_depth", "tau")}
+
+    ids0, s0 = spec_stats(src, draft)
+    ids1, s1 = spec_stats(dst, dst_draft)
+    assert ids1 == ids0
+    assert s1 == s0 and s0["drafter"] == "longspec" and s0["accepted"] > 0
