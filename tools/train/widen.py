@@ -38,6 +38,18 @@ SHAPES = {
 }
 
 
+def grow(x: np.ndarray, shape, rows=None, cols=None) -> np.ndarray:
+    """x placed in a zero array of `shape`: its rows at `rows` (default: the first ones), its columns at `cols`."""
+    out = np.zeros(shape, dtype=np.float32)
+    ri = np.arange(x.shape[0]) if rows is None else rows
+    if x.ndim == 1:
+        out[ri] = x
+        return out
+    ci = np.arange(x.shape[1]) if cols is None else cols
+    out[np.ix_(ri, ci)] = x
+    return out
+
+
 def widen(src: str, dst: str, embd: int, n_head: int, n_head_kv: int, n_ff: int, n_layer: int, out_type: int) -> dict:
     with GgufReader(src) as r:
         arch = r.require("general.architecture")
@@ -62,16 +74,6 @@ def widen(src: str, dst: str, embd: int, n_head: int, n_head_kv: int, n_ff: int,
         head_of = [(h // g0) * g1 + h % g0 for h in range(h0)]  # old query head -> new query head
         q_rows = np.concatenate([np.arange(hd) + head_of[h] * hd for h in range(h0)])
         kv_rows = np.arange(kv0 * hd)  # old KV head k stays k
-
-        def grow(a: np.ndarray, shape, rows=None, cols=None) -> np.ndarray:
-            out = np.zeros(shape, dtype=np.float32)
-            if a.ndim == 1:
-                out[: a.shape[0]] = a
-                return out
-            ri = np.arange(a.shape[0]) if rows is None else rows
-            ci = np.arange(a.shape[1]) if cols is None else cols
-            out[np.ix_(ri, ci)] = a
-            return out
 
         def norm(a: np.ndarray) -> np.ndarray:
             return grow(a / math.sqrt(ratio), (embd,))
@@ -160,16 +162,6 @@ def widen_draft(src: str, dst: str, target_src: str, embd: int, n_head: int, n_h
         head_of = [(h // g0) * g1 + h % g0 for h in range(h0)]
         q_rows = np.concatenate([np.arange(hd) + head_of[h] * hd for h in range(h0)])
         kv_rows = np.arange(kv0 * hd)
-
-        def grow(x: np.ndarray, shape, rows=None, cols=None) -> np.ndarray:
-            out = np.zeros(shape, dtype=np.float32)
-            if x.ndim == 1:
-                out[rows if rows is not None else np.arange(x.shape[0])] = x
-                return out
-            ri = np.arange(x.shape[0]) if rows is None else rows
-            ci = np.arange(x.shape[1]) if cols is None else cols
-            out[np.ix_(ri, ci)] = x
-            return out
 
         w = GgufWriter(alignment=r.alignment)
         changed = {a + "embedding_length": embd, a + "attention.head_count": n_head, a + "attention.head_count_kv": n_head_kv,
