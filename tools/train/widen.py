@@ -50,6 +50,19 @@ def grow(x: np.ndarray, shape, rows=None, cols=None) -> np.ndarray:
     return out
 
 
+def head_rows(h0: int, kv0: int, n_head: int, n_head_kv: int, hd: int):
+    """Where the old heads' rows go: old query head h of KV group k (position i in it) becomes new head k * g' + i,
+    g' being the new query heads per KV head; old KV head k stays k. Returns (query rows, KV rows)."""
+    g0, g1 = h0 // kv0, n_head // n_head_kv
+    head_of = [(h // g0) * g1 + h % g0 for h in range(h0)]
+    return np.concatenate([np.arange(hd) + head_of[h] * hd for h in range(h0)]), np.arange(kv0 * hd)
+
+
+def norm_weight(x: np.ndarray, ratio: float, embd: int) -> np.ndarray:
+    """An RMSNorm weight for the wider mean: divided by sqrt(new width / old width), zero on the added channels."""
+    return grow(x / math.sqrt(ratio), (embd,))
+
+
 def widen(src: str, dst: str, embd: int, n_head: int, n_head_kv: int, n_ff: int, n_layer: int, out_type: int) -> dict:
     with GgufReader(src) as r:
         arch = r.require("general.architecture")
@@ -71,12 +84,10 @@ def widen(src: str, dst: str, embd: int, n_head: int, n_head_kv: int, n_ff: int,
             if not ok:
                 raise SystemExit(f"the new shape has fewer {what} than {src}; widening only grows")
         ratio = embd / n0
-        head_of = [(h // g0) * g1 + h % g0 for h in range(h0)]  # old query head -> new query head
-        q_rows = np.concatenate([np.arange(hd) + head_of[h] * hd for h in range(h0)])
-        kv_rows = np.arange(kv0 * hd)  # old KV head k stays k
+        q_rows, kv_rows = head_rows(h0, kv0, n_head, n_head_kv, hd)
 
         def norm(a: np.ndarray) -> np.ndarray:
-            return grow(a / math.sqrt(ratio), (embd,))
+            return norm_weight(a, ratio, embd)
 
         w = GgufWriter(alignment=r.alignment)
         changed = {p + "embedding_length": embd, p + "attention.head_count": n_head, p + "attention.head_count_kv": n_head_kv,
@@ -159,9 +170,7 @@ def widen_draft(src: str, dst: str, target_src: str, embd: int, n_head: int, n_h
         if n_head < h0 or n_head_kv < kv0 or g1 < g0:
             raise SystemExit("the draft's heads cannot be kept in their KV groups by this shape")
         ratio = embd / n0
-        head_of = [(h // g0) * g1 + h % g0 for h in range(h0)]
-        q_rows = np.concatenate([np.arange(hd) + head_of[h] * hd for h in range(h0)])
-        kv_rows = np.arange(kv0 * hd)
+        q_rows, kv_rows = head_rows(h0, kv0, n_head, n_head_kv, hd)
 
         w = GgufWriter(alignment=r.alignment)
         changed = {a + "embedding_length": embd, a + "attention.head_count": n_head, a + "attention.head_count_kv": n_head_kv,
@@ -172,9 +181,9 @@ def widen_draft(src: str, dst: str, target_src: str, embd: int, n_head: int, n_h
         w.add(a + "attention.layer_norm_rms_epsilon", T_FLOAT32, float(r.require(a + "attention.layer_norm_rms_epsilon")) / ratio)
         w.add_string("widen.source", os.path.basename(src))
         rules = {
-            "attn_norm.weight": lambda x: grow(x / math.sqrt(ratio), (embd,)),
-            "cross_attn_norm.weight": lambda x: grow(x / math.sqrt(ratio), (embd,)),
-            "ffn_norm.weight": lambda x: grow(x / math.sqrt(ratio), (embd,)),
+            "attn_norm.weight": lambda x: norm_weight(x, ratio, embd),
+            "cross_attn_norm.weight": lambda x: norm_weight(x, ratio, embd),
+            "ffn_norm.weight": lambda x: norm_weight(x, ratio, embd),
             "attn_q.weight": lambda x: grow(x, (n_head * hd, embd), rows=q_rows),
             "attn_q.bias": lambda x: grow(x, (n_head * hd,), rows=q_rows),
             "attn_k.weight": lambda x: grow(x, (n_head_kv * hd, embd), rows=kv_rows),
