@@ -7,7 +7,7 @@ set -euo pipefail
 mode=$1 prefix=$2 src=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 unset LD_LIBRARY_PATH
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/common.sh"
 model=$prefix/share/specula/models/stories260K.gguf
 draft=$src/models/drafts/stories260K.longspec.gguf
 
@@ -21,20 +21,13 @@ pkgconfig)
     command -v pkg-config >/dev/null || { echo "SKIPPED: pkg-config is not installed"; exit 77; }
     export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
     [ "$(pkg-config --modversion specula)" != "" ] || fail "pkg-config does not find specula"
-    for example in stream speculative cancel; do
-        # The prefix is not on the loader's path: the program records it (-rpath), as a user of a private prefix would.
-        cc -std=c99 -Wall -Wextra -pedantic -Werror -DSPECULA_EXAMPLE_MODEL="\"$model\"" "$src/bindings/c/$example.c" \
-            -o "$work/$example" $(pkg-config --cflags --libs specula) -Wl,-rpath,"$prefix/lib" || fail "cc $example.c"
-    done
+    for example in stream speculative cancel; do build_example_pkgconfig "$prefix" "$src" $example "$work/$example"; done
     ;;
 *) fail "mode must be cmake or pkgconfig" ;;
 esac
 
 # Every example must load the installed library, not the build tree's.
-for example in stream speculative cancel; do
-    resolved=$(ldd "$work/$example" | awk '/libspecula/ {print $3}')
-    [ "$(readlink -f "$resolved")" = "$(readlink -f "$prefix/lib/libspecula.so.1")" ] || fail "$example loads '$resolved'"
-done
+for example in stream speculative cancel; do require_installed_library "$work/$example" "$prefix/lib/libspecula.so.1"; done
 
 story=$("$work/stream" 2>"$work/stream.err")
 echo "stream: $story"

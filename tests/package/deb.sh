@@ -5,7 +5,7 @@
 #   deb.sh BUILD_DIR SOURCE_DIR WORK_DIR
 set -euo pipefail
 build=$1 src=$2 work=$3
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/common.sh"
 for tool in cpack dpkg-deb dpkg-shlibdeps file; do
     command -v $tool >/dev/null || { echo "SKIPPED: $tool is not installed (apt-get install dpkg-dev file)"; exit 77; }
 done
@@ -41,9 +41,8 @@ prefix=$(dirname "$(dirname "$(find "$root" -path '*/bin/specula' | head -1)")")
 unset LD_LIBRARY_PATH
 out=$("$prefix/bin/specula" generate -p "Once upon a time" -n 8 --temp 0 2>/dev/null) || fail "the packaged CLI did not run"
 [ -n "$out" ] || fail "the packaged CLI generated nothing"
-export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
-cc -std=c99 -Wall -Werror -DSPECULA_EXAMPLE_MODEL="\"$prefix/share/specula/models/stories260K.gguf\"" "$src/bindings/c/stream.c" \
-    -o "$work/stream" $(pkg-config --cflags --libs specula) -Wl,-rpath,"$prefix/lib" || fail "building against the -dev package"
+build_example_pkgconfig "$prefix" "$src" stream "$work/stream"
+require_installed_library "$work/stream" "$prefix/lib/libspecula.so.1"
 "$work/stream" >"$work/stream.out" 2>&1 || { cat "$work/stream.out"; fail "the program built against the packages"; }
 printf 'packages: %s\n' "$(cd "$work" && ls *.deb | tr '\n' ' ')"
 printf 'libspecula1 Depends: %s\n' "$deps"

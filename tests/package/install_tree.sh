@@ -8,7 +8,7 @@ build=$1 prefix=$2
 rm -rf "$prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/common.sh"
 lib=$prefix/lib
 for f in include/specula/specula.h include/specula/specula.hpp lib/pkgconfig/specula.pc \
          lib/cmake/specula/SpeculaConfig.cmake lib/cmake/specula/SpeculaConfigVersion.cmake \
@@ -28,6 +28,5 @@ others=$(nm -D --defined-only "$real" | awk '$2 ~ /[TDBRW]/ && $3 !~ /^specula_/
 # The installed CLI finds its library (RUNPATH $ORIGIN/../lib) and the installed model, from another folder.
 out=$(cd / && env -u LD_LIBRARY_PATH "$prefix/bin/specula" generate -p "Once upon a time" -n 12 --temp 0 2>/dev/null)
 [ -n "$out" ] || fail "the installed CLI generated nothing"
-resolved=$(env -u LD_LIBRARY_PATH ldd "$prefix/bin/specula" | awk '/libspecula/ {print $3}')
-[ "$(readlink -f "$resolved")" = "$real" ] || fail "the installed CLI loads $resolved, not the installed library"
+require_installed_library "$prefix/bin/specula" "$real"
 echo "installed into $prefix: $(basename "$real") (SONAME $soname); the CLI says: $out"
