@@ -2,6 +2,9 @@
 
 #include "cpu_isa.h"
 
+#include <cmath>
+#include <cstring>
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define SPECULA_ATTENTION_AVX2 1
@@ -31,7 +34,76 @@ void accumulate_scalar(float *out, int32_t hd, const float *weights, const float
     }
 }
 
+// exp(x) for x <= 0 (Cephes expf): x = n ln2 + r, |r| <= ln2 / 2, exp(r) by a degree-7 polynomial, times 2^n.
+// Every step is one IEEE multiply or add (no FMA), so the AVX2 copy below computes the same bits lane by lane.
+constexpr float kExpLow = -87.0f;  // below: 0 (2^n would leave the normal range)
+constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f, kP3 = 4.1665795894e-2f,
+                kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+
+float exp_nonpositive(float x) {
+    if (!(x >= kExpLow)) return 0.0f;
+    const float n = std::nearbyint(x * kLog2e);
+    float r = x - n * kLn2Hi;
+    r = r - n * kLn2Lo;
+    const float z = r * r;
+    float p = kP0 * r + kP1;
+    p = p * r + kP2;
+    p = p * r + kP3;
+    p = p * r + kP4;
+    p = p * r + kP5;
+    const float y = p * z + r + 1.0f;
+    const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, 4);
+    return y * scale;
+}
+
+float exp_weights_scalar(float *scores, int32_t n, float max) {
+    float lane[8] = {};
+    for (int32_t t = 0; t < n; ++t) {
+        scores[t] = exp_nonpositive(scores[t] - max);
+        lane[t % 8] += scores[t];
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 #ifdef SPECULA_ATTENTION_AVX2
+__attribute__((target("avx2"))) __m256 exp_nonpositive8(__m256 x) {
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(kExpLow), _CMP_GE_OQ);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Lo)));
+    const __m256 z = _mm256_mul_ps(r, r);
+    __m256 p = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(kP0), r), _mm256_set1_ps(kP1));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP2));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP3));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP4));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP5));
+    const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, z), r), _mm256_set1_ps(1.0f));
+    // n + 127 >= 1 wherever keep is set; elsewhere the lane is masked to 0 below.
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
+}
+
+__attribute__((target("avx2"))) float exp_weights_avx2(float *scores, int32_t n, float max) {
+    const __m256 m = _mm256_set1_ps(max);
+    __m256 acc = _mm256_setzero_ps();
+    int32_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        const __m256 w = exp_nonpositive8(_mm256_sub_ps(_mm256_loadu_ps(scores + t), m));
+        _mm256_storeu_ps(scores + t, w);
+        acc = _mm256_add_ps(acc, w);
+    }
+    alignas(32) float lane[8];
+    _mm256_store_ps(lane, acc);
+    for (; t < n; ++t) {  // the tail lane by lane, as the scalar loop (t % 8 == t - (n & ~7))
+        scores[t] = exp_nonpositive(scores[t] - max);
+        lane[t % 8] += scores[t];
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 // One 8-lane register holds exactly the reference's sum[0..7]: lane l accumulates k[i + l] * q[i + l] with a
 // separate multiply and add (no FMA, as the reference under -ffp-contract=off). Four keys at a time for
 // independent dependency chains; the tail and the reduction are the reference's, lane by lane.
@@ -115,6 +187,13 @@ void attention_scores(const float *q, int32_t hd, float scale, const float *k, s
     scores_scalar(q, hd, scale, k, stride, n, scores);
 }
 
+float exp_weights(float *scores, int32_t n, float max) {
+#ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx2()) return exp_weights_avx2(scores, n, max);
+#endif
+    return exp_weights_scalar(scores, n, max);
+}
+
 void accumulate_weighted(float *out, int32_t hd, const float *weights, const float *v, size_t stride, int32_t n) {
 #ifdef SPECULA_ATTENTION_AVX2
     if (use_avx2()) return accumulate_avx2(out, hd, weights, v, stride, n);
@@ -123,6 +202,7 @@ void accumulate_weighted(float *out, int32_t hd, const float *weights, const flo
 }
 
 namespace attention_kernels_testing {
+float exp_weights_reference(float *scores, int32_t n, float max) { return exp_weights_scalar(scores, n, max); }
 void scores_reference(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores) {
     scores_scalar(q, hd, scale, k, stride, n, scores);
 }

@@ -18,8 +18,14 @@ void attention_scores(const float *q, int32_t hd, float scale, const float *k, s
 // out[0..hd) += weights[t] * v[t * stride + j] for t = 0..n-1, in order.
 void accumulate_weighted(float *out, int32_t hd, const float *weights, const float *v, size_t stride, int32_t n);
 
+// The online softmax's weights of one block: scores[t] = exp(scores[t] - max) for t < n (scores[t] <= max), and
+// returns their sum. exp is a Cephes-style polynomial with plain multiplies and adds (about 1 ulp; arguments below
+// -87 give 0), the sum runs in eight lane sums by t % 8 reduced pairwise; the AVX2 copy is bit-identical.
+float exp_weights(float *scores, int32_t n, float max);
+
 // The scalar reference loops, for the bit-identity test.
 namespace attention_kernels_testing {
+float exp_weights_reference(float *scores, int32_t n, float max);
 void scores_reference(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores);
 void accumulate_reference(float *out, int32_t hd, const float *weights, const float *v, size_t stride, int32_t n);
 }  // namespace attention_kernels_testing

@@ -9,7 +9,6 @@
 
 #include "attention_kernels.h"
 
-#include "backends/cpu/hybrid_attention.h"
 #include "backends/cpu/ops.h"
 #include "backends/cpu/types/type_kernels.h"
 #include "gguf/tensor_type.h"
@@ -29,10 +28,12 @@ template <typename T> void ensure(std::vector<T> &v, size_t n) {
 
 }  // namespace
 
-CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads)
+CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, KvType kv_type)
     : model_(std::move(model)),
-      kv_(model_->hparams().n_layer, n_ctx, model_->hparams().n_embd_kv()),
-      pool_(n_threads) {}
+      kv_(model_->hparams().n_layer, n_ctx, model_->hparams().n_embd_kv(), kv_type),
+      pool_(n_threads),
+      block_attention_(size_t(pool_.size()), BlockAttention(model_->hparams().head_dim)),
+      queries_(size_t(pool_.size())) {}
 
 bool CpuRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
     return forward(tokens, n, n_past, nullptr, logits, all_logits);
@@ -50,22 +51,22 @@ void CpuRunner::tree_logits(int32_t i, float *logits) {
 }
 
 void CpuRunner::read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) {
-    const float *src = kind == 0 ? kv_.k(layer, first) : kv_.v(layer, first);
-    std::memcpy(dst, src, size_t(n) * size_t(kv_.n_embd_kv()) * sizeof(float));
+    const uint8_t *src = kind == 0 ? kv_.k_row(layer, first) : kv_.v_row(layer, first);
+    std::memcpy(dst, src, size_t(n) * kv_.row_bytes());
 }
 
 void CpuRunner::write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) {
-    float *dst = kind == 0 ? kv_.k(layer, first) : kv_.v(layer, first);
-    std::memcpy(dst, src, size_t(n) * size_t(kv_.n_embd_kv()) * sizeof(float));
+    uint8_t *dst = kind == 0 ? kv_.k_row(layer, first) : kv_.v_row(layer, first);
+    std::memcpy(dst, src, size_t(n) * kv_.row_bytes());
 }
 
 void CpuRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) {
-    const size_t dkv = size_t(model_->hparams().n_embd_kv());
+    const size_t bytes = kv_.row_bytes();
     for (int32_t il = 0; il < model_->hparams().n_layer; ++il)
         for (int32_t i = 0; i < n; ++i) {
             if (nodes[i] == i) continue;
-            std::copy(kv_.k(il, n_past + nodes[i]), kv_.k(il, n_past + nodes[i]) + dkv, kv_.k(il, n_past + i));
-            std::copy(kv_.v(il, n_past + nodes[i]), kv_.v(il, n_past + nodes[i]) + dkv, kv_.v(il, n_past + i));
+            std::memcpy(kv_.k_row(il, n_past + i), kv_.k_row(il, n_past + nodes[i]), bytes);
+            std::memcpy(kv_.v_row(il, n_past + i), kv_.v_row(il, n_past + nodes[i]), bytes);
         }
 }
 
@@ -84,6 +85,13 @@ bool CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
     ensure(ffn_gate_, size_t(n * dff));
     ensure(ffn_up_, size_t(n * dff));
     float *x = x_.data(), *xb = xb_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data();
+    // Which keys each row sees: causal rows the slots up to their own; tree nodes the prefix and their mask row.
+    row_run_.resize(size_t(n));
+    for (int32_t i = 0; i < n; ++i) row_run_[size_t(i)] = tree ? n_past : n_past + i + 1;
+    if (tree)
+        list_tree_keys(n, n_past, *tree);
+    else
+        row_keys_begin_.assign(size_t(n) + 1, 0);
 
     for (int32_t i = 0; i < n; ++i) get_row(w.token_embd, tokens[i], x + i * d);
 
@@ -104,13 +112,9 @@ bool CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
             const int32_t slot = n_past + (tree ? tree->offset : 0) + i;
             rope(q + i * dq, hp.n_head, hp, w.rope_freq_factors, pos);
             rope(k + i * dkv, hp.n_head_kv, hp, w.rope_freq_factors, pos);
-            std::copy(k + i * dkv, k + (i + 1) * dkv, kv_.k(il, slot));
-            std::copy(v + i * dkv, v + (i + 1) * dkv, kv_.v(il, slot));
+            kv_.store(il, slot, k + i * dkv, v + i * dkv);
         }
-        if (tree && tree_attention_mode_ == TreeAttention::Hybrid)
-            hybrid_tree_attention(il, n, n_past, *tree);
-        else
-            attention(il, n, n_past, tree);
+        attention(il, n, n_past);
         matmul(pool_, l.wo, att_out_.data(), n, xb, quant_scratch_);
         add(x, xb, n * d);
 
@@ -135,77 +139,50 @@ bool CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
     return true;
 }
 
-// Runs head(h, thread) for every query head: on the pool, or inline when the whole attention is too little
-// work (about `keys` keys per query) to share out.
-void CpuRunner::for_each_head(int32_t n, int32_t keys, const std::function<void(int64_t, int)> &head) {
-    const HParams &hp = model_->hparams();
-    const int64_t work = int64_t(hp.n_head) * n * keys * hp.head_dim;
-    if (work < (int64_t(1) << 16)) {
-        for (int64_t h = 0; h < hp.n_head; ++h) head(h, 0);
-    } else {
-        pool_.run(hp.n_head, head);
+// The tree slots n_past + j each node sees (its mask row), in slot order, for attention().
+void CpuRunner::list_tree_keys(int32_t n, int32_t n_past, const TreeBatch &tree) {
+    const int32_t n_tree = tree.offset + n;
+    row_keys_.clear();
+    row_keys_begin_.resize(size_t(n) + 1);
+    for (int32_t i = 0; i < n; ++i) {
+        row_keys_begin_[size_t(i)] = int32_t(row_keys_.size());
+        const uint8_t *mask = tree.mask + size_t(i) * size_t(n_tree);
+        for (int32_t j = 0; j < n_tree; ++j)
+            if (mask[j]) row_keys_.push_back(n_past + j);
     }
+    row_keys_begin_[size_t(n)] = int32_t(row_keys_.size());
 }
 
-// Multi-head attention of the n new queries; grouped-query heads share their KV head. Query i sees the slots
-// [0, n_past + i] (causal), or with a tree, the prefix [0, n_past) plus the tree slots its mask row marks. The
-// tree case is the causal loop over exactly the keys plain decoding would see for that node, in slot (= position)
-// order, so both give bit-identical results (TreeAttention::Exact). Each thread has its own score buffer.
-void CpuRunner::attention(int layer, int32_t n, int32_t n_past, const TreeBatch *tree) {
+// Multi-head attention of the n new rows (block_attention.h): one task per KV head and run of up to kRowsPerTask
+// tokens, holding the query heads of that KV head's group, so the prefix blocks are read once per task. The
+// rows' keys were listed by forward(); a row's arithmetic does not depend on the task it lands in.
+void CpuRunner::attention(int layer, int32_t n, int32_t n_past) {
     const HParams &hp = model_->hparams();
     const int32_t hd = hp.head_dim, dq = hp.n_embd_q(), group = hp.n_head / hp.n_head_kv;
     const float scale = 1.0f / std::sqrt(float(hd));
-    const int32_t n_tree = tree ? tree->offset + n : 0;
-    const int32_t max_keys = n_past + (tree ? n_tree : n);
-    ensure(scores_, size_t(pool_.size()) * size_t(max_keys));
-    // Scores and the weighted sum run per contiguous run of keys (attention_kernels.h): the prefix (and, without a
-    // tree, the causal keys) in one call, visible tree slots one by one, always in slot order. The arithmetic per
-    // key is f32_vec_dot's, so a node's result does not depend on how many queries share the batch.
-    const size_t dkv = size_t(hp.n_embd_kv());
-    for_each_head(n, max_keys, [&](int64_t h, int thread) {
-        float *scores = scores_.data() + size_t(thread) * size_t(max_keys);
-        const int32_t kv_head = int32_t(h) / group;
-        const float *k_base = kv_.k(layer, 0) + kv_head * hd, *v_base = kv_.v(layer, 0) + kv_head * hd;
-        for (int32_t i = 0; i < n; ++i) {
-            const float *qv = q_.data() + int64_t(i) * dq + h * hd;
-            const int32_t run = tree ? n_past : n_past + i + 1;  // contiguous visible keys [0, run)
-            const uint8_t *mask = tree ? tree->mask + size_t(i) * size_t(n_tree) : nullptr;
-            attention_scores(qv, hd, scale, k_base, dkv, run, scores);
-            int32_t n_keys = run;
-            for (int32_t j = 0; mask && j < n_tree; ++j)
-                if (mask[j]) attention_scores(qv, hd, scale, k_base + size_t(n_past + j) * dkv, dkv, 1, scores + n_keys++);
-            softmax(scores, n_keys);
-            float *out = att_out_.data() + int64_t(i) * dq + h * hd;
-            std::fill(out, out + hd, 0.0f);
-            accumulate_weighted(out, hd, scores, v_base, dkv, run);
-            int32_t key = run;
-            for (int32_t j = 0; mask && j < n_tree; ++j)
-                if (mask[j]) accumulate_weighted(out, hd, scores + key++, v_base + size_t(n_past + j) * dkv, dkv, 1);
-        }
-    });
-}
-
-// LongSpec's hybrid tree attention (TreeAttention::Hybrid): each query attends the committed prefix (all of it)
-// and the tree (its mask row) separately, each with its log-sum-exp, and the two parts are merged exactly.
-void CpuRunner::hybrid_tree_attention(int layer, int32_t n, int32_t n_past, const TreeBatch &tree) {
-    const HParams &hp = model_->hparams();
-    const int32_t hd = hp.head_dim, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), group = hp.n_head / hp.n_head_kv;
-    const float scale = 1.0f / std::sqrt(float(hd));
-    const int32_t n_tree = tree.offset + n;
-    ensure(scores_, size_t(pool_.size()) * size_t(hd));
-    for_each_head(n, n_past + n_tree, [&](int64_t h, int thread) {
-        float *tree_out = scores_.data() + size_t(thread) * size_t(hd);
-        const int32_t kv_head = int32_t(h) / group;
-        const float *k_base = kv_.k(layer, 0) + kv_head * hd, *v_base = kv_.v(layer, 0) + kv_head * hd;
-        for (int32_t i = 0; i < n; ++i) {
-            const float *qv = q_.data() + int64_t(i) * dq + h * hd;
-            float *out = att_out_.data() + int64_t(i) * dq + h * hd;
-            const float lse_prefix = attend_with_lse(qv, hd, scale, k_base, v_base, size_t(dkv), n_past, nullptr, out);
-            const float lse_tree = attend_with_lse(qv, hd, scale, k_base + size_t(n_past) * dkv, v_base + size_t(n_past) * dkv,
-                                                   size_t(dkv), n_tree, tree.mask + size_t(i) * size_t(n_tree), tree_out);
-            merge_attention(out, lse_prefix, tree_out, lse_tree, hd);
-        }
-    });
+    constexpr int32_t kRowsPerTask = 16;
+    const int32_t chunks = (n + kRowsPerTask - 1) / kRowsPerTask;
+    const KvView keys = kv_.keys(layer), values = kv_.values(layer);
+    auto task = [&](int64_t t, int thread) {
+        const int32_t kv_head = int32_t(t / chunks), i0 = int32_t(t % chunks) * kRowsPerTask, i1 = std::min(n, i0 + kRowsPerTask);
+        std::vector<AttentionQuery> &queries = queries_[size_t(thread)];
+        queries.clear();
+        for (int32_t i = i0; i < i1; ++i)
+            for (int32_t g = 0; g < group; ++g) {
+                const int64_t h = int64_t(kv_head) * group + g;
+                const int32_t b = row_keys_begin_[size_t(i)];
+                queries.push_back(AttentionQuery{q_.data() + int64_t(i) * dq + h * hd, att_out_.data() + int64_t(i) * dq + h * hd,
+                                                 row_run_[size_t(i)], row_keys_.data() + b, row_keys_begin_[size_t(i) + 1] - b});
+            }
+        block_attention_[size_t(thread)].run(keys, values, kv_head * hd, scale, queries);
+    };
+    const int64_t tasks = int64_t(hp.n_head_kv) * chunks;
+    const int64_t work = int64_t(hp.n_head) * n * (n_past + n) * hd;  // about: multiply-adds of the scores
+    if (work < (int64_t(1) << 16)) {
+        for (int64_t t = 0; t < tasks; ++t) task(t, 0);
+    } else {
+        pool_.run(tasks, task);
+    }
 }
 
 }  // namespace specula::internal

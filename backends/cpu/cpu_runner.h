@@ -3,11 +3,11 @@
 #pragma once
 
 #include "backend/target_runner.h"
+#include "backends/cpu/block_attention.h"
 #include "backends/cpu/kv_cache.h"
 #include "backends/cpu/thread_pool.h"
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -17,7 +17,8 @@ class Model;
 
 class CpuRunner final : public TargetRunner {
 public:
-    CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads);
+    // Throws INVALID_ARGUMENT when the model's KV rows do not fit kv_type (Q8_0 needs n_embd_kv % 32 == 0).
+    CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, KvType kv_type = KvType::F16);
 
     const char *backend() const override { return "cpu"; }
     // See TargetRunner. The CPU pass checks the cancel flag between layers.
@@ -26,10 +27,10 @@ public:
                    const uint8_t *mask, float *logits) override;
     void tree_logits(int32_t i, float *logits) override;
     void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) override;
-    // Exact (default) is the causal loop over exactly the keys plain decoding sees, bit-identical to eval();
-    // Hybrid is LongSpec's split form on attention_kernels, the form the GPU backends use.
+    // The CPU has one attention path (block_attention.h): LongSpec's hybrid form, prefix read once per round, and
+    // bit-identical to plain decoding at once, so both modes run it.
     using TreeAttention = internal::TreeAttention;
-    void set_tree_attention(TreeAttention mode) override { tree_attention_mode_ = mode; }
+    void set_tree_attention(TreeAttention) override {}
     const KvCache &host_kv(int32_t, int32_t) override { return kv_; }
 
     // The cache itself, for drafters that read the target's keys/values (LongSpec's cross-attention).
@@ -40,7 +41,7 @@ public:
     int32_t n_ctx() const override { return kv_.n_ctx(); }
     int n_threads() const { return pool_.size(); }
     size_t kv_bytes() const override { return kv_.bytes(); }
-    KvType kv_type() const override { return KvType::F32; }
+    KvType kv_type() const override { return kv_.type(); }
     int32_t kv_row_width() const override { return kv_.n_embd_kv(); }
     void read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) override;
     void write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) override;
@@ -52,17 +53,20 @@ private:
         const uint8_t *mask;
     };
     bool forward(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, float *logits, bool all_logits);
-    void attention(int layer, int32_t n, int32_t n_past, const TreeBatch *tree);
-    void hybrid_tree_attention(int layer, int32_t n, int32_t n_past, const TreeBatch &tree);
-    void for_each_head(int32_t n, int32_t keys, const std::function<void(int64_t, int)> &head);
+    void attention(int layer, int32_t n, int32_t n_past);
+    void list_tree_keys(int32_t n, int32_t n_past, const TreeBatch &tree);
 
     std::shared_ptr<const Model> model_;
-    TreeAttention tree_attention_mode_ = TreeAttention::Exact;
     KvCache kv_;
     ThreadPool pool_;
     // Scratch, sized for the largest batch seen so far.
     std::vector<float> hidden_;  // final normed rows kept by eval_tree(..., nullptr)
-    std::vector<float> x_, xb_, q_, k_, v_, att_out_, ffn_gate_, ffn_up_, scores_;
+    std::vector<float> x_, xb_, q_, k_, v_, att_out_, ffn_gate_, ffn_up_;
+    // Attention: each row's run of contiguous keys and its further key slots (a tree node's ancestors and itself),
+    // and per thread the block scratch and the rows of its task.
+    std::vector<int32_t> row_run_, row_keys_, row_keys_begin_;
+    std::vector<BlockAttention> block_attention_;
+    std::vector<std::vector<AttentionQuery>> queries_;
     std::vector<uint8_t> quant_scratch_;
 };
 

@@ -398,7 +398,7 @@ const KvCache &CudaRunner::host_kv(int32_t layer, int32_t n_slots) {
     const HParams &hp = model_->hparams();
     require(layer >= 0 && layer < hp.n_layer && n_slots >= 0 && n_slots <= n_ctx_, SPECULA_ERR_INTERNAL, "CUDA: host_kv out of range");
     if (!mirror_ || mirror_layer_ != layer) {
-        mirror_ = std::make_unique<KvCache>(layer, 1, n_ctx_, hp.n_embd_kv());
+        mirror_ = std::make_unique<KvCache>(layer, 1, n_ctx_, hp.n_embd_kv(), KvType::F16);
         mirror_layer_ = layer;
         mirror_valid_ = 0;
     }
@@ -406,16 +406,12 @@ const KvCache &CudaRunner::host_kv(int32_t layer, int32_t n_slots) {
         check(cudaSetDevice(device_), "cudaSetDevice");
         const size_t dkv = size_t(hp.n_embd_kv()), count = size_t(n_slots - mirror_valid_) * dkv;
         const size_t offset = (size_t(layer) * size_t(n_ctx_) + size_t(mirror_valid_)) * dkv;
-        mirror_staging_.reserve(2 * count * 2);
-        uint16_t *staging = mirror_staging_.as<uint16_t>();
-        check(cudaMemcpyAsync(staging, kv_k_.as<__half>() + offset, count * 2, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (KV mirror)");
-        check(cudaMemcpyAsync(staging + count, kv_v_.as<__half>() + offset, count * 2, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (KV mirror)");
+        // The mirror keeps the device's F16 rows as they are (the CPU drafter reads F16 caches).
+        check(cudaMemcpyAsync(mirror_->k_row(layer, mirror_valid_), kv_k_.as<__half>() + offset, count * 2, cudaMemcpyDeviceToHost, stream_),
+              "cudaMemcpyAsync (KV mirror)");
+        check(cudaMemcpyAsync(mirror_->v_row(layer, mirror_valid_), kv_v_.as<__half>() + offset, count * 2, cudaMemcpyDeviceToHost, stream_),
+              "cudaMemcpyAsync (KV mirror)");
         check(cudaStreamSynchronize(stream_), "KV mirror");
-        float *kd = mirror_->k(layer, mirror_valid_), *vd = mirror_->v(layer, mirror_valid_);
-        for (size_t i = 0; i < count; ++i) {
-            kd[i] = half_to_float(staging[i]);
-            vd[i] = half_to_float(staging[count + i]);
-        }
         mirror_valid_ = n_slots;
     }
     return *mirror_;

@@ -107,7 +107,6 @@ private:
     // The host mirror of one layer for drafters: slots [0, mirror_valid_) are current.
     std::unique_ptr<KvCache> mirror_;
     int32_t mirror_layer_ = -1, mirror_valid_ = 0;
-    PinnedBuffer mirror_staging_;
 };
 
 }  // namespace specula::internal::cuda

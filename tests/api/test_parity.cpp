@@ -81,6 +81,11 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
         if (e.path().extension() == ".json") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     REQUIRE(files.size() >= 10);
+    // llama.cpp's references were made with an F32 KV cache: ours in F32 is held to the weight type's tolerance.
+    // F16 and Q8_0 caches round every key and value once more: F16 is held to three times it, Q8_0 to 0.1 relative
+    // (measured worst: 1.7e-3 and 9.2e-2, both on stories260K, whose 8-value heads share one Q8_0 block by four).
+    const int32_t kv_type = GENERATE(SPECULA_KV_F32, SPECULA_KV_F16, SPECULA_KV_Q8_0);
+    const char *kv_name = kv_type == SPECULA_KV_F32 ? "F32" : kv_type == SPECULA_KV_F16 ? "F16" : "Q8_0";
 
     for (const fs::path &file : files) {
         const Reference ref = read_reference(file);
@@ -97,7 +102,8 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
             }
             INFO(specula_error_message(err));
             REQUIRE(load == SPECULA_OK);
-            const double tol = tolerance_for(specula_model_weight_type(model));
+            const double weight_tol = tolerance_for(specula_model_weight_type(model));
+            const double tol = kv_type == SPECULA_KV_F32 ? weight_tol : kv_type == SPECULA_KV_F16 ? 3.0 * weight_tol : 0.1;
 
             specula_session_options so;
             specula_session_options_init(&so);
@@ -106,6 +112,7 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
             // The CPU reference's parity with llama.cpp's CPU backend; the CUDA backend is held to the CPU's logits
             // in tests/cuda (its F16 K/V cache puts it further off than these tolerances).
             so.backend = SPECULA_BACKEND_CPU;
+            so.kv_type = kv_type;
             specula_sampler_options sampler;
             specula_sampler_options_init(&sampler);
             sampler.temperature = 0.0f;
@@ -155,7 +162,7 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
             } else {
                 WARN(rel << ": " << ref.tokens.size() - size_t(token_mismatches) << "/" << ref.tokens.size() << " greedy tokens equal ("
                           << near_ties << " near-ties), worst top-5 logit deviation " << worst << " (relative, tolerance " << tol << ", "
-                          << specula_model_weight_type(model) << ")");
+                          << specula_model_weight_type(model) << " weights, " << kv_name << " KV cache)");
             }
             specula_session_destroy(session);
             specula_model_destroy(model);

@@ -36,11 +36,12 @@ std::shared_ptr<const Model> stories() {
     return model;
 }
 
-SessionConfig on_cuda(bool cuda) {
+SessionConfig on_cuda(bool cuda, KvType cpu_kv = KvType::F16) {
     SessionConfig c;
     c.n_ctx = 256;
     c.n_threads = 2;
     c.backend.kind = BackendKind::Cpu;
+    c.backend.kv_type = cpu_kv;
     if (cuda)
         c.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, int threads) -> std::unique_ptr<TargetRunner> {
             return std::make_unique<CudaRunner>(std::move(m), n_ctx, threads, 0);
@@ -95,7 +96,9 @@ TEST_CASE("cuda: a snapshot resumes exactly on CUDA with the device LongSpec dra
 }
 
 TEST_CASE("cuda: snapshots are not loaded across KV types, and a context snapshot forks a CUDA session", "[cuda][snapshot]") {
-    auto cpu = make(false, 0.0f, 1, false);
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    auto cpu = std::make_unique<Session>(stories(), on_cuda(false, KvType::F32), greedy);
     auto gpu = make(true, 0.0f, 1, false);
     append_prompt(*cpu);
     append_prompt(*gpu);
@@ -120,4 +123,13 @@ TEST_CASE("cuda: snapshots are not loaded across KV types, and a context snapsho
     auto fork = make(true, 0.0f, 1, false);
     fork->load_snapshot(from_gpu);
     CHECK(test_sessions::generate_more(*fork, 6) == test_sessions::generate_more(*gpu, 6));
+    // A CPU session with an F16 cache (the CPU's default) stores the very rows a CUDA cache holds: its context
+    // snapshot resumes on CUDA, and the CUDA session goes on from those rows.
+    auto cpu16 = make(false, 0.0f, 1, false);
+    append_prompt(*cpu16);
+    test_sessions::generate_more(*cpu16, 4);
+    auto resumed = make(true, 0.0f, 1, false);
+    resumed->load_snapshot(save(*cpu16, SnapshotScope::Context));
+    CHECK(resumed->tokens() == cpu16->tokens());
+    CHECK(test_sessions::generate_more(*resumed, 6).size() == 6);
 }

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <string>
+#include <optional>
 #include <vector>
 
 using namespace specula::internal;
@@ -50,10 +51,11 @@ struct Drafters {
 };
 
 void check_lossless(const std::shared_ptr<const Model> &model, const SpeculativeConfig &spec, const std::vector<int32_t> &prompt,
-                    int32_t n, const std::vector<int32_t> &expected, const std::string &label) {
+                    int32_t n, const std::vector<int32_t> &expected, const std::string &label, std::optional<KvType> kv = std::nullopt) {
     SessionConfig sc;
     sc.n_ctx = 1024;
     sc.n_threads = 2;
+    sc.backend.kv_type = kv;
     SamplerConfig greedy;
     greedy.temperature = 0.0f;
     Session s(model, sc, greedy);
@@ -70,7 +72,8 @@ void check_lossless(const std::shared_ptr<const Model> &model, const Speculative
     CHECK(s.speculative_stats().rounds <= int32_t(expected.size()));
 }
 
-void run_matrix(const std::string &rel, int32_t n_gen, const std::vector<TreeShape> &shapes, bool with_ngram_merge) {
+void run_matrix(const std::string &rel, int32_t n_gen, const std::vector<TreeShape> &shapes, bool with_ngram_merge,
+                std::optional<KvType> kv = std::nullopt) {
     const auto path = test_fixtures::fixtures_dir() / rel;
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = load_model(rel);
@@ -79,6 +82,7 @@ void run_matrix(const std::string &rel, int32_t n_gen, const std::vector<TreeSha
     SessionConfig sc;
     sc.n_ctx = 1024;
     sc.n_threads = 2;
+    sc.backend.kv_type = kv;
     SamplerConfig greedy;
     greedy.temperature = 0.0f;
     Session plain(model, sc, greedy);
@@ -96,19 +100,19 @@ void run_matrix(const std::string &rel, int32_t n_gen, const std::vector<TreeSha
         SpeculativeConfig c;
         c.shape = shape;
         c.longspec = longspec;
-        check_lossless(model, c, prompt, n_gen, expected, rel + " longspec");
+        check_lossless(model, c, prompt, n_gen, expected, rel + " longspec", kv);
         if (with_ngram_merge) {
             c.ngram = true;
-            check_lossless(model, c, prompt, n_gen, expected, rel + " longspec+ngram");
+            check_lossless(model, c, prompt, n_gen, expected, rel + " longspec+ngram", kv);
             c.ngram = false;
         }
         c.longspec = nullptr;
         c.draft_model = model;  // the target as its own independent draft: everything is accepted
-        check_lossless(model, c, prompt, n_gen, expected, rel + " target-as-draft");
+        check_lossless(model, c, prompt, n_gen, expected, rel + " target-as-draft", kv);
     }
     SpeculativeConfig ngram;
     ngram.ngram = true;
-    check_lossless(model, ngram, prompt, n_gen, expected, rel + " ngram");
+    check_lossless(model, ngram, prompt, n_gen, expected, rel + " ngram", kv);
 }
 
 const std::vector<TreeShape> kAllShapes = {TreeShape::chain(4), TreeShape{}, TreeShape{{32, 8}}, TreeShape{{2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}}};
@@ -121,6 +125,14 @@ TEST_CASE("speculative greedy equals plain greedy on stories260K for every draft
 
 // The heavier models carry the slow label: the README's test command runs them; the sanitizer pass, ~20x slower
 // on these float loops, leaves them out (stories260K above covers the same code paths there).
+// The default cache is F16; the other types store rows differently but are read the same way by trees and decoding.
+TEST_CASE("speculative greedy equals plain greedy on stories260K with F32 and Q8_0 KV caches", "[speculative][lossless]") {
+    for (const KvType kv : {KvType::F32, KvType::Q8_0}) {
+        CAPTURE(kv_type_name(kv));
+        run_matrix("models/stories260K.gguf", 128, {TreeShape::chain(4), TreeShape{}}, true, kv);
+    }
+}
+
 TEST_CASE("speculative greedy equals plain greedy on code-7m for every drafter and tree shape", "[speculative][lossless][slow]") {
     run_matrix("models/code-7m/model.gguf", 256, kAllShapes, true);
 }

@@ -124,7 +124,7 @@ TEST_CASE("the Leviathan rule accepts with min(1, p over q) and resamples from t
     for (int k = 0; k < 3; ++k) CHECK(double(counts[size_t(k)]) / n == Approx(std::exp(logits_root[k])).margin(0.005));
 }
 
-TEST_CASE("exact and hybrid tree attention give the same verification logits on a real model", "[speculative][attention]") {
+TEST_CASE("tree verification logits are bit-identical to plain decoding of each path, for every KV type", "[speculative][attention]") {
     const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = Model::load(path.string(), LoadOptions{});
@@ -141,22 +141,21 @@ TEST_CASE("exact and hybrid tree attention give the same verification logits on 
     std::vector<int32_t> pos(size_t(t.size()));
     const int32_t n_past = int32_t(prompt.size()) - 1;
     for (int32_t i = 0; i < t.size(); ++i) pos[size_t(i)] = n_past + t.depth(i);
-    std::vector<float> exact(size_t(t.size() * n_vocab)), hybrid(exact.size()), ar(static_cast<size_t>(n_vocab));
-    for (const auto mode : {CpuRunner::TreeAttention::Exact, CpuRunner::TreeAttention::Hybrid}) {
-        CpuRunner r(model, 128, 2);
-        r.set_tree_attention(mode);
+    const KvType type = GENERATE(KvType::F32, KvType::F16, KvType::Q8_0);
+    CAPTURE(kv_type_name(type));
+    std::vector<float> exact(size_t(t.size() * n_vocab)), ar(static_cast<size_t>(n_vocab));
+    {
+        CpuRunner r(model, 128, 2, type);
         r.eval(prompt.data(), n_past, 0, ar.data(), false);
-        r.eval_tree(t.tokens().data(), t.size(), n_past, 0, pos.data(), mask.data(),
-                    mode == CpuRunner::TreeAttention::Exact ? exact.data() : hybrid.data());
+        r.eval_tree(t.tokens().data(), t.size(), n_past, 0, pos.data(), mask.data(), exact.data());
     }
-    for (size_t i = 0; i < exact.size(); ++i) REQUIRE(hybrid[i] == Approx(exact[i]).margin(1e-4));
-    // Exact mode is bit-identical to plain decoding of each path.
+    // Every node is bit-identical to plain decoding of its path.
     for (int32_t node = 0; node < t.size(); ++node) {
         std::vector<int32_t> seq(prompt.begin(), prompt.end() - 1);
         std::vector<int32_t> path;
         for (int32_t j = node; j >= 0; j = t.parent(j)) path.insert(path.begin(), t.token(j));
         seq.insert(seq.end(), path.begin(), path.end());
-        CpuRunner r(model, 128, 2);
+        CpuRunner r(model, 128, 2, type);
         for (size_t i = 0; i < seq.size(); ++i) r.eval(&seq[i], 1, int32_t(i), ar.data(), false);
         for (int32_t v = 0; v < n_vocab; ++v) REQUIRE(ar[size_t(v)] == exact[size_t(node * n_vocab + v)]);
     }
@@ -179,12 +178,15 @@ TEST_CASE("the LongSpec draft allocates the same bytes at context 1K and 64K", "
     const int32_t contexts[2] = {1024, 65536};
     for (int c = 0; c < 2; ++c) {
         // A target cache of this context length filled with values (what the draft's cross-attention reads).
-        KvCache kv(hp.n_layer, contexts[c], hp.n_embd_kv());
-        for (int32_t slot = 0; slot < contexts[c]; ++slot)
+        KvCache kv(hp.n_layer, contexts[c], hp.n_embd_kv(), KvType::F16);
+        std::vector<float> k_row(size_t(hp.n_embd_kv())), v_row(k_row.size());
+        for (int32_t slot = 0; slot < contexts[c]; ++slot) {
             for (int32_t j = 0; j < hp.n_embd_kv(); ++j) {
-                kv.k(hp.n_layer - 1, slot)[j] = float(tok(rng) % 7) * 0.1f;
-                kv.v(hp.n_layer - 1, slot)[j] = float(tok(rng) % 5) * 0.1f;
+                k_row[size_t(j)] = float(tok(rng) % 7) * 0.1f;
+                v_row[size_t(j)] = float(tok(rng) % 5) * 0.1f;
             }
+            kv.store(hp.n_layer - 1, slot, k_row.data(), v_row.data());
+        }
         std::vector<int32_t> tokens(size_t(contexts[c]));
         for (int32_t &x : tokens) x = tok(rng);
         ThreadPool pool(2);

@@ -132,6 +132,9 @@ specula_status specula_session_create(specula_model *model, const specula_sessio
         config.backend.kind = o.backend == SPECULA_BACKEND_CPU ? BackendKind::Cpu : o.backend == SPECULA_BACKEND_CUDA ? BackendKind::Cuda : BackendKind::Auto;
         config.backend.device = o.device;
         config.backend.allow_fallback = o.allow_fallback != 0;
+        require_arg(o.kv_type >= SPECULA_KV_DEFAULT && o.kv_type <= SPECULA_KV_Q8_0, "opts->kv_type is not a specula_kv_type value");
+        if (o.kv_type != SPECULA_KV_DEFAULT)
+            config.backend.kv_type = o.kv_type == SPECULA_KV_F32 ? KvType::F32 : o.kv_type == SPECULA_KV_F16 ? KvType::F16 : KvType::Q8_0;
         auto handle = std::make_unique<specula_session>();
         handle->session = std::make_unique<Session>(model->model, config, to_config(sampler));
         *out = handle.release();

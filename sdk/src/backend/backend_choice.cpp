@@ -38,15 +38,21 @@ std::vector<GpuDevice> list_gpu_devices(BackendKind kind, std::string *reason) {
 std::unique_ptr<TargetRunner> make_target_runner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads,
                                                  const BackendChoice &choice, std::string &note) {
     note.clear();
-    if (choice.kind == BackendKind::Cpu) return std::make_unique<CpuRunner>(std::move(model), n_ctx, n_threads);
+    const KvType cpu_kv = choice.kv_type.value_or(KvType::F16);
+    if (choice.kind == BackendKind::Cpu) return std::make_unique<CpuRunner>(std::move(model), n_ctx, n_threads, cpu_kv);
     require(choice.device >= 0, SPECULA_ERR_INVALID_ARGUMENT, "session: device index must be >= 0");
     std::string reason;
 #ifdef SPECULA_HAVE_CUDA
-    try {
-        return cuda::make_cuda_runner(model, n_ctx, n_threads, choice.device);
-    } catch (const Error &e) {
-        if (!choice.allow_fallback || (choice.kind == BackendKind::Cuda && e.status() == SPECULA_ERR_INVALID_ARGUMENT)) throw;
-        reason = e.what();
+    if (choice.kv_type && *choice.kv_type != KvType::F16) {
+        reason = std::string("CUDA: keeps its KV cache in F16 only (asked for ") + kv_type_name(*choice.kv_type) + ")";
+        require(choice.allow_fallback, SPECULA_ERR_UNSUPPORTED, reason);
+    } else {
+        try {
+            return cuda::make_cuda_runner(model, n_ctx, n_threads, choice.device);
+        } catch (const Error &e) {
+            if (!choice.allow_fallback || (choice.kind == BackendKind::Cuda && e.status() == SPECULA_ERR_INVALID_ARGUMENT)) throw;
+            reason = e.what();
+        }
     }
 #else
     reason = "CUDA: this build has no CUDA backend (configure with -DSPECULA_CUDA=ON and the CUDA toolkit)";
@@ -54,7 +60,7 @@ std::unique_ptr<TargetRunner> make_target_runner(std::shared_ptr<const Model> mo
 #endif
     note = reason + "; running on the CPU";
     log(choice.kind == BackendKind::Cuda ? SPECULA_LOG_WARN : SPECULA_LOG_INFO, "%s", note.c_str());
-    return std::make_unique<CpuRunner>(std::move(model), n_ctx, n_threads);
+    return std::make_unique<CpuRunner>(std::move(model), n_ctx, n_threads, cpu_kv);
 }
 
 }  // namespace specula::internal

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct BackendChoice {
     BackendKind kind = BackendKind::Auto;
     int32_t device = 0;          // device index for GPU backends
     bool allow_fallback = true;  // false: a backend that cannot be used is an error, not a CPU fallback
+    std::optional<KvType> kv_type;  // the target's KV element type; unset: the backend's default (F16 everywhere)
 };
 
 // Creates the runner. When the requested backend (or, for Auto, CUDA) cannot be used and fallback is allowed,

@@ -17,7 +17,8 @@ class KvCache;
 class LongSpecDraft;
 class ThreadPool;
 
-// How tree nodes attend. Exact (default): each node's softmax runs over the committed prefix and then its
+// How tree nodes attend on the CUDA backend (the CPU has one path that is both: backends/cpu/block_attention.h).
+// Exact (default): each node's softmax runs over the committed prefix and then its
 // ancestors, in position order, with the same arithmetic as plain decoding -- so a token's logits are bit-identical
 // whether it is verified in a tree or decoded alone, which makes greedy speculative decoding token-for-token
 // lossless. Hybrid: LongSpec's split form (paper Appendix C): prefix part and masked tree part, each with its

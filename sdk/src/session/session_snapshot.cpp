@@ -85,7 +85,7 @@ KvRows kv_rows_of(TargetRunner &runner) {
 }
 
 // Slots per KV chunk for a runner's rows.
-int32_t chunk_slots_of(const TargetRunner &runner) { return kv_chunk_slots_for(size_t(runner.kv_row_width()) * kv_type_size(runner.kv_type())); }
+int32_t chunk_slots_of(const TargetRunner &runner) { return kv_chunk_slots_for(kv_row_bytes(runner.kv_type(), runner.kv_row_width())); }
 
 // The chunks of a draft model's own cache (cache 1) holding `slots` slots; its layers are the draft model's.
 std::vector<KvChunkId> own_cache_plan(const SpeculativeConfig &spec, const TargetRunner &own, int32_t slots) {
@@ -110,8 +110,8 @@ uint64_t Session::PreparedSnapshot::bound() const {
         for (const KvChunkId &c : chunks) bytes += kSectionHeaderBytes + kKvChunkHeaderBytes + uint64_t(c.count) * row_bytes;
         return bytes;
     };
-    n += kv(plan, size_t(header.n_embd_kv) * kv_type_size(header.kv_type));
-    if (own != nullptr) n += kv(own_plan, size_t(own->kv_row_width()) * kv_type_size(own->kv_type()));
+    n += kv(plan, kv_row_bytes(header.kv_type, header.n_embd_kv));
+    if (own != nullptr) n += kv(own_plan, kv_row_bytes(own->kv_type(), own->kv_row_width()));
     return n + kSectionHeaderBytes;  // END
 }
 

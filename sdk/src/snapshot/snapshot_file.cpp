@@ -182,7 +182,7 @@ void SnapshotWriter::write_section(uint32_t tag, std::span<const uint8_t> raw) {
 }
 
 void SnapshotWriter::write_kv(const std::vector<KvChunkId> &plan, const KvRows &rows) {
-    const size_t esize = kv_type_size(rows.type), row_bytes = esize * size_t(rows.row_width);
+    const size_t esize = kv_type_size(rows.type), row_bytes = kv_row_bytes(rows.type, rows.row_width);
     // Uncompressed (forks) rows stay as they are and are read straight behind their chunk header: shuffling only
     // helps zstd.
     const bool shuffled = shuffle_ && level_ != 0;
@@ -240,7 +240,7 @@ SnapshotHeader parse_snapshot_header(std::span<const uint8_t> bytes) {
     std::memcpy(h.model.bytes.data(), r.take(16), 16);
     std::memcpy(h.draft.bytes.data(), r.take(16), 16);
     const uint32_t kv_type = r.get<uint32_t>(), scope = r.get<uint32_t>();
-    r.check(kv_type <= 1, "unknown KV element type " + std::to_string(kv_type));
+    r.check(kv_type_valid(kv_type), "unknown KV element type " + std::to_string(kv_type));
     r.check(scope <= 1, "unknown scope " + std::to_string(scope));
     h.kv_type = KvType(kv_type);
     h.scope = SnapshotScope(scope);
@@ -343,7 +343,7 @@ void read_kv_chunks(std::span<const SectionView> chunks, const std::vector<KvChu
     // Decodes chunk i (checks its id, size and encoding) and returns its rows unshuffled.
     auto decode = [&](size_t i, std::vector<uint8_t> &rows_out) {
         const KvChunkId &want = plan[i];
-        const size_t row_bytes = size_t(want.count) * size_t(row_width) * esize;
+        const size_t row_bytes = size_t(want.count) * kv_row_bytes(type, row_width);
         const std::string name = chunk_name(want);
         const std::vector<uint8_t> raw = decode_section(chunks[i], kChunkHeaderBytes + row_bytes, name.c_str());
         require(raw.size() == kChunkHeaderBytes + row_bytes, SPECULA_ERR_FORMAT,
@@ -365,7 +365,7 @@ void read_kv_chunks(std::span<const SectionView> chunks, const std::vector<KvChu
     if (sink == nullptr) {  // check every chunk that will be written; keep the rows while they fit the budget
         size_t total = 0;
         for (const KvChunkId &c : plan)
-            if (c.first < limit_slots) total += size_t(c.count) * size_t(row_width) * esize;
+            if (c.first < limit_slots) total += size_t(c.count) * kv_row_bytes(type, row_width);
         const bool keep = total <= stage_budget;
         staged.rows.assign(keep ? plan.size() : 0, {});
         std::vector<std::vector<uint8_t>> scratch(size_t(pool.size()));

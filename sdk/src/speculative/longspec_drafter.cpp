@@ -1,5 +1,6 @@
 #include "longspec_drafter.h"
 
+#include "backends/cpu/block_attention.h"
 #include "backends/cpu/hybrid_attention.h"
 #include "backends/cpu/kv_cache.h"
 #include "backends/cpu/ops.h"
@@ -41,6 +42,10 @@ public:
         gate_.assign(rows * size_t(cfg_.n_ff), 0.0f);
         up_.assign(gate_.size(), 0.0f);
         head_scratch_.assign(size_t(pool_.size()) * (size_t(hp_.head_dim) + size_t(ring_ + max_nodes_)), 0.0f);
+        cross_attention_.assign(size_t(pool_.size()), BlockAttention(hp_.head_dim));
+        cross_queries_.resize(size_t(pool_.size()));
+        for (auto &q : cross_queries_) q.reserve(rows * size_t(hp_.n_head / hp_.n_head_kv));
+        for (auto &b : cross_attention_) b.reserve_rows(rows * size_t(hp_.n_head / hp_.n_head_kv));
     }
 
     int32_t target_kv_layer() const override { return cfg_.cross_layer; }
@@ -51,7 +56,10 @@ public:
         size_t floats = ring_k_.capacity() + ring_v_.capacity() + tree_k_.capacity() + tree_v_.capacity() + x_.capacity() +
                         xb_.capacity() + q_.capacity() + k_.capacity() + v_.capacity() + att_.capacity() + gate_.capacity() +
                         up_.capacity() + head_scratch_.capacity();
-        return floats * sizeof(float) + ring_pos_.capacity() * sizeof(int32_t) + quant_scratch_.capacity() + mask_.capacity();
+        size_t cross = 0;
+        for (const BlockAttention &b : cross_attention_) cross += b.bytes();
+        for (const auto &q : cross_queries_) cross += q.capacity() * sizeof(AttentionQuery);
+        return floats * sizeof(float) + ring_pos_.capacity() * sizeof(int32_t) + quant_scratch_.capacity() + mask_.capacity() + cross;
     }
 
 private:
@@ -181,12 +189,18 @@ private:
             add(q_.data() + i * dq, w.cross_bq.floats(), dq);
             rope(q_.data() + i * dq, hp_.n_head, hp_, tw.rope_freq_factors, positions_[size_t(i)]);
         }
-        const float *tk = target_kv_->k(cfg_.cross_layer, 0), *tv = target_kv_->v(cfg_.cross_layer, 0);
-        const size_t tstride = size_t(target_kv_->n_embd_kv());
-        pool_.run(int64_t(count) * hp_.n_head, [&](int64_t task, int) {
-            const int32_t i = int32_t(task / hp_.n_head), h = int32_t(task % hp_.n_head), kvh = h / group;
-            attend_with_lse(q_.data() + i * dq + h * hd, hd, scale, tk + kvh * hd, tv + kvh * hd, tstride, n_target_kv_, nullptr,
-                            att_.data() + i * dq + h * hd);
+        // Every node of the level and every query head of a KV group share the prefix blocks (block_attention.h):
+        // the target's cache is read once per KV head per level, however many nodes there are.
+        const KvView tk = target_kv_->keys(cfg_.cross_layer), tv = target_kv_->values(cfg_.cross_layer);
+        pool_.run(hp_.n_head_kv, [&](int64_t kvh, int thread) {
+            std::vector<AttentionQuery> &queries = cross_queries_[size_t(thread)];
+            queries.clear();
+            for (int32_t i = 0; i < count; ++i)
+                for (int32_t g = 0; g < group; ++g) {
+                    const int64_t h = kvh * group + g;
+                    queries.push_back(AttentionQuery{q_.data() + i * dq + h * hd, att_.data() + i * dq + h * hd, n_target_kv_, nullptr, 0});
+                }
+            cross_attention_[size_t(thread)].run(tk, tv, int32_t(kvh) * hd, scale, queries);
         });
         matmul(pool_, w.cross_wo, att_.data(), count, xb_.data(), quant_scratch_);
         add(x_.data(), xb_.data(), count * d);
@@ -215,6 +229,8 @@ private:
     std::vector<int32_t> ring_pos_, positions_;
     std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, head_scratch_;
     std::vector<uint8_t> quant_scratch_, mask_;
+    std::vector<BlockAttention> cross_attention_;  // per thread
+    std::vector<std::vector<AttentionQuery>> cross_queries_;
 };
 
 }  // namespace

@@ -1,0 +1,63 @@
+// The CPU's one attention path, for plain decoding, prompt batches, tree verification and the LongSpec draft's
+// cross-attention alike: LongSpec's hybrid tree attention in a form that stays bit-exact.
+//
+// Every query row sees a run of contiguous slots [0, run) and then a short list of further slots (a tree node's
+// ancestors and itself). Its keys, in that order, are cut into blocks of kAttentionBlock: block b holds the row's
+// keys b*B .. b*B+B-1. A block that lies inside the contiguous run is the same slots for every row that reaches it,
+// so the rows that share a KV head walk those blocks together (block outer, rows inner): each block's keys and
+// values are read from the cache and converted once, then every row scores it and folds it into its own online
+// softmax (running max, running sum, weighted values), always in block order. The rest of a row's keys (the last
+// partial block of the run plus its listed slots) are gathered into blocks of the same size and folded the same way.
+//
+// So a row's arithmetic depends only on its own key sequence, never on which other rows share the batch: a tree
+// node's output is bit-identical to decoding its path one token at a time (the lossless invariant), while the
+// prefix costs one read per KV head per round instead of one per node.
+#pragma once
+
+#include "backends/cpu/kv_view.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace specula::internal {
+
+constexpr int32_t kAttentionBlock = 64;
+
+struct AttentionQuery {
+    const float *q = nullptr;      // hd floats (one head, after RoPE)
+    float *out = nullptr;          // hd floats: the softmax-weighted mean of the values (zeros without keys)
+    int32_t run = 0;               // sees slots [0, run) ...
+    const int32_t *extra = nullptr;  // ... then these slots, in order
+    int32_t n_extra = 0;
+};
+
+// Scratch for one thread; sizes depend on hd only.
+class BlockAttention {
+public:
+    explicit BlockAttention(int32_t hd);
+
+    // Attention of every query over its keys: element range [first, first + hd) of each key and value row (one KV
+    // head), scores scaled by `scale`.
+    void run(const KvView &keys, const KvView &values, int32_t first, float scale, std::span<const AttentionQuery> queries);
+
+    size_t bytes() const;
+    // Makes room for calls of up to `rows` queries, so later calls allocate nothing.
+    void reserve_rows(size_t rows);
+
+private:
+    struct Block {
+        const float *k, *v;
+        size_t stride;  // floats between consecutive keys (and values)
+    };
+    Block load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots, int32_t count);
+    void fold(size_t row, const AttentionQuery &q, const Block &block, int32_t count, float scale);
+
+    int32_t hd_;
+    std::vector<float> k_, v_, scores_;
+    std::vector<float> max_, sum_;  // per query row
+    std::vector<int32_t> tail_;     // one row's gathered slots
+};
+
+}  // namespace specula::internal

@@ -1,0 +1,79 @@
+#include "kv_view.h"
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/types/half.h"
+#include "backends/cpu/types/q8_0.h"
+#include "backends/cpu/types/type_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SPECULA_KV_F16C 1
+#endif
+
+namespace specula::internal {
+namespace {
+
+constexpr uint32_t kGgmlQ8_0 = 8;
+
+#ifdef SPECULA_KV_F16C
+// _mm256_cvtph_ps converts exactly (every half is a float), so it equals half_to_float bit for bit.
+__attribute__((target("avx2,f16c"))) void halves_to_floats_f16c(const uint16_t *src, int32_t n, float *dst) {
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + j))));
+    for (; j < n; ++j) dst[j] = half_to_float(src[j]);
+}
+#endif
+
+void halves_to_floats(const uint16_t *src, int32_t n, float *dst) {
+#ifdef SPECULA_KV_F16C
+    static const bool f16c = active_cpu_isa() >= CpuIsa::Avx2;
+    if (f16c) return halves_to_floats_f16c(src, n, dst);
+#endif
+    for (int32_t j = 0; j < n; ++j) dst[j] = half_to_float_lookup(src[j]);
+}
+
+// Elements [first, first + hd) of one Q8_0 row: each is its block's scale times its int8.
+void q8_0_slice(const uint8_t *row, int32_t first, int32_t hd, float *dst) {
+    const BlockQ8_0 *blocks = reinterpret_cast<const BlockQ8_0 *>(row);
+    int32_t e = first;
+    const int32_t end = first + hd;
+    while (e < end) {
+        const BlockQ8_0 &b = blocks[e / kQ8_0Block];
+        const float d = half_to_float_lookup(b.d);
+        const int32_t stop = std::min(end, (e / kQ8_0Block + 1) * kQ8_0Block);
+        for (; e < stop; ++e) *dst++ = float(b.qs[e % kQ8_0Block]) * d;
+    }
+}
+
+}  // namespace
+
+void kv_store_row(KvType type, const float *src, int64_t n, uint8_t *dst) {
+    switch (type) {
+    case KvType::F32: std::memcpy(dst, src, size_t(n) * sizeof(float)); return;
+    case KvType::F16: {
+        uint16_t *h = reinterpret_cast<uint16_t *>(dst);
+        for (int64_t i = 0; i < n; ++i) h[i] = float_to_half(src[i]);
+        return;
+    }
+    case KvType::Q8_0: cpu_type_kernels(kGgmlQ8_0)->from_float(src, dst, n); return;
+    }
+}
+
+void kv_load_head(const KvView &rows, int32_t first_slot, const int32_t *slots, int32_t count, int32_t first, int32_t hd, float *dst) {
+    for (int32_t t = 0; t < count; ++t) {
+        const int32_t slot = slots ? slots[t] : first_slot + t;
+        const uint8_t *row = rows.data + size_t(slot) * rows.row_bytes;
+        float *out = dst + size_t(t) * size_t(hd);
+        switch (rows.type) {
+        case KvType::F32: std::memcpy(out, reinterpret_cast<const float *>(row) + first, size_t(hd) * sizeof(float)); break;
+        case KvType::F16: halves_to_floats(reinterpret_cast<const uint16_t *>(row) + first, hd, out); break;
+        case KvType::Q8_0: q8_0_slice(row, first, hd, out); break;
+        }
+    }
+}
+
+}  // namespace specula::internal

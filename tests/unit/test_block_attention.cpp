@@ -1,0 +1,196 @@
+// The CPU's one attention path (backends/cpu/block_attention.h) and the typed KV cache it reads: a row's result is
+// right (against a double-precision softmax over the stored values), and bit-identical however its keys arrive
+// (contiguous, or as a tree node's listed slots) and whichever rows share the call -- across block boundaries and
+// for every KV type. Then the same on a real model: tree nodes at 8K context against plain decoding of their paths.
+#include "backends/cpu/attention_kernels.h"
+#include "backends/cpu/block_attention.h"
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/cpu_runner.h"
+#include "backends/cpu/kv_cache.h"
+#include "common/fixture_files.h"
+#include "model/model.h"
+#include "speculative/draft_tree.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace specula::internal;
+
+namespace {
+
+constexpr int32_t kHd = 64, kHeads = 2, kWidth = kHd * kHeads;
+
+// A cache of one layer holding n random rows.
+KvCache random_cache(KvType type, int32_t n, uint32_t seed) {
+    KvCache kv(1, n, kWidth, type);
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> k(kWidth), v(kWidth);
+    for (int32_t s = 0; s < n; ++s) {
+        for (int32_t j = 0; j < kWidth; ++j) {
+            k[size_t(j)] = g(rng) * 2.0f;
+            v[size_t(j)] = g(rng);
+        }
+        kv.store(0, s, k.data(), v.data());
+    }
+    return kv;
+}
+
+std::vector<float> stored(const KvView &rows, int32_t slot, int32_t first) {
+    std::vector<float> out(kHd);
+    kv_load_head(rows, slot, nullptr, 1, first, kHd, out.data());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("exp_weights: AVX2 gives the reference's bits, and both are exp to about an ulp", "[cpu][attention]") {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-100.0f, 0.0f);
+    for (int32_t n : {1, 7, 8, 9, 63, 64}) {
+        std::vector<float> x(static_cast<size_t>(n));
+        for (float &e : x) e = u(rng);
+        x[0] = 0.0f;
+        std::vector<float> a = x, b = x;
+        const float sa = exp_weights(a.data(), n, 0.0f), sb = attention_kernels_testing::exp_weights_reference(b.data(), n, 0.0f);
+        CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(&sa, &sb, sizeof sa) == 0);
+        double sum = 0.0;
+        for (int32_t t = 0; t < n; ++t) {
+            const double want = x[size_t(t)] < -87.0f ? 0.0 : std::exp(double(x[size_t(t)]));
+            CHECK(std::fabs(b[size_t(t)] - want) <= 2e-7 * want + 1e-38);
+            sum += b[size_t(t)];
+        }
+        CHECK(sb == Approx(sum).epsilon(1e-6));
+    }
+    if (detected_cpu_isa() < CpuIsa::Avx2) SPECULA_SKIP("this CPU has no AVX2: only the reference ran");
+}
+
+TEST_CASE("block attention matches a double softmax over the stored keys, for every KV type and across block edges",
+          "[cpu][attention]") {
+    const KvType type = GENERATE(KvType::F32, KvType::F16, KvType::Q8_0);
+    CAPTURE(kv_type_name(type));
+    const KvCache kv = random_cache(type, 300, 1);
+    std::mt19937 rng(2);
+    std::normal_distribution<float> g(0.0f, 0.3f);
+    std::vector<float> q(kHd), out(kHd);
+    for (float &x : q) x = g(rng);
+    BlockAttention att(kHd);
+    const float scale = 0.125f;
+    for (int32_t n : {1, 2, 63, 64, 65, 127, 128, 129, 300}) {
+        for (int32_t head = 0; head < kHeads; ++head) {
+            const AttentionQuery query{q.data(), out.data(), n, nullptr, 0};
+            att.run(kv.keys(0), kv.values(0), head * kHd, scale, {&query, 1});
+            std::vector<double> s(static_cast<size_t>(n)), want(kHd, 0.0);
+            double max = -1e300, sum = 0.0;
+            for (int32_t t = 0; t < n; ++t) {
+                const std::vector<float> k = stored(kv.keys(0), t, head * kHd);
+                double d = 0.0;
+                for (int32_t j = 0; j < kHd; ++j) d += double(k[size_t(j)]) * q[size_t(j)];
+                s[size_t(t)] = d * scale;
+                max = std::max(max, s[size_t(t)]);
+            }
+            for (int32_t t = 0; t < n; ++t) {
+                const double w = std::exp(s[size_t(t)] - max);
+                sum += w;
+                const std::vector<float> v = stored(kv.values(0), t, head * kHd);
+                for (int32_t j = 0; j < kHd; ++j) want[size_t(j)] += w * v[size_t(j)];
+            }
+            INFO("keys " << n << " head " << head);
+            for (int32_t j = 0; j < kHd; ++j) REQUIRE(out[size_t(j)] == Approx(want[size_t(j)] / sum).margin(1e-5));
+        }
+    }
+}
+
+TEST_CASE("block attention: a row's bits do not depend on its batch or on how its keys are listed", "[cpu][attention]") {
+    const KvType type = GENERATE(KvType::F32, KvType::F16, KvType::Q8_0);
+    CAPTURE(kv_type_name(type));
+    const KvCache kv = random_cache(type, 400, 3);
+    std::mt19937 rng(4);
+    std::normal_distribution<float> g(0.0f, 0.5f);
+    std::vector<float> qs(8 * kHd);
+    for (float &x : qs) x = g(rng);
+    BlockAttention att(kHd);
+    // Each case: the row's keys are slots [0, total); as a tree node they are the run [0, prefix) followed by the
+    // listed slots prefix..total-1 (a chain of ancestors written right after the prefix).
+    for (const auto [prefix, total] : std::vector<std::pair<int32_t, int32_t>>{{10, 14}, {60, 70}, {64, 64}, {64, 65}, {100, 140}, {127, 129}, {128, 200}, {250, 330}}) {
+        INFO("prefix " << prefix << " keys " << total);
+        std::vector<float> alone(kHd), listed(kHd), batched(8 * kHd);
+        const AttentionQuery solo{qs.data(), alone.data(), total, nullptr, 0};
+        att.run(kv.keys(0), kv.values(0), kHd, 0.125f, {&solo, 1});
+        std::vector<int32_t> path;
+        for (int32_t s = prefix; s < total; ++s) path.push_back(s);
+        const AttentionQuery node{qs.data(), listed.data(), prefix, path.data(), int32_t(path.size())};
+        att.run(kv.keys(0), kv.values(0), kHd, 0.125f, {&node, 1});
+        CHECK(std::memcmp(alone.data(), listed.data(), kHd * sizeof(float)) == 0);
+        // The same node among seven other rows with other runs and lists (a tree level, a prompt batch).
+        std::vector<AttentionQuery> rows;
+        std::vector<std::vector<int32_t>> lists(8);
+        for (int32_t r = 0; r < 8; ++r) {
+            if (r == 5) {
+                rows.push_back(AttentionQuery{qs.data(), batched.data() + 5 * kHd, prefix, path.data(), int32_t(path.size())});
+                continue;
+            }
+            const int32_t run = 1 + (r * 53) % 390;
+            for (int32_t s = run; s < std::min(400, run + r); s += 2) lists[size_t(r)].push_back(s);
+            rows.push_back(AttentionQuery{qs.data() + r * kHd, batched.data() + r * kHd, run, lists[size_t(r)].data(), int32_t(lists[size_t(r)].size())});
+        }
+        att.run(kv.keys(0), kv.values(0), kHd, 0.125f, rows);
+        CHECK(std::memcmp(alone.data(), batched.data() + 5 * kHd, kHd * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("KV cache: Q8_0 refuses rows that are not whole blocks; sizes per type", "[cpu][attention]") {
+    CHECK(KvCache(1, 10, 64, KvType::F32).bytes() == 2 * 10 * 64 * 4);
+    CHECK(KvCache(1, 10, 64, KvType::F16).bytes() == 2 * 10 * 64 * 2);
+    CHECK(KvCache(1, 10, 64, KvType::Q8_0).bytes() == 2 * 10 * 2 * 34);
+    CHECK_THROWS(KvCache(1, 10, 48, KvType::Q8_0));
+}
+
+// The lossless invariant at long context: with 8K tokens committed (so the prefix ends inside a block and the tree
+// crosses into the next), every tree node's logits equal plain decoding of its path, bit for bit, for every type.
+TEST_CASE("tree verification at 8K context is bit-identical to plain decoding, every KV type", "[speculative][attention][long]") {
+    const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
+    if (!test_fixtures::have_fixture(path)) return;
+    const auto model = Model::load(path.string(), LoadOptions{});
+    const HParams &hp = model->hparams();
+    const KvType type = GENERATE(KvType::F32, KvType::F16, KvType::Q8_0);
+    CAPTURE(kv_type_name(type));
+    if (!kv_type_fits(type, hp.n_embd_kv())) {
+        SPECULA_SKIP("this model's KV rows are not whole Q8_0 blocks");
+        return;
+    }
+    const int32_t n_past = 8190;
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<int32_t> tok(3, hp.n_vocab - 1);
+    std::vector<int32_t> prompt(static_cast<size_t>(n_past) + 1);
+    for (int32_t &t : prompt) t = tok(rng);
+    CpuRunner r(model, n_past + 64, 2, type);
+    std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
+    for (int32_t i = 0; i < n_past; i += 512) REQUIRE(r.eval(prompt.data() + i, std::min(512, n_past - i), i, logits.data(), false));
+
+    DraftTree t;
+    t.reset(prompt.back());
+    const int32_t a = t.add(0, tok(rng)), b = t.add(0, tok(rng));
+    const int32_t c = t.add(a, tok(rng));
+    t.add(b, tok(rng));
+    const int32_t d = t.add(c, tok(rng));
+    t.add(d, tok(rng));
+    std::vector<uint8_t> mask;
+    t.ancestor_mask(mask);
+    std::vector<int32_t> pos(static_cast<size_t>(t.size()));
+    for (int32_t i = 0; i < t.size(); ++i) pos[size_t(i)] = n_past + t.depth(i);
+    std::vector<float> tree_logits(static_cast<size_t>(t.size()) * size_t(hp.n_vocab));
+    REQUIRE(r.eval_tree(t.tokens().data(), t.size(), n_past, 0, pos.data(), mask.data(), tree_logits.data()));
+    for (int32_t node = 0; node < t.size(); ++node) {
+        std::vector<int32_t> node_path;
+        for (int32_t j = node; j >= 0; j = t.parent(j)) node_path.insert(node_path.begin(), t.token(j));
+        for (size_t i = 0; i < node_path.size(); ++i) REQUIRE(r.eval(&node_path[i], 1, n_past + int32_t(i), logits.data(), false));
+        INFO("node " << node);
+        REQUIRE(std::memcmp(logits.data(), tree_logits.data() + size_t(node) * size_t(hp.n_vocab), logits.size() * sizeof(float)) == 0);
+    }
+}
