@@ -23,6 +23,7 @@ struct ServeConfig {
     int http_threads = 0;          // 0: parallel + max_queue + 4 (waiting requests hold a thread each)
     std::string api_key;           // non-empty: every endpoint but /health and /models needs it
     std::string backend = "auto";  // auto, cpu, cuda
+    std::string kv_type = "f16";   // f16, f32, q8_0
     // Speculation (lossless: only the speed changes).
     bool ngram = true;             // n-gram drafting (prompt lookup + token reuse); on by default
     int32_t ngram_nodes = -1;      // tree nodes for n-gram candidates; -1: measured at start (ngram_calibration.h)

@@ -21,6 +21,7 @@ SlotPool::SlotPool(const specula::Model &model, const ServeConfig &config) : max
         so.n_threads = int32_t(std::max(1u, std::min(8u, cores / unsigned(std::max(1, config.n_parallel)))));
     }
     so.backend = config.backend == "cpu" ? SPECULA_BACKEND_CPU : config.backend == "cuda" ? SPECULA_BACKEND_CUDA : SPECULA_BACKEND_AUTO;
+    so.kv_type = config.kv_type == "f32" ? SPECULA_KV_F32 : config.kv_type == "q8_0" ? SPECULA_KV_Q8_0 : SPECULA_KV_F16;
 
     specula::Draft draft;
     specula::Model draft_model;

@@ -134,6 +134,8 @@ Command add_serve_command(CLI::App &parent) {
     cmd->add_option("--api-key", c.api_key, "Require this key (Authorization: Bearer KEY) on all but /health and /models");
     cmd->add_option("--backend", c.backend, "Where the model runs: auto (CUDA when usable, else CPU), cpu, cuda")
         ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    cmd->add_option("--kv-type", c.kv_type, "Element type of the KV cache (llama.cpp's --cache-type-k/-v): f16, f32, q8_0")
+        ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
     cmd->add_option("--chat-template", c.chat_template, "Chat template for /v1/chat/completions: a built-in name or Jinja text "
                                                         "(default: the model's own)");
     cmd->add_flag("--no-mmap", a.no_mmap, "Read the model into memory instead of mapping it");

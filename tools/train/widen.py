@@ -29,7 +29,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from specula_train.gguf import F16, F32, T_FLOAT32, T_UINT32, GgufReader, GgufWriter  # noqa: E402
+from specula_train.gguf import F16, F32, Q8_0, T_FLOAT32, T_UINT32, GgufReader, GgufWriter  # noqa: E402
 
 # Layer shapes of real models: (width, query heads, KV heads, FFN width, blocks).
 SHAPES = {
@@ -96,7 +96,7 @@ def widen(src: str, dst: str, embd: int, n_head: int, n_head_kv: int, n_ff: int,
         for key, value in changed.items():
             w.add(key, T_UINT32, value)
         w.add(p + "attention.layer_norm_rms_epsilon", T_FLOAT32, eps0 / ratio)
-        w.add("general.file_type", T_UINT32, 0 if out_type == F32 else 1)
+        w.add("general.file_type", T_UINT32, {F32: 0, F16: 1, Q8_0: 7}[out_type])  # llama_ftype
         w.add_string("widen.source", os.path.basename(src))
         w.add_string("widen.rule", "zero weights, norms / sqrt(r), epsilon / r, heads kept in their KV groups")
 
@@ -217,7 +217,8 @@ def main(argv=None) -> None:
     ap.add_argument("--kv-heads", type=int)
     ap.add_argument("--ffn", type=int)
     ap.add_argument("--layers", type=int, help="blocks (default: the shape's)")
-    ap.add_argument("--type", choices=("f32", "f16"), default="f16", help="matrix type of the output (default f16)")
+    ap.add_argument("--type", choices=("f32", "f16", "q8_0"), default="f16",
+                    help="matrix type of the output (default f16; q8_0 as llama-quantize, zero weights stay exactly zero)")
     ap.add_argument("--draft", help="a LongSpec draft of SRC, widened with it into --draft-out")
     ap.add_argument("--draft-out")
     a = ap.parse_args(argv)
@@ -233,7 +234,7 @@ def main(argv=None) -> None:
             layers = int(r.require("llama.block_count"))
     if bool(a.draft) != bool(a.draft_out):
         ap.error("--draft and --draft-out go together")
-    out_type = F32 if a.type == "f32" else F16
+    out_type = {"f32": F32, "f16": F16, "q8_0": Q8_0}[a.type]
     info = widen(a.src, a.dst, embd, heads, kv, ffn, layers, out_type)
     print(f"{a.dst}: {os.path.getsize(a.dst)} bytes; " + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in info.items()))
     if a.draft:

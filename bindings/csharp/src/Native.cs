@@ -1,4 +1,4 @@
-// Native.cs - P/Invoke declarations for the whole C ABI of specula.h (ABI version 1, library 0.7).
+// Native.cs - P/Invoke declarations for the whole C ABI of specula.h (ABI version 1, library 0.8).
 //
 // Every function of specula.h has exactly one [DllImport] here, named as in C (the test `abi_coverage` checks the
 // list against the installed header, and `struct_layout` checks every struct's size and field offsets against the C
@@ -92,6 +92,17 @@ namespace Specula
         Cuda = 2,
     }
 
+    /// <summary>specula_kv_type: the element type of the target's key/value cache (since 0.8).</summary>
+    public enum KvType
+    {
+        /// <summary>F16, as llama.cpp.</summary>
+        Default = 0,
+        F32 = 1,
+        F16 = 2,
+        /// <summary>ggml's 32-value blocks; the model's n_embd_kv must be a multiple of 32.</summary>
+        Q8_0 = 3,
+    }
+
     /// <summary>specula_stop_reason: why generation stopped (None while it goes on).</summary>
     public enum StopReason
     {
@@ -179,6 +190,7 @@ namespace Specula
             public int backend;
             public int device;
             public int allow_fallback;
+            public int kv_type;
         }
 
         [StructLayout(LayoutKind.Sequential)]

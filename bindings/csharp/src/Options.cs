@@ -55,6 +55,8 @@ namespace Specula
         /// false: fail with Status.Unsupported or Status.OutOfMemory instead.
         /// </summary>
         public bool AllowFallback { get { return Native.allow_fallback != 0; } set { Native.allow_fallback = value ? 1 : 0; } }
+        /// <summary>Element type of the KV cache; default KvType.Default (F16). CUDA keeps F16 only.</summary>
+        public KvType KvType { get { return (KvType)Native.kv_type; } set { Native.kv_type = (int)value; } }
     }
 
     /// <summary>Sampling settings (specula_sampler_options). Temperature &lt;= 0 is greedy.</summary>

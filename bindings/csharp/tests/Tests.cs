@@ -276,7 +276,7 @@ namespace Specula.Tests
             uint expected = (uint.Parse(m.Groups[1].Value) << 16) | (uint.Parse(m.Groups[2].Value) << 8) |
                             uint.Parse(m.Groups[3].Value);
             Assert.Equal(expected, Library.Version, "specula_version matches the string");
-            Assert.True(Library.Version >= 0x000700, "library 0.7 or newer (this binding's header)");
+            Assert.True(Library.Version >= 0x000800, "library 0.8 or newer (this binding's header)");
             Assert.Equal("SPECULA_ERR_FORMAT", Library.StatusString(Status.Format), "status string");
             Assert.Equal("SPECULA_OK", Library.StatusString(Status.Ok), "status string");
             Assert.Equal("max_tokens", Library.StopReasonString(StopReason.MaxTokens), "stop reason string");
@@ -364,7 +364,12 @@ namespace Specula.Tests
         {
             var sb = new StringBuilder();
             foreach (string part in upper.Split('_'))
-                if (part.Length > 0) sb.Append(part.Substring(0, 1)).Append(part.Substring(1).ToLowerInvariant());
+            {
+                if (part.Length == 0) continue;
+                // Digits on both sides of an underscore keep it: SPECULA_KV_Q8_0 is KvType.Q8_0.
+                if (sb.Length > 0 && char.IsDigit(sb[sb.Length - 1]) && char.IsDigit(part[0])) sb.Append('_');
+                sb.Append(part.Substring(0, 1)).Append(part.Substring(1).ToLowerInvariant());
+            }
             return sb.ToString();
         }
 
@@ -379,6 +384,7 @@ namespace Specula.Tests
                 Tuple.Create("SPECULA_ERR_", typeof(Status)), Tuple.Create("SPECULA_LOG_", typeof(LogLevel)),
                 Tuple.Create("SPECULA_FIM_", typeof(FimToken)), Tuple.Create("SPECULA_TOKENIZE_", typeof(TokenizeFlags)),
                 Tuple.Create("SPECULA_TOKEN_KIND_", typeof(TokenKind)), Tuple.Create("SPECULA_BACKEND_", typeof(Backend)),
+                Tuple.Create("SPECULA_KV_", typeof(KvType)),
                 Tuple.Create("SPECULA_STOP_", typeof(StopReason)), Tuple.Create("SPECULA_SNAPSHOT_", typeof(SnapshotScope)),
             };
             foreach (var p in prefixes)

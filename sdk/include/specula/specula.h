@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 7
+#define SPECULA_VERSION_MINOR 8
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -326,6 +326,17 @@ typedef enum specula_backend {
     SPECULA_BACKEND_CUDA = 2  /* an NVIDIA GPU (compute capability 8.0 or newer) */
 } specula_backend;
 
+/* Since 0.8. The element type of the target's key/value cache. F16 halves the bytes attention reads at long
+ * context (llama.cpp's default); Q8_0 (ggml's 32-element blocks, 34 bytes) halves them again and needs the
+ * model's n_embd_kv to be a multiple of 32; F32 keeps every bit of the projections. Speculative decoding is
+ * lossless with every type (a tree node and plain decoding read the same stored rows). CUDA keeps F16 only. */
+typedef enum specula_kv_type {
+    SPECULA_KV_DEFAULT = 0, /* F16 */
+    SPECULA_KV_F32 = 1,
+    SPECULA_KV_F16 = 2,
+    SPECULA_KV_Q8_0 = 3
+} specula_kv_type;
+
 typedef struct specula_session_options {
     uint32_t struct_size;
     int32_t n_ctx;      /* context length in tokens; 0 = min(n_ctx_train, 4096) */
@@ -337,6 +348,8 @@ typedef struct specula_session_options {
     int32_t allow_fallback; /* 1 (default): when the backend cannot be used (no device, not enough memory), run on
                                the CPU and report why through specula_session_backend_note(); 0: fail with
                                SPECULA_ERR_UNSUPPORTED or SPECULA_ERR_OUT_OF_MEMORY and that reason instead */
+    /* Since 0.8: */
+    int32_t kv_type;        /* specula_kv_type; default SPECULA_KV_DEFAULT (F16) */
 } specula_session_options;
 
 SPECULA_API void specula_session_options_init(specula_session_options *opts);

@@ -212,6 +212,20 @@ def _scale_min_k4(scales: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return sc.astype(np.float32), m.astype(np.float32)
 
 
+def quantize_q8_0(a: np.ndarray) -> np.ndarray:
+    """Q8_0 blocks [n / 32, 34] as ggml's x86 quantize_row_q8_0 (llama-quantize on this hardware): d = max|x| / 127
+    stored as F16, values x * (127 / max|x|) rounded to nearest even."""
+    x = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 32)
+    amax = np.abs(x).max(axis=1, keepdims=True)
+    d = amax / np.float32(127.0)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax != 0, np.float32(127.0) / amax, np.float32(0.0)).astype(np.float32)
+    out = np.empty((x.shape[0], 34), dtype=np.uint8)
+    out[:, 0:2] = d.astype("<f2").view(np.uint8)
+    out[:, 2:] = np.rint(x * inv).astype(np.int8).view(np.uint8)
+    return out
+
+
 def dequantize(raw: np.ndarray, ttype: int, n: int) -> np.ndarray:
     if ttype == F32:
         return raw.view(np.float32).copy()
@@ -299,9 +313,11 @@ class GgufWriter:
             self.add(key, vtype, value, etype)
 
     def add_tensor(self, name: str, array: np.ndarray, ttype: int = F32):
-        """array in numpy order (rows last dimension); stored as F32, F16 or BF16."""
-        if ttype not in (F32, F16, BF16):
-            raise GgufError(f"writing tensor type {ttype} is not supported (F32, F16, BF16)")
+        """array in numpy order (rows last dimension); stored as F32, F16, BF16 or Q8_0 (rows of whole 32-blocks)."""
+        if ttype not in (F32, F16, BF16, Q8_0):
+            raise GgufError(f"writing tensor type {ttype} is not supported (F32, F16, BF16, Q8_0)")
+        if ttype == Q8_0 and array.shape[-1] % 32 != 0:
+            raise GgufError(f"'{name}': Q8_0 rows need a multiple of 32 values, not {array.shape[-1]}")
         if any(n == name for n, *_ in self.tensors):
             raise GgufError(f"duplicate tensor '{name}'")
         self.tensors.append((name, np.ascontiguousarray(array, dtype=np.float32), ttype))
@@ -312,6 +328,8 @@ class GgufWriter:
             return a.astype("<f4").tobytes()
         if ttype == F16:
             return a.astype("<f2").tobytes()
+        if ttype == Q8_0:
+            return quantize_q8_0(a).tobytes()
         return f32_to_bf16(a).tobytes()
 
     @staticmethod

@@ -41,7 +41,12 @@ class _ModelOptions(C.Structure):
 
 
 class _SessionOptions(C.Structure):
-    _fields_ = [("struct_size", C.c_uint32), ("n_ctx", C.c_int32), ("n_threads", C.c_int32), ("n_batch", C.c_int32)]
+    # Every field of specula_session_options: specula_session_options_init() writes the whole struct.
+    _fields_ = [("struct_size", C.c_uint32), ("n_ctx", C.c_int32), ("n_threads", C.c_int32), ("n_batch", C.c_int32),
+                ("backend", C.c_int32), ("device", C.c_int32), ("allow_fallback", C.c_int32), ("kv_type", C.c_int32)]
+
+
+KV_F32 = 1  # specula_kv_type: SPECULA_KV_F32
 
 
 class _SpecOptions(C.Structure):
@@ -161,6 +166,9 @@ class Session:
         so = _SessionOptions()
         L.specula_session_options_init(C.byref(so))
         so.n_ctx, so.n_threads = n_ctx, threads
+        # The target's cache in F32, as the PyTorch reference keeps it: parity then measures the draft's arithmetic
+        # (an F16 cache alone moves the draft's logits by ~2e-4 relative).
+        so.kv_type = KV_F32
         self.handle, self.draft, err = C.c_void_p(), C.c_void_p(), C.c_void_p()
         _check(L.specula_session_create(model.handle, C.byref(so), None, C.byref(self.handle), C.byref(err)), err)
         _check(L.specula_draft_load(draft_path.encode(), model.handle, C.byref(self.draft), C.byref(err)), err)

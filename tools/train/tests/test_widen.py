@@ -88,3 +88,20 @@ def test_widened_draft_proposes_what_it_proposed_for_the_small_target(tmp_path):
     ids1, s1 = spec_stats(dst, dst_draft)
     assert ids1 == ids0
     assert s1 == s0 and s0["drafter"] == "longspec" and s0["accepted"] > 0
+
+
+def test_q8_0_output_is_ggml_blocks_and_keeps_zero_weights_zero():
+    """--type q8_0 writes ggml's Q8_0 blocks: the reader gives back each value within half a step of its block's
+    scale, and the zero rows and columns widening adds stay exactly zero (so they still write nothing)."""
+    import numpy as np
+    from specula_train.gguf import Q8_0, dequantize, quantize_q8_0
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4, 96)).astype(np.float32)
+    x[:, 64:] = 0.0
+    x[1] = 0.0
+    raw = quantize_q8_0(x).reshape(-1)
+    assert raw.size == x.size // 32 * 34
+    y = dequantize(raw, Q8_0, x.size).reshape(x.shape)
+    step = np.repeat(np.abs(x.reshape(-1, 32)).max(axis=1) / 127, 32).reshape(x.shape)
+    assert np.all(np.abs(y - x) <= step * 0.5 + 1e-3 * step + 1e-12)
+    assert np.all(y[:, 64:] == 0.0) and np.all(y[1] == 0.0)

@@ -40,6 +40,37 @@ impl Backend {
     }
 }
 
+/// The element type of the target's key/value cache (`specula_kv_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvType {
+    /// F16, as llama.cpp (the default).
+    Default,
+    F32,
+    F16,
+    /// ggml's 32-value blocks; the model's `n_embd_kv` must be a multiple of 32.
+    Q8_0,
+}
+
+impl KvType {
+    pub(crate) fn to_raw(self) -> i32 {
+        (match self {
+            KvType::Default => sys::specula_kv_type_SPECULA_KV_DEFAULT,
+            KvType::F32 => sys::specula_kv_type_SPECULA_KV_F32,
+            KvType::F16 => sys::specula_kv_type_SPECULA_KV_F16,
+            KvType::Q8_0 => sys::specula_kv_type_SPECULA_KV_Q8_0,
+        }) as i32
+    }
+
+    pub(crate) fn from_raw(raw: i32) -> KvType {
+        match raw {
+            r if r == sys::specula_kv_type_SPECULA_KV_F32 as i32 => KvType::F32,
+            r if r == sys::specula_kv_type_SPECULA_KV_F16 as i32 => KvType::F16,
+            r if r == sys::specula_kv_type_SPECULA_KV_Q8_0 as i32 => KvType::Q8_0,
+            _ => KvType::Default,
+        }
+    }
+}
+
 /// Options of [`Session::new`](crate::Session::new) (`specula_session_options`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionOptions {
@@ -55,6 +86,8 @@ pub struct SessionOptions {
     /// When the backend cannot be used, run on the CPU and say why in
     /// [`Session::backend_note`](crate::Session::backend_note) (default); `false`: fail instead.
     pub allow_fallback: bool,
+    /// Element type of the KV cache (since 0.8); CUDA keeps F16 only.
+    pub kv_type: KvType,
 }
 
 impl Default for SessionOptions {
@@ -67,6 +100,7 @@ impl Default for SessionOptions {
             backend: Backend::from_raw(c.backend),
             device: c.device,
             allow_fallback: c.allow_fallback != 0,
+            kv_type: KvType::from_raw(c.kv_type),
         }
     }
 }
@@ -86,6 +120,7 @@ impl SessionOptions {
         c.backend = self.backend.to_raw();
         c.device = self.device;
         c.allow_fallback = self.allow_fallback as i32;
+        c.kv_type = self.kv_type.to_raw();
         c
     }
 }
