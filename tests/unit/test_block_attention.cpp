@@ -144,7 +144,7 @@ TEST_CASE("block attention: a row's bits do not depend on its batch or on how it
     }
 }
 
-TEST_CASE("KV cache: Q8_0 refuses rows that are not whole blocks; sizes per type", "[cpu][attention]") {
+TEST_CASE("KV cache: bytes per type, and Q8_0 refuses rows that are not whole blocks", "[cpu][attention]") {
     CHECK(KvCache(1, 10, 64, KvType::F32).bytes() == 2 * 10 * 64 * 4);
     CHECK(KvCache(1, 10, 64, KvType::F16).bytes() == 2 * 10 * 64 * 2);
     CHECK(KvCache(1, 10, 64, KvType::Q8_0).bytes() == 2 * 10 * 2 * 34);
