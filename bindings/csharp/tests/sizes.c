@@ -57,6 +57,7 @@ int main(void) {
     FIELD(specula_session_options, backend);
     FIELD(specula_session_options, device);
     FIELD(specula_session_options, allow_fallback);
+    FIELD(specula_session_options, kv_type);
 
     STRUCT(specula_sampler_options);
     FIELD(specula_sampler_options, struct_size);
@@ -203,6 +204,10 @@ int main(void) {
     ENUM(SPECULA_BACKEND_AUTO);
     ENUM(SPECULA_BACKEND_CPU);
     ENUM(SPECULA_BACKEND_CUDA);
+    ENUM(SPECULA_KV_DEFAULT);
+    ENUM(SPECULA_KV_F32);
+    ENUM(SPECULA_KV_F16);
+    ENUM(SPECULA_KV_Q8_0);
 
     ENUM(SPECULA_STOP_NONE);
     ENUM(SPECULA_STOP_MAX_TOKENS);
