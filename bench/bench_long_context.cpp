@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_runner.h"
 #include "backends/cpu/kv_cache.h"
 #include "bench_common.h"
+#include "common/session_run.h"
 #include "model/model.h"
 #include "session/session.h"
 #include "speculative/draft_tree.h"
@@ -182,18 +183,7 @@ int main(int argc, char **argv) {
             if (spec) s.set_speculative(*spec);
             const SpeculativeStats before = s.speculative_stats();
             const double t0 = bench::now_s();
-            GenerateConfig g;
-            g.max_tokens = gen;
-            g.stop_at_eog = false;
-            s.configure_run(g);
-            s.begin_run();
-            std::vector<int32_t> out;
-            for (;;) {
-                StepResult step;
-                s.step(step);
-                if (step.token >= 0) out.push_back(step.token);
-                if (step.stop != SPECULA_STOP_NONE) break;
-            }
+            const std::vector<int32_t> out = test_sessions::generate_more(s, gen);
             const double secs = bench::now_s() - t0;
             const SpeculativeStats after = s.speculative_stats();
             const int32_t rounds = after.rounds - before.rounds;

@@ -47,18 +47,6 @@ void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &fr
     }
 }
 
-void softmax(float *x, int64_t n) {
-    float max = -INFINITY;
-    for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-        x[i] = std::exp(x[i] - max);
-        sum += x[i];
-    }
-    const float inv = float(1.0 / sum);
-    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
 void swiglu(float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }

@@ -20,8 +20,6 @@ void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &fr
 // The rope_dim / 2 rotation angles' cosines and sines at `pos` (what rope() applies; GPU backends tabulate them).
 void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int32_t pos, float *cos_t, float *sin_t);
 
-void softmax(float *x, int64_t n);
-
 // gate = silu(gate) * up, element-wise.
 void swiglu(float *gate, const float *up, int64_t n);
 

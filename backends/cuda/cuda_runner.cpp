@@ -8,7 +8,6 @@
 #include "backends/cuda/cuda_runner.h"
 
 #include "backends/cpu/ops.h"
-#include "backends/cpu/types/half.h"
 #include "model/model.h"
 
 #include <algorithm>
