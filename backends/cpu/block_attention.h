@@ -33,7 +33,8 @@ struct AttentionQuery {
     int32_t n_extra = 0;
 };
 
-// Scratch for one thread; sizes depend on hd only.
+// Scratch for one thread; sizes depend on hd only. Construct it where it stays (emplace): a copy keeps the
+// buffers but not the capacity reserved for the gathered tail, so its bytes would depend on its first calls.
 class BlockAttention {
 public:
     explicit BlockAttention(int32_t hd);

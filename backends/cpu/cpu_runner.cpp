@@ -32,8 +32,9 @@ CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_th
     : model_(std::move(model)),
       kv_(model_->hparams().n_layer, n_ctx, model_->hparams().n_embd_kv(), kv_type),
       pool_(n_threads),
-      block_attention_(size_t(pool_.size()), BlockAttention(model_->hparams().head_dim)),
-      queries_(size_t(pool_.size())) {}
+      queries_(size_t(pool_.size())) {
+    for (int t = 0; t < pool_.size(); ++t) block_attention_.emplace_back(model_->hparams().head_dim);  // in place: see BlockAttention
+}
 
 bool CpuRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
     return forward(tokens, n, n_past, nullptr, logits, all_logits);

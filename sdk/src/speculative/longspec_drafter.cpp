@@ -42,10 +42,15 @@ public:
         gate_.assign(rows * size_t(cfg_.n_ff), 0.0f);
         up_.assign(gate_.size(), 0.0f);
         head_scratch_.assign(size_t(pool_.size()) * (size_t(hp_.head_dim) + size_t(ring_ + max_nodes_)), 0.0f);
-        cross_attention_.assign(size_t(pool_.size()), BlockAttention(hp_.head_dim));
+        // One per thread, each built in place: a copy would not keep the reservations its constructor made, and
+        // the draft's bytes must not depend on which threads happened to run.
+        const size_t cross_rows = rows * size_t(hp_.n_head / hp_.n_head_kv);
         cross_queries_.resize(size_t(pool_.size()));
-        for (auto &q : cross_queries_) q.reserve(rows * size_t(hp_.n_head / hp_.n_head_kv));
-        for (auto &b : cross_attention_) b.reserve_rows(rows * size_t(hp_.n_head / hp_.n_head_kv));
+        for (auto &q : cross_queries_) q.reserve(cross_rows);
+        for (int t = 0; t < pool_.size(); ++t) {
+            cross_attention_.emplace_back(hp_.head_dim);
+            cross_attention_.back().reserve_rows(cross_rows);
+        }
     }
 
     int32_t target_kv_layer() const override { return cfg_.cross_layer; }
