@@ -2,7 +2,8 @@
 //   decode    ms per token with C tokens in the KV cache;
 //   verify    ms of one tree of n nodes (a beam-shaped tree, as the drafters build) at C, and its ratio to decode;
 //   draft     ms of one LongSpec draft round (--draft) at C, and its ratio to decode;
-//   e2e       plain vs speculative greedy tokens/s after a real prompt of C tokens (--text; same tokens checked).
+//   e2e       plain vs speculative greedy tokens/s after a real prompt of C tokens (--text; same tokens checked), per
+//             drafter with a chain of 4, the default tree and auto (the session's choice each round).
 //
 //   bench_long_context --model M [--draft D] [--text FILE] [--contexts 1024,8192,32768] [--kv-type f16] [-t 2]
 //
@@ -199,17 +200,24 @@ int main(int argc, char **argv) {
         SpeculativeConfig ngram;
         ngram.ngram = true;
         const auto ng = run("ngram", &ngram, &plain.first);
-        std::printf("      speedup ngram %.2fx\n", plain.second / ng.second);
+        ngram.auto_tree = true;
+        ngram.shape_is_bound = false;
+        const auto nga = run("ngram auto", &ngram, &plain.first);
+        std::printf("      speedup ngram %.2fx, auto %.2fx (last %s)\n", plain.second / ng.second, plain.second / nga.second,
+                    s.speculative_stats().tree.c_str());
         if (draft) {
-            for (const TreeShape shape : {TreeShape{{1, 1, 1, 1}}, TreeShape{}}) {
+            for (const char *label : {"1,1,1,1", "default", "auto"}) {
                 SpeculativeConfig ls;
                 ls.longspec = draft;
-                ls.shape = shape;
-                const std::string name = std::string("longspec ") + (shape.is_chain() ? "1,1,1,1" : "default");
+                ls.shape = std::string(label) == "1,1,1,1" ? TreeShape{{1, 1, 1, 1}} : TreeShape{};
+                ls.auto_tree = std::string(label) == "auto";
+                ls.shape_is_bound = false;
+                const std::string name = std::string("longspec ") + label;
                 const auto l = run(name.c_str(), &ls, &plain.first);
                 ls.ngram = true;
                 const auto m = run((name + "+ngram").c_str(), &ls, &plain.first);
-                std::printf("      speedup %s %.2fx, merged %.2fx\n", name.c_str(), plain.second / l.second, plain.second / m.second);
+                std::printf("      speedup %s %.2fx, merged %.2fx%s%s\n", name.c_str(), plain.second / l.second, plain.second / m.second,
+                            ls.auto_tree ? " (merged's last tree " : "", ls.auto_tree ? (s.speculative_stats().tree + ")").c_str() : "");
             }
         }
         s.set_speculative(SpeculativeConfig{});

@@ -1,19 +1,22 @@
 // bench_speculative: speculative decoding against plain autoregressive decoding, through the public API.
 //
 //   bench_speculative [--model NAME_OR_PATH]... [--prompt TEXT] [-n 256] [--temp 0] [--threads 2] [--reps 3]
-//                     [--draft-model FILE]
+//                     [--draft FILE] [--draft-model FILE] [--sweep]
 //
 // For each model (default: the fixtures' stories260K and code-7m) and its prompt (a story opening for stories260K;
 // the first 300 tokens of a held-out Python file, json/decoder.py of the machine's Python, for code-7m):
 //   AR                      plain decoding, the reference for speed and for the tokens;
-//   ngram                   prompt lookup + token-reuse table (tree: 16 n-gram nodes; chain: prompt lookup only,
-//                           4 tokens);
+//   ngram                   prompt lookup + token-reuse table (16 n-gram nodes; chain: prompt lookup only, 4 tokens);
+//   longspec                the model's trained LongSpec draft (models/drafts/NAME.longspec.gguf, or --draft);
+//   longspec+ngram          both, merged into one tree;
 //   longspec-random         an untrained LongSpec draft written for the model (window 512) to a temp file;
 //   target-as-draft         the target itself as an independent draft model (every drafted token is accepted at
 //                           T = 0: the upper bound of acceptance, at the cost of running the target twice);
 //   draft-model:FILE        --draft-model (default for stories260K: the fixtures' stories260K-L3.gguf);
-//   longspec-random+ngram   both, merged into one tree;
-// each with the default tree [4,16,16,16,16] and with a chain of 4.
+//   longspec-random+ngram   an untrained draft merged with n-grams;
+// each with fixed trees (the default tree [4,16,16,16,16] and a chain of 4; with --sweep every shape --tree auto
+// chooses from, and n-gram shares of 2 to 16 nodes) and with "auto" (the session's choice each round; its row says
+// the last round's tree and its tok/s over the best fixed row of the same drafter in this run).
 // A run: a fresh session, the prompt, one generated token (prompt evaluation, not timed), then -n tokens timed
 // around the generate call (end-of-generation ignored). tok/s is the median over --reps runs after one warm-up;
 // tau, rounds, accept rate and draft/verify ms are those of the timed part of the last run. Speedup is tok/s over
@@ -59,6 +62,8 @@ struct Args {
     int32_t threads = 2;
     int32_t reps = 3;
     std::string draft_model;          // empty = the model's default (stories260K-L3 for stories260K)
+    std::string draft;                // a trained LongSpec draft; empty = the model's (models/drafts/)
+    bool sweep = false;
     int32_t code_prompt_tokens = 300;
 };
 
@@ -72,6 +77,8 @@ Args parse_args(int argc, char **argv) {
         ->check(CLI::Range(0.0f, 10.0f));
     app.add_option("--threads", a.threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 512));
     app.add_option("--reps", a.reps, "timed runs per row (median), after one warm-up")->capture_default_str()->check(CLI::Range(1, 1000));
+    app.add_option("--draft", a.draft, "a trained LongSpec draft for the (one) model (default: models/drafts/NAME.longspec.gguf)");
+    app.add_flag("--sweep", a.sweep, "every fixed tree the auto mode chooses from, instead of the default tree and a chain of 4");
     app.add_option("--draft-model", a.draft_model, "an independent draft model (default for stories260K: stories260K-L3.gguf)");
     app.add_option("--code-prompt-tokens", a.code_prompt_tokens, "tokens of the Python file used as code prompt")
         ->capture_default_str()->check(CLI::Range(1, 100000));
@@ -88,15 +95,17 @@ struct BenchModel {
     std::string path;
     bool code = false;          // default prompt: a Python file prefix
     std::string draft_model;    // default draft model ("" = none)
+    std::string draft;          // its trained LongSpec draft ("" = none)
 };
 
 std::vector<BenchModel> select_models(const Args &args) {
     const std::string fx = std::string(SPECULA_FIXTURES_DIR) + "/models/";
     std::error_code ec;
     const std::string stories = fs::is_regular_file(fx + "stories260K.gguf", ec) ? fx + "stories260K.gguf" : SPECULA_DEFAULT_MODEL;
+    const std::string drafts = std::string(SPECULA_SOURCE_DIR) + "/models/drafts/";
     const std::vector<BenchModel> known = {
-        {"stories260K", stories, false, fx + "stories260K-L3.gguf"},
-        {"code-7m", fx + "code-7m/model.gguf", true, ""},
+        {"stories260K", stories, false, fx + "stories260K-L3.gguf", drafts + "stories260K.longspec.gguf"},
+        {"code-7m", fx + "code-7m/model.gguf", true, "", drafts + "code-7m.longspec.gguf"},
     };
     std::vector<BenchModel> out;
     for (const BenchModel &m : known) {
@@ -107,7 +116,7 @@ std::vector<BenchModel> select_models(const Args &args) {
         else std::fprintf(stderr, "bench_speculative: %s not found at %s; skipped\n", m.name.c_str(), m.path.c_str());
     }
     for (const std::string &f : args.models)
-        if (fs::is_regular_file(f, ec)) out.push_back({fs::path(f).stem().string(), f, false, ""});
+        if (fs::is_regular_file(f, ec)) out.push_back({fs::path(f).stem().string(), f, false, "", ""});
     return out;
 }
 
@@ -158,6 +167,7 @@ struct Config {
 struct RunResult {
     std::vector<int32_t> tokens;  // every generated token, the untimed first one included
     double tok_s = 0;
+    std::string tree;             // the last round's tree (auto: the session's last choice)
     specula_stats before{}, after{};
 };
 
@@ -192,6 +202,7 @@ RunResult run_once(const specula::Model &model, const std::vector<int32_t> &prom
     const specula_stop_reason reason = session.generate(go, collect);
     const double elapsed = now_s() - t0;
     r.after = session.stats();
+    r.tree = session.tree_shape();
     if (reason != SPECULA_STOP_MAX_TOKENS)
         throw std::runtime_error(std::string("generation stopped early: ") + specula_stop_reason_string(reason));
     if (r.tokens.size() != size_t(args.n_tokens) + 1)
@@ -243,33 +254,74 @@ int bench_model(const BenchModel &bm, const Args &args) {
         }
     }
 
-    const std::vector<int32_t> kTree = {4, 16, 16, 16, 16}, kChain = {1, 1, 1, 1};
+    const std::string trained_path = !args.draft.empty() ? args.draft : bm.draft;
+    specula::Draft trained;
+    if (!trained_path.empty() && fs::is_regular_file(trained_path, ec)) {
+        try {
+            trained = specula::Draft::load(trained_path, model);
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "bench_speculative: trained draft %s: %s; skipped\n", trained_path.c_str(), e.what());
+        }
+    }
+
+    // Fixed trees (always drafted), then auto (each round's tree chosen by the session from what it measures).
+    std::vector<std::vector<int32_t>> trees = {{4, 16, 16, 16, 16}, {1, 1, 1, 1}};
+    std::vector<int32_t> ngram_nodes = {16};
+    if (args.sweep) {
+        trees = {{1}, {1, 1}, {1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 2}, {4, 4, 4, 4}, {4, 8, 8, 8}, {4, 16, 16, 16, 16}};
+        ngram_nodes = {2, 4, 8, 16};
+    }
+    auto label = [](const std::vector<int32_t> &w) {
+        std::string s;
+        for (size_t i = 0; i < w.size(); ++i) s += (i ? "," : "") + std::to_string(w[i]);
+        return s;
+    };
     std::vector<Config> configs;
     configs.push_back({"", "-", {}});
     {
-        Config c{"ngram", "16 nodes", {}};
+        Config c{"ngram", "", {}};
         c.spec.ngram = true;
-        configs.push_back(c);
-        c.tree = "chain 4";
-        c.spec.ngram_nodes = 4;
-        c.spec.ngram_max_chain = 4;
-        c.spec.ngram_table_topk = 0;
-        configs.push_back(c);
+        c.spec.tree_mode = SPECULA_TREE_FIXED;
+        for (int32_t n : ngram_nodes) {
+            c.tree = std::to_string(n) + " nodes";
+            c.spec.ngram_nodes = n;
+            configs.push_back(c);
+        }
+        if (!args.sweep) {
+            c.tree = "chain 4";
+            c.spec.ngram_nodes = 4;
+            c.spec.ngram_max_chain = 4;
+            c.spec.ngram_table_topk = 0;
+            configs.push_back(c);
+        }
+        Config a{"ngram", "auto", {}};
+        a.spec.ngram = true;
+        configs.push_back(a);
     }
     auto add_model_drafter = [&](const std::string &name, const specula::Draft *d, const specula::Model *m, bool ngram) {
-        for (int shape = 0; shape < 2; ++shape) {
-            Config c{name, shape == 0 ? "4,16,16,16,16" : "chain 4", {}};
+        for (const auto &w : trees) {
+            Config c{name, label(w), {}};
             c.spec.draft = d;
             c.spec.draft_model = m;
             c.spec.ngram = ngram;
-            c.spec.tree = shape == 0 ? kTree : kChain;
+            c.spec.tree = w;
+            c.spec.tree_mode = SPECULA_TREE_FIXED;
             configs.push_back(c);
         }
+        Config a{name, "auto", {}};
+        a.spec.draft = d;
+        a.spec.draft_model = m;
+        a.spec.ngram = ngram;
+        configs.push_back(a);
     };
+    if (trained) {
+        add_model_drafter("longspec", &trained, nullptr, false);
+        add_model_drafter("longspec+ngram", &trained, nullptr, true);
+    }
     add_model_drafter("longspec-random", &draft, nullptr, false);
-    add_model_drafter("target-as-draft", nullptr, &model, false);
+    if (!args.sweep) add_model_drafter("target-as-draft", nullptr, &model, false);
     if (draft_model) add_model_drafter("draft-model:" + fs::path(dm_path).filename().string(), nullptr, &draft_model, false);
-    add_model_drafter("longspec-random+ngram", &draft, nullptr, true);
+    if (!args.sweep) add_model_drafter("longspec-random+ngram", &draft, nullptr, true);
 
     std::printf("| drafter | tree | tok/s | speedup | tau | rounds | accept rate | draft ms | verify ms | same tokens as AR |\n");
     std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
@@ -279,6 +331,9 @@ int bench_model(const BenchModel &bm, const Args &args) {
 
     int mismatches = 0;
     double ar_tok_s = 0;
+    std::string group;        // the drafter of the rows so far
+    double best_fixed = 0;    // its best fixed tree's tok/s
+    std::string best_tree;
     std::vector<int32_t> ar_tokens;
     for (const Config &c : configs) {
         const std::string name = c.drafter.empty() ? "AR" : c.drafter;
@@ -311,13 +366,24 @@ int bench_model(const BenchModel &bm, const Args &args) {
                              diff.first != ar_tokens.end() ? *diff.first : -1);
             }
         }
+        if (name != group) {
+            group = name;
+            best_fixed = 0;
+        }
+        std::string tree = c.tree;
+        if (c.tree == "auto") {
+            tree = "auto (last " + m.last.tree + (best_fixed > 0 ? ", " + fmt(m.tok_s / best_fixed) + "x best fixed " + best_tree : std::string()) + ")";
+        } else if (!c.drafter.empty() && m.tok_s > best_fixed) {
+            best_fixed = m.tok_s;
+            best_tree = c.tree;
+        }
         const specula_stats &b = m.last.before, &a = m.last.after;
         const int32_t rounds = a.n_spec_rounds - b.n_spec_rounds, drafted = a.n_drafted - b.n_drafted,
                       accepted = a.n_accepted - b.n_accepted;
         if (c.drafter.empty()) {
             std::printf("| AR | - | %s | 1.00x | 1.00 | | | | | %s |\n", fmt(m.tok_s, "%.1f").c_str(), same.c_str());
         } else {
-            std::printf("| %s | %s | %s | %sx | %s | %d | %s | %s | %s | %s |\n", name.c_str(), c.tree.c_str(),
+            std::printf("| %s | %s | %s | %sx | %s | %d | %s | %s | %s | %s |\n", name.c_str(), tree.c_str(),
                         fmt(m.tok_s, "%.1f").c_str(), fmt(ar_tok_s > 0 ? m.tok_s / ar_tok_s : 0).c_str(),
                         fmt(rounds > 0 ? double(accepted + rounds) / rounds : 0).c_str(), rounds,
                         drafted > 0 ? (fmt(100.0 * accepted / drafted, "%.1f") + "%").c_str() : "-",

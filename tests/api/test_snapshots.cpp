@@ -64,6 +64,9 @@ specula::Session make_session(Drafters drafters, float temperature, uint64_t see
     sampler.seed = seed;
     specula::Session s(stories(), so, sampler);
     specula::SpeculativeOptions spec;
+    // Fixed trees: exact resume at T > 0 needs the same trees drafted (and so the same random draws) in both runs,
+    // which --tree auto, choosing from measured times, does not promise (specula_tree_mode).
+    spec.tree_mode = SPECULA_TREE_FIXED;
     spec.ngram = drafters == Drafters::Ngram || drafters == Drafters::LongSpecNgram;
     if (drafters == Drafters::LongSpec || drafters == Drafters::LongSpecNgram) spec.draft = &trained_draft();
     if (drafters == Drafters::DraftModel) {

@@ -369,14 +369,21 @@ TEST_CASE("speculative: greedy output equals plain greedy decoding with every dr
                 o.draft_model = c.target_as_draft ? &target_copy : nullptr;
                 o.ngram = c.ngram;
                 o.tree = c.tree;
+                // The target drafting for itself is checked for its acceptance: always draft. Otherwise no tree given
+                // means auto (the session may well decode plainly on this tiny model: output is the same).
+                if (c.target_as_draft) o.tree_mode = SPECULA_TREE_FIXED;
                 session.set_speculative(o);
             }
             CHECK(session.drafter_name() == c.drafter);
+            CHECK(session.tree_shape().empty());  // no round yet
             session.append_text(kPrompt);
             const Run run = generate(session);
             CHECK(run.reason == SPECULA_STOP_MAX_TOKENS);
             CHECK(test_fixtures::ids_to_string(run.tokens) == test_fixtures::ids_to_string(expected));
 
+            const bool auto_tree = c.tree.empty() && !c.target_as_draft;
+            INFO("last tree: " << session.tree_shape());
+            CHECK(session.tree_shape().rfind("auto:", 0) == (auto_tree ? 0u : std::string::npos));
             const specula_stats &st = run.stats;
             CHECK(st.n_generated == kTokens);
             CHECK(st.n_spec_rounds > 0);
@@ -593,10 +600,12 @@ TEST_CASE("speculative: the committed trained drafts are lossless and accept sev
         specula::Session fast = greedy_session(model);
         specula::SpeculativeOptions o;
         o.draft = &draft;
+        o.tree_mode = SPECULA_TREE_FIXED;  // the default tree every round: its acceptance is what is checked
         fast.set_speculative(o);
         fast.append_text(c.prompt);
         const Run run = generate(fast);
         CHECK(test_fixtures::ids_to_string(run.tokens) == test_fixtures::ids_to_string(expected.tokens));
         CHECK(run.stats.tau >= 3.0);
+        CHECK(fast.tree_shape() == "4,16,16,16,16");
     }
 }

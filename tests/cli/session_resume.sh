@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `specula generate --save-session` in one process and `--load-session` in another give the tokens of one
-# uninterrupted run, greedy and sampled, with each drafter; `--prompt-cache` restores a prompt in a third process
+# uninterrupted run, greedy (with --tree auto) and sampled (with fixed trees), with each drafter; `--prompt-cache` restores a prompt in a third process
 # and changes nothing in the output. Usage: session_resume.sh SPECULA_BINARY SOURCE_DIR
 set -euo pipefail
 specula="$1"
@@ -22,6 +22,9 @@ check() {  # name expected actual
 prompt="Once upon a time, there was a little girl named Lily."
 for temp in 0 1; do
     for drafters in "" "--spec ngram" "--draft $draft" "--draft $draft --spec ngram" "--draft-model $src/models/stories260K.gguf --tree 1,1,1"; do
+        # Sampled runs resume draw for draw only with the same trees drafted: a fixed tree (--tree auto chooses from
+        # measured times). Greedy runs keep auto: its output is the model's own whatever the trees.
+        if [ "$temp" = 1 ] && [ -n "$drafters" ] && [[ "$drafters" != *--tree* ]]; then drafters="$drafters --tree fixed"; fi
         name="temp $temp, drafters '${drafters:-none}'"
         # shellcheck disable=SC2086
         "$specula" generate -p "$prompt" -n 50 --temp "$temp" --seed 17 $drafters --format jsonl > "$work/whole.jsonl"

@@ -7,8 +7,8 @@
 //           (Text flushed by the final stop, with no token of its own, comes as {"id":-1,"text":...}.)
 //           When speculating (--draft, --draft-model, --spec ngram), every token object also has "accepted"
 //           (true: drafted and accepted by the target; false: produced by the target itself), and the stats
-//           object gains "drafter", "tau", "rounds", "drafted", "accepted", "accept_per_depth", "draft_ms",
-//           "verify_ms" and "drafter_bytes". Without a drafter the lines are exactly as before. When tokens were
+//           object gains "drafter", "tree" (the last round's, e.g. "auto:1,1,1"), "tau", "rounds", "drafted",
+//           "accepted", "accept_per_depth", "draft_ms", "verify_ms" and "drafter_bytes". Without a drafter the lines are exactly as before. When tokens were
 //           restored from a snapshot or the prompt cache, the stats object has "restored_tokens".
 //
 // Sessions that persist: --save-session FILE writes a full snapshot after generating; --load-session FILE
@@ -64,7 +64,7 @@ struct GenerateArgs {
     std::string draft;        // LongSpec draft file
     std::string draft_model;  // independent draft model
     std::string spec = "none";
-    std::string tree;         // "4,16,16,16,16"
+    std::string tree = "auto"; // "auto", "fixed" or widths "4,16,16,16,16"
     int32_t ngram_nodes = -1; // -1: library default
     // Snapshots.
     std::string save_session, load_session, prompt_cache;
@@ -137,8 +137,12 @@ int run_generate(GenerateArgs &a) {
     const bool ngram = a.spec == "ngram";
     const bool model_drafter = !a.draft.empty() || !a.draft_model.empty();
     std::vector<int32_t> tree;
-    if (!a.tree.empty()) {
+    specula_tree_mode tree_mode = SPECULA_TREE_AUTO;
+    if (a.tree == "fixed") {
+        tree_mode = SPECULA_TREE_FIXED;
+    } else if (a.tree != "auto") {
         tree = parse_tree(a.tree);
+        tree_mode = SPECULA_TREE_FIXED;
         if (!model_drafter) throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
     }
     if (a.ngram_nodes >= 0 && !ngram) throw UsageError("--ngram-nodes needs --spec ngram");
@@ -204,6 +208,7 @@ int run_generate(GenerateArgs &a) {
         so.draft_model = draft_model ? &draft_model : nullptr;
         so.ngram = ngram;
         so.tree = tree;
+        so.tree_mode = tree_mode;
         if (a.ngram_nodes >= 0) so.ngram_nodes = a.ngram_nodes;
         session.set_speculative(so);
     }
@@ -269,10 +274,10 @@ int run_generate(GenerateArgs &a) {
 
     const specula_stats stats = session.stats();
     if (jsonl) {
-        write_stdout(json_stats_line(stats, reason, drafter) + "\n");
+        write_stdout(json_stats_line(stats, reason, drafter, session.tree_shape()) + "\n");
     } else {
         if (wrote_text) write_stdout("\n");  // do not leave the shell prompt glued to the story
-        std::fprintf(stderr, "%s\n", stats_line(stats, reason, drafter).c_str());
+        std::fprintf(stderr, "%s\n", stats_line(stats, reason, drafter, session.tree_shape()).c_str());
     }
     return reason == SPECULA_STOP_CANCELLED && InterruptHandler::interrupted() ? kExitInterrupted : kExitOk;
 }
@@ -359,8 +364,12 @@ Command add_generate_command(CLI::App &parent) {
     draft_model->excludes(draft);
     cmd->add_option("--spec", a.spec, "Model-free drafting: ngram (prompt lookup + token reuse; merges with --draft / --draft-model)")
         ->capture_default_str()->check(CLI::IsMember({"none", "ngram"}));
-    cmd->add_option("--tree", a.tree, "Draft tree: nodes per level for --draft / --draft-model (default 4,16,16,16,16; a chain: 1,1,1,1)");
-    cmd->add_option("--ngram-nodes", a.ngram_nodes, "Tree nodes for n-gram candidates (default 16)")
+    cmd->add_option("--tree", a.tree,
+                    "Draft tree: auto (each round the tree expected to be fastest, plain decoding included), fixed "
+                    "(always 4,16,16,16,16 and the n-gram nodes), or nodes per level for --draft / --draft-model, "
+                    "always drafted (a chain: 1,1,1,1)")
+        ->capture_default_str();
+    cmd->add_option("--ngram-nodes", a.ngram_nodes, "Tree nodes for n-gram candidates (default 16; with --tree auto, the most tried)")
         ->check(CLI::Range(0, 1024));
 
     return Command{cmd, [args] { return run_generate(*args); }};

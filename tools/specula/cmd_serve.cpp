@@ -148,7 +148,8 @@ Command add_serve_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::IsMember({"none", "ngram"}));
     cmd->add_option("--ngram-nodes", a.ngram_nodes, "Tree nodes for n-gram candidates: auto (measured at start: what pays on "
                                                      "this model and machine) or a number")->capture_default_str();
-    cmd->add_option("--tree", a.tree, "Draft tree: nodes per level for --draft / --draft-model (default 4,16,16,16,16)");
+    cmd->add_option("--tree", a.tree, "Draft tree: nodes per level for --draft / --draft-model, always drafted (default: auto, each round the "
+                                      "tree expected to be fastest, plain decoding included)");
     return Command{cmd, [args] { return run_serve(*args); }};
 }
 

@@ -101,7 +101,8 @@ std::string json_token_line(const specula_token_event &event, bool speculative) 
     return line;
 }
 
-std::string json_stats_line(const specula_stats &stats, specula_stop_reason reason, const std::string &drafter) {
+std::string json_stats_line(const specula_stats &stats, specula_stop_reason reason, const std::string &drafter,
+                            const std::string &tree) {
     std::string line = "{\"stats\":{\"prompt_tokens\":" + std::to_string(stats.n_prompt_tokens) +
                        ",\"prompt_tokens_per_s\":" + json_number(stats.prompt_tokens_per_s) +
                        ",\"generated_tokens\":" + std::to_string(stats.n_generated) +
@@ -117,7 +118,7 @@ std::string json_stats_line(const specula_stats &stats, specula_stop_reason reas
         std::string depths = "[";
         for (int d = 0; d < deepest; ++d) depths += (d ? "," : "") + std::to_string(stats.accepted_at_depth[d]);
         depths += ']';
-        line += ",\"drafter\":" + json_string(drafter) + ",\"tau\":" + json_number(stats.tau) +
+        line += ",\"drafter\":" + json_string(drafter) + ",\"tree\":" + json_string(tree) + ",\"tau\":" + json_number(stats.tau) +
                 ",\"rounds\":" + std::to_string(stats.n_spec_rounds) + ",\"drafted\":" + std::to_string(stats.n_drafted) +
                 ",\"accepted\":" + std::to_string(stats.n_accepted) + ",\"accept_per_depth\":" + depths +
                 ",\"draft_ms\":" + json_number(stats.draft_ms) + ",\"verify_ms\":" + json_number(stats.verify_ms) +

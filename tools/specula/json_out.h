@@ -22,9 +22,10 @@ std::string json_number(double value);
 std::string json_token_line(const specula_token_event &event, bool speculative = false);
 
 // {"stats":{"prompt_tokens":..,"prompt_tokens_per_s":..,"generated_tokens":..,"decode_tokens_per_s":..,
-//  "ttft_ms":..,"stop_reason":"max_tokens"}}; with a drafter (drafter non-empty) also "drafter":"ngram",
+//  "ttft_ms":..,"stop_reason":"max_tokens"}}; with a drafter (drafter non-empty) also "drafter":"ngram","tree":"auto:ngram:8",
 //  "tau":..,"rounds":..,"drafted":..,"accepted":..,"accept_per_depth":[..] (rounds whose accepted path reached
 //  depth 1, 2, ...; up to the deepest reached),"draft_ms":..,"verify_ms":..,"drafter_bytes":..
-std::string json_stats_line(const specula_stats &stats, specula_stop_reason reason, const std::string &drafter = {});
+std::string json_stats_line(const specula_stats &stats, specula_stop_reason reason, const std::string &drafter = {},
+                            const std::string &tree = {});
 
 }  // namespace specula_cli

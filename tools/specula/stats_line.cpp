@@ -5,7 +5,7 @@
 
 namespace specula_cli {
 
-std::string stats_line(const specula_stats &stats, specula_stop_reason reason, const std::string &drafter) {
+std::string stats_line(const specula_stats &stats, specula_stop_reason reason, const std::string &drafter, const std::string &tree) {
     char buf[256];
     std::snprintf(buf, sizeof buf, "prompt: %d tok, %.1f tok/s | decode: %d tok, %.1f tok/s | ttft %.1f ms | stop: %s",
                   stats.n_prompt_tokens, stats.prompt_tokens_per_s, stats.n_generated, stats.decode_tokens_per_s,
@@ -15,7 +15,7 @@ std::string stats_line(const specula_stats &stats, specula_stop_reason reason, c
     if (!drafter.empty()) {
         std::snprintf(buf, sizeof buf, ": tau %.2f, rounds %d, accepted %d/%d drafted, draft %.1fms verify %.1fms",
                       stats.tau, stats.n_spec_rounds, stats.n_accepted, stats.n_drafted, stats.draft_ms, stats.verify_ms);
-        line += " | spec " + drafter + buf;
+        line += " | spec " + drafter + (tree.empty() ? "" : " (tree " + tree + ")") + buf;
     }
     return line;
 }

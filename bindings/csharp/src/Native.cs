@@ -103,6 +103,17 @@ namespace Specula
         Q8_0 = 3,
     }
 
+    /// <summary>specula_tree_mode: how each speculative round's tree is chosen (since 0.8).</summary>
+    public enum TreeMode
+    {
+        /// <summary>Auto, unless TreeWidths are given: then Fixed.</summary>
+        Default = 0,
+        /// <summary>Each round the tree the session expects to be fastest, plain decoding included.</summary>
+        Auto = 1,
+        /// <summary>Every round drafts TreeWidths (or [4, 16, 16, 16, 16]) and NgramNodes.</summary>
+        Fixed = 2,
+    }
+
     /// <summary>specula_stop_reason: why generation stopped (None while it goes on).</summary>
     public enum StopReason
     {
@@ -276,6 +287,7 @@ namespace Specula
             public int ngram_table_n;
             public int ngram_table_topk;
             public int ngram_lag;
+            public int tree_mode;              // since 0.8
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -546,6 +558,8 @@ namespace Specula
                                                                       out ErrorHandle err);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr specula_session_drafter_name(SessionHandle session);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr specula_session_tree_shape(SessionHandle session);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_session_draft_logits(SessionHandle session, [Out] float[] logits,
                                                                    UIntPtr capacity, out ErrorHandle err);

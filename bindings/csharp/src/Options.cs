@@ -167,6 +167,7 @@ namespace Specula
             NgramTableN = c.ngram_table_n;
             NgramTableTopK = c.ngram_table_topk;
             NgramLag = c.ngram_lag;
+            TreeMode = (TreeMode)c.tree_mode;
         }
 
         /// <summary>A LongSpec draft loaded for the session's model (the same Model handle or one retained from it).</summary>
@@ -191,6 +192,10 @@ namespace Specula
         public int NgramTableTopK { get; set; }
         /// <summary>The table ignores the newest NgramLag tokens; default 0.</summary>
         public int NgramLag { get; set; }
+        /// <summary>How each round's tree is chosen: by default Auto (the fastest tree as measured, plain decoding
+        /// included; TreeWidths and NgramNodes then bound it) unless TreeWidths are given. Outputs are lossless
+        /// either way; for draw-for-draw repeatable sampling with a seed, use Fixed.</summary>
+        public TreeMode TreeMode { get; set; }
 
         /// <summary>A chain of length drafted tokens per round instead of a tree (TreeWidths = [1, 1, ...]).</summary>
         public static int[] Chain(int length)

@@ -224,6 +224,7 @@ namespace Specula
                     c.ngram_table_n = options.NgramTableN;
                     c.ngram_table_topk = options.NgramTableTopK;
                     c.ngram_lag = options.NgramLag;
+                    c.tree_mode = (int)options.TreeMode;
                     st = NativeMethods.specula_session_set_speculative(handle, &c, out err);
                 }
             }
@@ -246,6 +247,10 @@ namespace Specula
 
         /// <summary>Name of the attached drafter ("ngram", "longspec", "longspec+ngram", ...), "" when none.</summary>
         public string DrafterName { get { return Utf8.FromNative(NativeMethods.specula_session_drafter_name(handle)); } }
+
+        /// <summary>The tree the last speculative round drafted ("auto:1,1,1,1", "auto:plain", "4,16,16,16,16"), ""
+        /// before the first round or without drafters.</summary>
+        public string TreeShape { get { return Utf8.FromNative(NativeMethods.specula_session_tree_shape(handle)); } }
 
         /// <summary>
         /// The attached LongSpec draft's raw logits (NVocab floats) for the token after the context, as the first

@@ -385,6 +385,7 @@ namespace Specula.Tests
                 Tuple.Create("SPECULA_FIM_", typeof(FimToken)), Tuple.Create("SPECULA_TOKENIZE_", typeof(TokenizeFlags)),
                 Tuple.Create("SPECULA_TOKEN_KIND_", typeof(TokenKind)), Tuple.Create("SPECULA_BACKEND_", typeof(Backend)),
                 Tuple.Create("SPECULA_KV_", typeof(KvType)),
+                Tuple.Create("SPECULA_TREE_", typeof(TreeMode)),
                 Tuple.Create("SPECULA_STOP_", typeof(StopReason)), Tuple.Create("SPECULA_SNAPSHOT_", typeof(SnapshotScope)),
             };
             foreach (var p in prefixes)
@@ -844,9 +845,19 @@ namespace Specula.Tests
                         return st;
                     }
                 };
-                Stats tree = check(new SpeculativeOptions { Draft = draft }, "longspec");
+                // Fixed trees: every round drafts, so acceptance can be checked. (Auto may decode plainly on this
+                // tiny model, where a draft step costs about a target step.)
+                Stats tree = check(new SpeculativeOptions { Draft = draft, TreeMode = TreeMode.Fixed }, "longspec");
                 check(new SpeculativeOptions { Draft = draft, TreeWidths = SpeculativeOptions.Chain(3) }, "longspec");
-                check(new SpeculativeOptions { Draft = draft, Ngram = true }, "longspec+ngram");
+                check(new SpeculativeOptions { Draft = draft, Ngram = true, TreeMode = TreeMode.Fixed }, "longspec+ngram");
+                using (Session s = GreedySession(model))
+                {
+                    s.SetSpeculative(new SpeculativeOptions { Draft = draft, Ngram = true });
+                    Assert.Equal("", s.TreeShape, "no round yet");
+                    s.AppendTokens(prompt);
+                    Assert.SeqEqual(reference, TokensOf(s.Generate(Exactly(n)).ToList()), "auto: speculative greedy == plain greedy");
+                    Assert.True(s.TreeShape.StartsWith("auto:", StringComparison.Ordinal), "auto tree shape: " + s.TreeShape);
+                }
                 Console.WriteLine(string.Format(CultureInfo.InvariantCulture, "  longspec tree: tau {0:F2}, {1}/{2} drafted tokens accepted",
                                                 tree.Tau, tree.NAccepted, tree.NDrafted));
 

@@ -128,6 +128,7 @@ int main(void) {
     FIELD(specula_speculative_options, ngram_table_n);
     FIELD(specula_speculative_options, ngram_table_topk);
     FIELD(specula_speculative_options, ngram_lag);
+    FIELD(specula_speculative_options, tree_mode);
 
     STRUCT(specula_snapshot_options);
     FIELD(specula_snapshot_options, struct_size);
@@ -208,6 +209,9 @@ int main(void) {
     ENUM(SPECULA_KV_F32);
     ENUM(SPECULA_KV_F16);
     ENUM(SPECULA_KV_Q8_0);
+    ENUM(SPECULA_TREE_DEFAULT);
+    ENUM(SPECULA_TREE_AUTO);
+    ENUM(SPECULA_TREE_FIXED);
 
     ENUM(SPECULA_STOP_NONE);
     ENUM(SPECULA_STOP_MAX_TOKENS);

@@ -574,6 +574,21 @@ SPECULA_API uint64_t specula_draft_n_params(const specula_draft *draft);
 SPECULA_API specula_status specula_draft_write_random(const specula_model *target, const char *path, uint64_t seed,
                                                       int32_t window, specula_error **err);
 
+/* Since 0.8. How each round's tree is chosen. AUTO drafts, every round, the tree the session expects to give the
+ * most tokens per second, from what it measures as it runs: the target's verification time by node count at the
+ * current context, the draft's time per level and row, and the acceptance per depth. The shapes tried are chains of
+ * 1 to 8 tokens and trees up to [4, 16, 16, 16, 16] (bounded by tree_widths when given), each with or without
+ * n-gram nodes (at most ngram_nodes), and plain decoding: while no tree pays, rounds draft nothing.
+ * specula_session_tree_shape() tells which tree the last round drafted. Output is lossless either way; with
+ * temperature > 0 the random draws depend on the trees drafted, so AUTO (timing-driven) does not repeat a seeded
+ * sampled run draw for draw, and a snapshot resumes it with the same distribution rather than the same tokens: use
+ * FIXED for that. */
+typedef enum specula_tree_mode {
+    SPECULA_TREE_DEFAULT = 0, /* AUTO, unless tree_widths are given: then FIXED */
+    SPECULA_TREE_AUTO = 1,
+    SPECULA_TREE_FIXED = 2    /* every round drafts tree_widths (or [4, 16, 16, 16, 16]) and ngram_nodes */
+} specula_tree_mode;
+
 typedef struct specula_speculative_options {
     uint32_t struct_size;
     const specula_draft *draft;    /* a LongSpec draft loaded for the session's model, or NULL */
@@ -582,7 +597,8 @@ typedef struct specula_speculative_options {
     int32_t ngram;                 /* 1: n-gram drafting (alone, or merged into the tree of the above). Default 0 */
     const int32_t *tree_widths;    /* nodes per tree level for the draft / draft model (beam widths); NULL or
                                       n_tree_levels = 0: the default [4, 16, 16, 16, 16]. A chain of k drafted
-                                      tokens is k levels of width 1. Borrowed for the duration of the call. */
+                                      tokens is k levels of width 1. Borrowed for the duration of the call.
+                                      With SPECULA_TREE_AUTO: the largest tree tried (see tree_mode). */
     int32_t n_tree_levels;         /* 1..32 levels, widths 1..256 */
     int32_t ngram_nodes;           /* tree nodes reserved for n-gram candidates (alone: the whole tree); 0..1024;
                                       default 16 */
@@ -592,6 +608,8 @@ typedef struct specula_speculative_options {
     int32_t ngram_table_n;         /* n-gram size of the token-reuse table, 2..64; default 4 */
     int32_t ngram_table_topk;      /* n-grams proposed per root from the table; 0 = no table; default 20 */
     int32_t ngram_lag;             /* the table ignores the newest ngram_lag tokens; default 0 */
+    /* Since 0.8: */
+    int32_t tree_mode;             /* specula_tree_mode; default SPECULA_TREE_DEFAULT */
 } specula_speculative_options;
 
 /* Fills *opts with defaults (no drafter) and sets opts->struct_size = sizeof(specula_speculative_options). */
@@ -608,6 +626,11 @@ SPECULA_API void specula_speculative_options_init(specula_speculative_options *o
 SPECULA_API specula_status specula_session_set_speculative(specula_session *session,
                                                            const specula_speculative_options *opts,
                                                            specula_error **err);
+/* Since 0.8. The tree the last speculative round drafted: level widths of the model drafter with the n-gram
+ * nodes, "auto:" first when the session chooses it (SPECULA_TREE_AUTO): "auto:1,1,1,1", "auto:ngram:8",
+ * "auto:plain" (no tree paid: the round decoded plainly), "4,16,16,16,16+ngram:16". "" before the first round or
+ * without drafters; NULL for a NULL session. Borrowed, valid until the next call on the session. */
+SPECULA_API const char *specula_session_tree_shape(const specula_session *session);
 /* Name of the attached drafter ("ngram", "longspec", "draft-model", "longspec+ngram", ...), "" when none.
  * Borrowed, valid until the next specula_session_set_speculative or specula_session_destroy. */
 SPECULA_API const char *specula_session_drafter_name(const specula_session *session);

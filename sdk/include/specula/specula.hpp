@@ -461,6 +461,8 @@ struct SpeculativeOptions {
     const Model *draft_model = nullptr;  ///< or an independent draft model with the same vocabulary
     bool ngram = false;                  ///< n-gram drafting (alone, or merged into the tree of the above)
     std::vector<int32_t> tree;           ///< beam widths per level; empty = the library's [4, 16, 16, 16, 16]
+    /// How each round's tree is chosen (specula_tree_mode): by default auto unless `tree` is given.
+    specula_tree_mode tree_mode = SPECULA_TREE_DEFAULT;
     int32_t ngram_nodes, ngram_lookup_min, ngram_lookup_max, ngram_max_chain, ngram_table_n, ngram_table_topk, ngram_lag;
 
     SpeculativeOptions() {
@@ -494,6 +496,7 @@ struct SpeculativeOptions {
         c.ngram_table_n = ngram_table_n;
         c.ngram_table_topk = ngram_table_topk;
         c.ngram_lag = ngram_lag;
+        c.tree_mode = tree_mode;
         return c;
     }
 };
@@ -562,6 +565,8 @@ public:
     }
     /// Name of the attached drafter ("ngram", "longspec+ngram", ...), "" when none.
     std::string drafter_name() const { return specula_session_drafter_name(s_); }
+    /// The tree the last speculative round drafted ("auto:1,1,1,1", "auto:plain", ...; specula_session_tree_shape).
+    std::string tree_shape() const { return specula_session_tree_shape(s_); }
     /// The attached LongSpec draft's raw logits for the token after the context (specula_session_draft_logits).
     std::vector<float> draft_logits(int32_t n_vocab) {
         std::vector<float> out(static_cast<size_t>(n_vocab));

@@ -43,6 +43,11 @@ SpeculativeConfig to_config(const specula_speculative_options *user) {
     require_arg(o.ngram_table_topk == 0 || (o.ngram_table_n >= 2 && o.ngram_table_n <= 64),
                 "opts->ngram_table_n must be in [2, 64]");
     require_arg(o.ngram_lag >= 0, "opts->ngram_lag must be >= 0");
+    require_arg(o.tree_mode >= SPECULA_TREE_DEFAULT && o.tree_mode <= SPECULA_TREE_FIXED,
+                "opts->tree_mode must be a specula_tree_mode (0 default, 1 auto, 2 fixed)");
+    const bool widths_given = o.tree_widths != nullptr && o.n_tree_levels > 0;
+    c.auto_tree = o.tree_mode == SPECULA_TREE_AUTO || (o.tree_mode == SPECULA_TREE_DEFAULT && !widths_given);
+    c.shape_is_bound = widths_given;
 
     if (o.draft != nullptr) c.longspec = o.draft->draft;
     if (o.draft_model != nullptr) c.draft_model = o.draft_model->model;
@@ -115,6 +120,7 @@ void specula_speculative_options_init(specula_speculative_options *opts) {
     opts->ngram_table_n = d.ngram_config.table_n;
     opts->ngram_table_topk = d.ngram_config.table_topk;
     opts->ngram_lag = d.ngram_config.lag;
+    opts->tree_mode = SPECULA_TREE_DEFAULT;
 }
 
 specula_status specula_session_set_speculative(specula_session *session, const specula_speculative_options *opts,
@@ -127,6 +133,12 @@ specula_status specula_session_set_speculative(specula_session *session, const s
 
 const char *specula_session_drafter_name(const specula_session *session) {
     return session != nullptr && session->session != nullptr ? session->session->drafter_name() : "";
+}
+
+const char *specula_session_tree_shape(const specula_session *session) {
+    if (session == nullptr || session->session == nullptr) return nullptr;
+    const Session &s = *session->session;
+    return s.speculative() ? s.speculative_stats().tree.c_str() : "";
 }
 
 specula_status specula_session_draft_logits(specula_session *session, float *logits, size_t capacity, specula_error **err) {

@@ -54,7 +54,12 @@ void Session::set_speculative(const SpeculativeConfig &config) {
     if (config.longspec)
         require(config.longspec->target_ptr().get() == model_.get(), SPECULA_ERR_INCOMPATIBLE,
                 "speculative: the LongSpec draft was loaded for another model; load it with this session's model");
-    const int32_t model_nodes = (config.longspec || config.draft_model) ? config.shape.max_nodes() : 0;
+    const bool model_drafter = config.longspec || config.draft_model;
+    std::unique_ptr<TreeTuner> tuner;
+    if (config.auto_tree && (model_drafter || config.ngram))
+        tuner = std::make_unique<TreeTuner>(model_drafter, config.shape_is_bound ? &config.shape : nullptr, config.ngram,
+                                            config.ngram_nodes);
+    const int32_t model_nodes = !model_drafter ? 0 : tuner ? tuner->max_model_nodes() : config.shape.max_nodes();
     const int32_t budget = 1 + model_nodes + (config.ngram ? config.ngram_nodes : 0);
     std::unique_ptr<Drafter> primary;
     if (config.longspec) {
@@ -70,6 +75,8 @@ void Session::set_speculative(const SpeculativeConfig &config) {
         drafter = std::move(primary);
     }
     drafter_ = std::move(drafter);
+    tuner_ = std::move(tuner);
+    fixed_tree_ = TreeChoice{model_drafter ? config.shape : TreeShape{std::vector<int32_t>{}}, config.ngram ? config.ngram_nodes : 0};
     spec_ = config;
     node_budget_ = budget;
     drop_ready();
@@ -187,10 +194,36 @@ specula_status Session::step(StepResult &out) {
     const int32_t n_vocab = model_->hparams().n_vocab;
     int32_t token = SPECULA_TOKEN_NULL;
     bool accepted = false;
-    if (drafter_) {
+    // Auto tree: when the tuner expects nothing to pay, this round is a plain decoding step (the pending root is
+    // evaluated as plain decoding evaluates a token, and the next token sampled from its logits).
+    const int32_t choice = drafter_ && tuner_ && ready_next_ >= ready_.size() ? tuner_->next() : -1;
+    const bool plain_round = choice >= 0 && tuner_->choices()[size_t(choice)].plain();
+    if (plain_round) {
+        const double t0 = now_ms();
+        const int32_t n_past = int32_t(tokens_.size()) - 1;
+        n_evaluated_ = std::min(n_evaluated_, n_past);
+        if (!runner_->eval(tokens_.data() + n_past, 1, n_past, logits_.data(), false)) {
+            take_cancel();
+            finish(SPECULA_STOP_CANCELLED);
+            return SPECULA_ERR_CANCELLED;
+        }
+        n_evaluated_ = n_past + 1;
+        logits_valid_ = true;
+        token = sampler_.sample(logits_.data(), n_vocab, tokens_);
+        if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
+        const double ms = now_ms() - t0;
+        decode_ms_ += ms;
+        tuner_->record(choice, 1, 0.0, ms, 0);
+        SpeculativeStats &st = spec_stats_;
+        ++st.rounds;
+        ++st.plain_rounds;
+        ++st.produced;
+        st.verify_ms += ms;
+        st.tree = "auto:plain";
+    } else if (drafter_) {
         if (ready_next_ >= ready_.size()) {
             const double t_round = now_ms();
-            const bool done = speculate();
+            const bool done = speculate(choice);
             decode_ms_ += now_ms() - t_round;
             if (!done) {
                 finish(SPECULA_STOP_CANCELLED);
@@ -314,19 +347,21 @@ bool Session::draft_logits(float *logits) {
 //     re-feeds the accepted tokens next round; on the CPU a copy of a few rows per layer is cheaper than
 //     recomputing them, and the cache never holds stale rows.)
 // The accepted tokens and the bonus token are queued in ready_ and emitted one per step.
-bool Session::speculate() {
+bool Session::speculate(int32_t choice) {
     const int32_t n_vocab = model_->hparams().n_vocab;
     const int32_t n_past = int32_t(tokens_.size()) - 1;
     n_evaluated_ = std::min(n_evaluated_, n_past);  // the root is (re-)evaluated as the tree's node 0
     tree_.reset(tokens_.back());
-    const int32_t budget = std::min(node_budget_, n_ctx() - n_past);
+    // The round's tree: the tuner's choice (auto), or the configured one.
+    const TreeChoice &round = tuner_ ? tuner_->choices()[size_t(choice)] : fixed_tree_;
+    const int32_t budget = std::min(tuner_ ? 1 + round.max_nodes() : node_budget_, n_ctx() - n_past);
     const double t0 = now_ms();
     if (budget > 1) {
         DraftRequest request;
         request.tokens = tokens_;
         request.n_target_kv = n_past;
         request.target_kv = drafter_target_kv(n_past);
-        request.shape = spec_.shape;
+        request.shape = round.shape;
         request.node_budget = budget;
         request.sampler = sampler_.greedy() ? nullptr : &sampler_;
         request.history_window = sampler_.history_window();
@@ -369,15 +404,20 @@ bool Session::speculate() {
     for (int32_t node : outcome.path) ready_.push_back({tree_.token(node), true});
     ready_.push_back({outcome.bonus, false});
 
+    const double t2 = now_ms();
+    if (tuner_) tuner_->record(choice, n_nodes, t1 - t0, t2 - t1, int32_t(outcome.path.size()));
+
     SpeculativeStats &st = spec_stats_;
     ++st.rounds;
+    if (n_nodes == 1) ++st.plain_rounds;
+    st.tree = (tuner_ ? "auto:" : "") + round.to_string();
     st.drafted += n_nodes - 1;
     st.accepted += int32_t(outcome.path.size());
     st.produced += int32_t(outcome.path.size()) + 1;
     if (st.accepted_at_depth.size() < outcome.path.size()) st.accepted_at_depth.resize(outcome.path.size(), 0);
     for (size_t d = 0; d < outcome.path.size(); ++d) ++st.accepted_at_depth[d];
     st.draft_ms += t1 - t0;
-    st.verify_ms += now_ms() - t1;
+    st.verify_ms += t2 - t1;
     return true;
 }
 

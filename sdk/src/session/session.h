@@ -15,6 +15,7 @@
 #include "speculative/longspec_draft_file.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/tree_shape.h"
+#include "speculative/tree_tuner.h"
 #include "speculative/verifier.h"
 #include "session/stop_strings.h"
 #include "snapshot/snapshot_file.h"
@@ -57,6 +58,11 @@ struct SpeculativeConfig {
     NgramConfig ngram_config;
     TreeShape shape;            // beam widths per level for the model drafters; [4,16,16,16,16] by default
     int32_t ngram_nodes = 16;   // nodes reserved for n-gram candidates (alone: the whole tree budget)
+    // Auto: each round drafts the tree a TreeTuner (speculative/tree_tuner.h) expects to give the most tokens per
+    // second, plain decoding included; `ngram_nodes` bounds the n-gram share and, when shape_is_bound, `shape`
+    // bounds the model drafter's shapes (else the tuner's built-in ladder). Otherwise every round drafts `shape`.
+    bool auto_tree = false;
+    bool shape_is_bound = true;
     // Only kExact is lossless; tests set kTargetResample to show the statistical test catches a biased verifier.
     ResidualRule residual_rule = ResidualRule::kExact;
 };
@@ -64,7 +70,9 @@ struct SpeculativeConfig {
 // Speculative counters since the session began.
 struct SpeculativeStats {
     int32_t rounds = 0, drafted = 0, accepted = 0, produced = 0;
+    int32_t plain_rounds = 0;  // rounds that drafted nothing (auto: no tree paid)
     double draft_ms = 0, verify_ms = 0;
+    std::string tree;          // the last round's tree (TreeChoice::to_string), "auto:" first when auto
     std::vector<int32_t> accepted_at_depth;  // [d]: rounds whose accepted path reached depth d + 1
 };
 
@@ -117,6 +125,8 @@ public:
     void set_speculative(const SpeculativeConfig &config);
     bool speculative() const { return drafter_ != nullptr; }
     const char *drafter_name() const { return drafter_ ? drafter_->name() : ""; }
+    // The tuner choosing each round's tree (auto), or nullptr.
+    const TreeTuner *tree_tuner() const { return tuner_.get(); }
     size_t drafter_bytes() const { return drafter_ ? drafter_->allocated_bytes() : 0; }
     const SpeculativeStats &speculative_stats() const { return spec_stats_; }
     // The attached drafter's raw logits for the token after the context (n_vocab floats), computed as the first
@@ -180,8 +190,9 @@ private:
     const KvCache *drafter_target_kv(int32_t n_slots);
     void reset_stream();
     void fill_top_logits(int32_t k, StepResult &out) const;
-    // One draft + verify round: fills ready_ with the accepted tokens and the bonus token.
-    bool speculate();
+    // One draft + verify round of the tuner's choice `choice` (auto; -1: the configured tree): fills ready_ with the
+    // accepted tokens and the bonus token.
+    bool speculate(int32_t choice);
     // The run ended (stop = why): flushes held-back text into out.text and resets the stream.
     void finish_run(specula_stop_reason reason, StepResult &out);
     void drop_ready() {
@@ -211,6 +222,8 @@ private:
     std::unique_ptr<Drafter> drafter_;
     SpeculativeConfig spec_;
     int32_t node_budget_ = 1;
+    std::unique_ptr<TreeTuner> tuner_;  // auto: chooses each round's tree
+    TreeChoice fixed_tree_;             // otherwise every round's tree
     DraftTree tree_;
     std::vector<uint8_t> tree_mask_;
     std::vector<int32_t> tree_positions_, path_nodes_;

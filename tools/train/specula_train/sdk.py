@@ -53,7 +53,8 @@ class _SpecOptions(C.Structure):
     _fields_ = [("struct_size", C.c_uint32), ("draft", C.c_void_p), ("draft_model", C.c_void_p), ("ngram", C.c_int32),
                 ("tree_widths", C.c_void_p), ("n_tree_levels", C.c_int32), ("ngram_nodes", C.c_int32),
                 ("ngram_lookup_min", C.c_int32), ("ngram_lookup_max", C.c_int32), ("ngram_max_chain", C.c_int32),
-                ("ngram_table_n", C.c_int32), ("ngram_table_topk", C.c_int32), ("ngram_lag", C.c_int32)]
+                ("ngram_table_n", C.c_int32), ("ngram_table_topk", C.c_int32), ("ngram_lag", C.c_int32),
+                ("tree_mode", C.c_int32)]  # every field: specula_speculative_options_init writes the whole struct
 
 
 _lib = None

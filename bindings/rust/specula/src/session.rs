@@ -561,6 +561,12 @@ impl<'m> Session<'m> {
         unsafe { util::string_from(sys::specula_session_drafter_name(self.p())) }
     }
 
+    /// The tree the last speculative round drafted (`"auto:1,1,1,1"`, `"auto:plain"`, `"4,16,16,16,16"`), empty
+    /// before the first round or without drafters.
+    pub fn tree_shape(&self) -> String {
+        unsafe { util::string_from(sys::specula_session_tree_shape(self.p())) }
+    }
+
     /// The attached LongSpec draft's raw logits for the token after the context (`specula_session_draft_logits`).
     pub fn draft_logits(&mut self) -> Result<Vec<f32>> {
         let mut out = vec![0f32; self.model.n_vocab()];

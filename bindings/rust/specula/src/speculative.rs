@@ -107,6 +107,30 @@ pub struct SpeculativeOptions<'a> {
     pub ngram_table_topk: i32,
     /// The table ignores the newest `ngram_lag` tokens.
     pub ngram_lag: i32,
+    /// How each round's tree is chosen (`specula_tree_mode`).
+    pub tree_mode: TreeMode,
+}
+
+/// How each speculative round's tree is chosen (`specula_tree_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeMode {
+    /// `Auto`, unless `tree_widths` are given: then `Fixed` (the default).
+    Default,
+    /// Each round the tree the session expects to be fastest from what it measures, plain decoding included
+    /// (`tree_widths` and `ngram_nodes` bound it). Lossless; sampled runs are not repeatable draw for draw.
+    Auto,
+    /// Every round drafts `tree_widths` (or [4, 16, 16, 16, 16]) and `ngram_nodes`.
+    Fixed,
+}
+
+impl TreeMode {
+    fn to_raw(self) -> i32 {
+        (match self {
+            TreeMode::Default => sys::specula_tree_mode_SPECULA_TREE_DEFAULT,
+            TreeMode::Auto => sys::specula_tree_mode_SPECULA_TREE_AUTO,
+            TreeMode::Fixed => sys::specula_tree_mode_SPECULA_TREE_FIXED,
+        }) as i32
+    }
 }
 
 impl<'a> fmt::Debug for SpeculativeOptions<'a> {
@@ -117,6 +141,7 @@ impl<'a> fmt::Debug for SpeculativeOptions<'a> {
             .field("ngram", &self.ngram)
             .field("tree_widths", &self.tree_widths)
             .field("ngram_nodes", &self.ngram_nodes)
+            .field("tree_mode", &self.tree_mode)
             .finish()
     }
 }
@@ -136,6 +161,7 @@ impl<'a> Default for SpeculativeOptions<'a> {
             ngram_table_n: c.ngram_table_n,
             ngram_table_topk: c.ngram_table_topk,
             ngram_lag: c.ngram_lag,
+            tree_mode: TreeMode::Default,
         }
     }
 }
@@ -177,6 +203,7 @@ impl<'a> SpeculativeOptions<'a> {
         c.ngram_table_n = self.ngram_table_n;
         c.ngram_table_topk = self.ngram_table_topk;
         c.ngram_lag = self.ngram_lag;
+        c.tree_mode = self.tree_mode.to_raw();
         Ok(c)
     }
 }

@@ -2,7 +2,7 @@
 mod common;
 
 use common::*;
-use specula::{Draft, Model, ModelOptions, Session, SpeculativeOptions, Status, StopReason, Token};
+use specula::{Draft, Model, ModelOptions, Session, SpeculativeOptions, Status, StopReason, Token, TreeMode};
 
 const N: i32 = 96;
 
@@ -36,7 +36,9 @@ fn longspec_draft_equals_plain_greedy() {
     let draft = Draft::load(draft_path(), &model).unwrap();
     assert!(draft.window() > 0);
     assert!(draft.n_params() > 0);
-    let (tokens, drafted, stats) = speculative_run(&model, &SpeculativeOptions::longspec(&draft), "longspec");
+    // A fixed tree: every round drafts, so acceptance can be checked (auto may decode plainly on this tiny model).
+    let fixed = SpeculativeOptions { tree_mode: TreeMode::Fixed, ..SpeculativeOptions::longspec(&draft) };
+    let (tokens, drafted, stats) = speculative_run(&model, &fixed, "longspec");
     assert_eq!(tokens, expected);
     assert!(stats.n_spec_rounds > 0, "{:?}", stats);
     assert!(stats.n_accepted > 0, "the trained draft had no token accepted: {:?}", stats);
@@ -73,6 +75,15 @@ fn ngram_and_merged_drafters_equal_plain_greedy() {
     let (tokens, _, stats) = speculative_run(&model, &both, "longspec+ngram");
     assert_eq!(tokens, expected);
     assert!(stats.n_spec_rounds > 0);
+
+    // No tree given: the session picks each round's tree (auto), and says which.
+    let mut s = greedy_session(&model);
+    s.set_speculative(&both).unwrap();
+    assert_eq!(s.tree_shape(), "");
+    s.append_tokens(&PROMPT).unwrap();
+    let (tokens, _) = s.generate_tokens(&gen_opts(N)).unwrap();
+    assert_eq!(tokens, expected);
+    assert!(s.tree_shape().starts_with("auto:"), "{}", s.tree_shape());
 }
 
 #[test]
@@ -82,7 +93,8 @@ fn draft_model_equals_plain_greedy() {
     // The model itself, loaded again, as an independent draft model: every drafted token is accepted.
     let draft_model = Model::load(model_path(), &ModelOptions::default()).unwrap();
     let mut s = greedy_session(&model);
-    s.set_speculative(&SpeculativeOptions::with_draft_model(&draft_model)).unwrap();
+    let fixed = SpeculativeOptions { tree_mode: TreeMode::Fixed, ..SpeculativeOptions::with_draft_model(&draft_model) };
+    s.set_speculative(&fixed).unwrap();
     assert_eq!(s.drafter_name(), "draft-model");
     // The session keeps its own reference.
     drop(draft_model);

@@ -1,0 +1,340 @@
+#include "tree_tuner.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace specula::internal {
+namespace {
+
+// Model-drafter shapes worth trying, smallest first: chains (best when verifying a node costs a good part of a
+// decode step, as on a CPU), then trees that trade nodes for acceptance (best when a pass over many nodes costs
+// about one decode step, as on a GPU), up to LongSpec's default tree.
+const std::vector<std::vector<int32_t>> kLadder = {
+    {1}, {1, 1}, {1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2}, {2, 2, 2, 2, 2, 2}, {4, 4, 4, 4}, {4, 8, 8, 8}, {4, 16, 16, 16, 16},
+};
+// N-gram shares tried (bounded by the configured n-gram nodes, which is tried too).
+const std::vector<int32_t> kNgramShares = {2, 4, 8, 16, 32, 64};
+
+constexpr double kBucketDecay = 0.8;  // verify curve: weight of a bucket's older samples at each new one
+constexpr double kDraftDecay = 0.95;  // draft-time fit, per drafted round
+constexpr double kDepthDecay = 0.97;  // chain acceptance per depth, per chain round
+constexpr double kArmDecay = 0.9;     // a shape's tokens per round, per round it plays
+constexpr double kProbeWithin = 0.8;  // probe shapes estimated at >= 80% of the best
+constexpr int32_t kFirstBackoff = 16, kMaxBackoff = 128;
+constexpr int32_t kProbeGap = 8;
+constexpr int32_t kStaleAfter = 64;   // one probe of a shape unplayed for this many rounds, at most this often...
+constexpr double kStaleWithin = 0.5;  // ...if estimated at >= 50% of the best  // at most one probe in this many rounds
+
+bool fits(const std::vector<int32_t> &w, const TreeShape &bound) {
+    if (w.size() > bound.widths.size()) return false;
+    for (size_t i = 0; i < w.size(); ++i)
+        if (w[i] > bound.widths[i]) return false;
+    return true;
+}
+
+int32_t bucket_of(double n) { return std::max(0, int32_t(std::ceil(std::log2(std::max(n, 1.0)) - 1e-9))); }
+
+// Solves the 3x3 system [a | b] in place; false when it is singular.
+bool solve3(double a[3][4], double x[3]) {
+    for (int c = 0; c < 3; ++c) {
+        int p = c;
+        for (int r = c + 1; r < 3; ++r)
+            if (std::fabs(a[r][c]) > std::fabs(a[p][c])) p = r;
+        if (std::fabs(a[p][c]) < 1e-12) return false;
+        for (int k = 0; k < 4; ++k) std::swap(a[c][k], a[p][k]);
+        for (int r = 0; r < 3; ++r) {
+            if (r == c) continue;
+            const double f = a[r][c] / a[c][c];
+            for (int k = c; k < 4; ++k) a[r][k] -= f * a[c][k];
+        }
+    }
+    for (int c = 0; c < 3; ++c) x[c] = a[c][3] / a[c][c];
+    return true;
+}
+
+// Levels and rows the model drafter scores for a shape: level l scores the nodes of depth l (the root first);
+// the deepest level's nodes are never scored.
+void draft_work(const TreeShape &shape, double &levels, double &rows) {
+    levels = double(shape.widths.size());
+    rows = shape.widths.empty() ? 0.0 : 1.0;
+    for (size_t l = 0; l + 1 < shape.widths.size(); ++l) rows += shape.widths[l];
+}
+
+}  // namespace
+
+std::string TreeChoice::to_string() const {
+    if (plain()) return "plain";
+    std::string s = shape.widths.empty() ? "" : shape.to_string();
+    if (ngram_nodes > 0) s += (s.empty() ? "ngram:" : "+ngram:") + std::to_string(ngram_nodes);
+    return s;
+}
+
+TreeTuner::TreeTuner(bool model, const TreeShape *bound, bool ngram, int32_t max_ngram_nodes) {
+    choices_.push_back(TreeChoice{TreeShape{std::vector<int32_t>{}}, 0});
+    std::vector<std::vector<int32_t>> shapes;
+    if (model) {
+        for (const auto &w : kLadder)
+            if (bound == nullptr || fits(w, *bound)) shapes.push_back(w);
+        if (bound != nullptr && std::find(shapes.begin(), shapes.end(), bound->widths) == shapes.end()) shapes.push_back(bound->widths);
+    }
+    std::vector<int32_t> shares;
+    if (ngram && max_ngram_nodes > 0) {
+        for (int32_t s : kNgramShares)
+            if (s < max_ngram_nodes) shares.push_back(s);
+        shares.push_back(max_ngram_nodes);
+    }
+    for (const auto &w : shapes) choices_.push_back(TreeChoice{TreeShape{w}, 0});
+    if (model && !shares.empty()) {
+        // Merged: n-gram candidates alone (the model drafter idle), and each model shape with a small and the
+        // full n-gram share. More combinations would mostly cost probes.
+        const int32_t small = std::min(4, max_ngram_nodes);
+        for (int32_t s : {small, max_ngram_nodes}) choices_.push_back(TreeChoice{TreeShape{std::vector<int32_t>{}}, s});
+        for (const auto &w : shapes) {
+            choices_.push_back(TreeChoice{TreeShape{w}, small});
+            if (max_ngram_nodes != small) choices_.push_back(TreeChoice{TreeShape{w}, max_ngram_nodes});
+        }
+    } else {
+        for (int32_t s : shares) choices_.push_back(TreeChoice{TreeShape{std::vector<int32_t>{}}, s});
+    }
+    arms_.resize(choices_.size());
+    // Each shape's parts (the same model tree alone, the same n-gram share alone) and the shapes it holds (chains
+    // of no more levels, narrower trees, fewer n-gram nodes).
+    parts_.assign(choices_.size(), {-1, -1});
+    for (size_t i = 0; i < choices_.size(); ++i)
+        for (size_t j = 0; j < choices_.size(); ++j) {
+            if (choices_[j].ngram_nodes == 0 && !choices_[j].plain() && choices_[j].shape.widths == choices_[i].shape.widths)
+                parts_[i].first = int32_t(j);
+            if (choices_[j].shape.widths.empty() && choices_[j].ngram_nodes > 0 && choices_[j].ngram_nodes == choices_[i].ngram_nodes)
+                parts_[i].second = int32_t(j);
+        }
+    inside_.resize(choices_.size());
+    for (size_t i = 0; i < choices_.size(); ++i)
+        for (size_t j = 0; j < choices_.size(); ++j)
+            if (i != j && !choices_[j].plain() && choices_[j].ngram_nodes <= choices_[i].ngram_nodes &&
+                fits(choices_[j].shape.widths, choices_[i].shape))
+                inside_[i].push_back(int32_t(j));
+    buckets_.resize(14);
+    depth_hit_.assign(size_t(kMaxDepth), 0.0);
+    depth_try_.assign(size_t(kMaxDepth), 0.0);
+    points_.reserve(buckets_.size());
+    refresh();
+}
+
+int32_t TreeTuner::max_model_nodes() const {
+    int32_t n = 0;
+    for (const TreeChoice &c : choices_)
+        if (!c.shape.widths.empty()) n = std::max(n, c.shape.max_nodes());
+    return n;
+}
+
+// What the estimates need, recomputed after each recorded round rather than for each of the many rate() calls of a
+// round: the verify curve's points, the draft fit's coefficients, and the chains' acceptance per depth.
+void TreeTuner::refresh() {
+    points_.clear();
+    for (const Bucket &b : buckets_)
+        if (b.weight > 0) points_.emplace_back(b.n / b.weight, b.ms / b.weight);
+
+    double a[3][4];
+    std::copy(&ls_[0][0], &ls_[0][0] + 12, &a[0][0]);
+    // Regularisers (they matter only while the data cannot tell the terms apart, e.g. after chains alone, where
+    // levels = rows): a row costs about a quarter of a level, and the constant is small.
+    const double lambda = 0.05 * (1.0 + a[0][0]);
+    const double v[3] = {0.0, -0.25, 1.0};
+    for (int r = 0; r < 3; ++r)
+        for (int k = 0; k < 3; ++k) a[r][k] += lambda * v[r] * v[k];
+    a[0][0] += 0.01 * lambda;
+    if (draft_rounds_ == 0 || !solve3(a, draft_coef_)) {
+        // Nothing drafted yet: a level about a tenth of a decode step, as a one-layer draft is.
+        const double t1 = verify_ms(1.0);
+        draft_coef_[0] = 0.0;
+        draft_coef_[1] = 0.1 * t1;
+        draft_coef_[2] = 0.025 * t1;
+    }
+
+    // Chains: acceptance at each depth given the depth above (even odds before any chain; a depth not measured yet
+    // as good as the one above), and the expected tokens of a chain of each length.
+    double prior = 0.5, reach = 1.0;
+    chain_tokens_[0] = 1.0;
+    for (size_t d = 0; d < depth_hit_.size(); ++d) {
+        chain_accept_[d] = (depth_hit_[d] + prior) / (depth_try_[d] + 1.0);
+        prior = chain_accept_[d];
+        reach *= chain_accept_[d];
+        chain_tokens_[d + 1] = chain_tokens_[d] + reach;
+    }
+}
+
+double TreeTuner::verify_ms(double nodes) const {
+    const auto &pts = points_;
+    if (pts.empty()) return 1.0;
+    if (pts.size() == 1) {
+        const double t1 = pts[0].second / (1.0 + kPriorSlope * (pts[0].first - 1.0));
+        return t1 * (1.0 + kPriorSlope * (nodes - 1.0));
+    }
+    size_t i = 1;
+    while (i + 1 < pts.size() && nodes > pts[i].first) ++i;
+    const auto [n0, m0] = pts[i - 1];
+    const auto [n1, m1] = pts[i];
+    // Between two points: interpolate; outside them: extend the nearest segment, never downhill.
+    const double slope = std::max(0.0, (m1 - m0) / std::max(n1 - n0, 1e-9));
+    if (nodes <= n0) return std::max(m0 - slope * (n0 - nodes), 0.5 * m0);
+    return m0 + slope * (nodes - n0);
+}
+
+double TreeTuner::draft_ms(const TreeChoice &c) const {
+    if (c.plain()) return 0.0;
+    double levels = 0, rows = 0;
+    draft_work(c.shape, levels, rows);
+    return std::max(0.0, draft_coef_[0] + draft_coef_[1] * levels + draft_coef_[2] * rows);
+}
+
+double TreeTuner::chain_accept(int32_t depth) const { return chain_accept_[size_t(std::clamp(depth, 0, kMaxDepth - 1))]; }
+
+double TreeTuner::chain_tokens(int32_t depth) const { return chain_tokens_[size_t(std::clamp(depth, 0, kMaxDepth))]; }
+
+double TreeTuner::measured_tokens(int32_t index) const {
+    if (choices_[size_t(index)].plain()) return 1.0;
+    if (is_chain(index)) return chain_tokens(choices_[size_t(index)].shape.depth());
+    const Arm &a = arms_[size_t(index)];
+    return a.weight > 0 ? a.tokens / a.weight : 0.0;
+}
+
+// A guess for a shape not played yet, optimistic so that a shape that could pay is tried once, but no more than
+// what is known allows:
+//  - a model tree: level d holds the right token with probability 1 - (1 - p_d)^w_d, p_d the chains' acceptance
+//    at depth d (as if its w_d candidates were independent guesses; beam candidates are not, so this is high);
+//  - n-gram nodes alone: the gain of the largest share measured inside it, grown half as fast as the nodes (half
+//    way to its depth + 1 when none was measured);
+//  - both: at most the sum of what each part brings (the accepted path is the longer of the two parts' paths).
+double TreeTuner::guess_tokens(int32_t index) const {
+    const TreeChoice &c = choices_[size_t(index)];
+    const double cap = 1.0 + std::max(c.shape.depth(), std::min(c.ngram_nodes, 32));
+    if (!c.shape.widths.empty() && c.ngram_nodes > 0) {
+        const auto &[model, ngram] = parts_[size_t(index)];
+        if (model >= 0 && ngram >= 0) return std::min(cap, expected_tokens(model) + expected_tokens(ngram) - 1.0);
+        return cap;
+    }
+    if (c.ngram_nodes == 0) {
+        double e = 1.0, reach = 1.0;
+        for (int32_t d = 0; d < c.shape.depth(); ++d) {
+            reach *= 1.0 - std::pow(1.0 - chain_accept(d), double(c.shape.widths[size_t(d)]));
+            e += reach;
+        }
+        return e;
+    }
+    int32_t known = -1;
+    for (int32_t j : inside_[size_t(index)])
+        if (choices_[size_t(j)].shape.widths.empty() && arms_[size_t(j)].weight > 0 &&
+            (known < 0 || choices_[size_t(j)].ngram_nodes > choices_[size_t(known)].ngram_nodes))
+            known = j;
+    if (known < 0) return 1.0 + 0.5 * (cap - 1.0);
+    const double e = measured_tokens(known);
+    const double growth = double(c.ngram_nodes) / double(choices_[size_t(known)].ngram_nodes) - 1.0;
+    return std::min(cap, e + 0.5 * (e - 1.0) * growth);
+}
+
+double TreeTuner::expected_tokens(int32_t index) const {
+    const TreeChoice &c = choices_[size_t(index)];
+    if (c.plain() || is_chain(index)) return measured_tokens(index);
+    // A tree holding another one accepts at least as much (its top candidates include the other's).
+    double floor = 1.0;
+    for (int32_t j : inside_[size_t(index)]) floor = std::max(floor, measured_tokens(j));
+    // The guess counts as one round played, so that a few unlucky first rounds do not bury a shape.
+    const Arm &a = arms_[size_t(index)];
+    return std::max(floor, (a.tokens + guess_tokens(index)) / (a.weight + 1.0));
+}
+
+double TreeTuner::expected_nodes(int32_t index) const {
+    const Arm &a = arms_[size_t(index)];
+    if (a.node_weight > 0) return a.nodes / a.node_weight;
+    return 1.0 + choices_[size_t(index)].max_nodes();
+}
+
+double TreeTuner::expected_ms(int32_t index) const {
+    return draft_ms(choices_[size_t(index)]) + verify_ms(expected_nodes(index));
+}
+
+double TreeTuner::rate(int32_t index) const { return expected_tokens(index) / std::max(expected_ms(index), 1e-9); }
+
+int32_t TreeTuner::next() {
+    if (points_.empty()) return 0;  // the first round decodes plainly: it measures verify(1)
+    const int32_t n = int32_t(choices_.size());
+    std::vector<double> &r = rates_;
+    r.resize(size_t(n));
+    int32_t best = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        r[size_t(i)] = rate(i);
+        if (r[size_t(i)] > r[size_t(best)]) best = i;
+    }
+    arms_[size_t(best)].backoff = kFirstBackoff;
+    arms_[size_t(best)].last_played = rounds_;
+    // A probe: the best-looking other shape close to the best whose back-off has run out; failing that, now and then,
+    // one that has not been played for long (its estimate may be stale: the text changes).
+    int32_t probe = -1;
+    if (rounds_ >= next_probe_)
+        for (int32_t i = 0; i < n; ++i)
+            if (i != best && arms_[size_t(i)].probe_after <= rounds_ && r[size_t(i)] >= kProbeWithin * r[size_t(best)] &&
+                (probe < 0 || r[size_t(i)] > r[size_t(probe)]))
+                probe = i;
+    if (probe < 0 && rounds_ >= next_stale_probe_) {
+        for (int32_t i = 0; i < n; ++i)
+            if (i != best && rounds_ - arms_[size_t(i)].last_played >= kStaleAfter && r[size_t(i)] >= kStaleWithin * r[size_t(best)] &&
+                (probe < 0 || r[size_t(i)] > r[size_t(probe)]))
+                probe = i;
+        if (probe >= 0) next_stale_probe_ = rounds_ + kStaleAfter;
+    }
+    if (probe >= 0) {
+        next_probe_ = rounds_ + kProbeGap;
+        Arm &a = arms_[size_t(probe)];
+        a.probe_after = rounds_ + a.backoff;
+        a.backoff = std::min(2 * a.backoff, kMaxBackoff);
+        a.last_played = rounds_;
+        return probe;
+    }
+    return best;
+}
+
+void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify, int32_t accepted) {
+    ++rounds_;
+    const TreeChoice &c = choices_[size_t(index)];
+    Bucket &b = buckets_[size_t(std::min<int32_t>(bucket_of(nodes), int32_t(buckets_.size()) - 1))];
+    b.n = b.n * kBucketDecay + nodes;
+    b.ms = b.ms * kBucketDecay + verify;
+    b.weight = b.weight * kBucketDecay + 1.0;
+    if (c.plain() || nodes <= 1) {
+        // Plain decoding, or a drafter that found nothing to propose (an n-gram drafter without a match): a one-node
+        // pass whatever the shape, which says nothing about the shape.
+        if (c.plain()) ++plain_rounds_;
+        refresh();
+        return;
+    }
+    ++draft_rounds_;
+    double levels = 0, rows = 0;
+    draft_work(c.shape, levels, rows);
+    const double x[3] = {1.0, levels, rows};
+    for (int r = 0; r < 3; ++r) {
+        for (int k = 0; k < 3; ++k) ls_[r][k] = ls_[r][k] * kDraftDecay + x[r] * x[k];
+        ls_[r][3] = ls_[r][3] * kDraftDecay + x[r] * draft;
+    }
+    Arm &a = arms_[size_t(index)];
+    a.tokens = a.tokens * kArmDecay + double(accepted + 1);
+    a.weight = a.weight * kArmDecay + 1.0;
+    a.nodes = a.nodes * kArmDecay + double(nodes);
+    a.node_weight = a.node_weight * kArmDecay + 1.0;
+    if (is_chain(index)) {
+        // The chain's levels were d = 1..depth (fewer when the context had no room); depth d was tried when the
+        // path reached d - 1.
+        const int32_t depth = std::min(c.shape.depth(), nodes - 1);
+        for (size_t d = 0; d < depth_hit_.size(); ++d) {
+            depth_hit_[d] *= kDepthDecay;
+            depth_try_[d] *= kDepthDecay;
+        }
+        for (int32_t d = 0; d < depth && d <= accepted; ++d) {
+            depth_try_[size_t(d)] += 1.0;
+            if (d < accepted) depth_hit_[size_t(d)] += 1.0;
+        }
+    }
+    refresh();
+}
+
+}  // namespace specula::internal

@@ -1,0 +1,115 @@
+// "--tree auto": which tree to draft in the next round, chosen from what this session has measured, to get the
+// most tokens per second. Speculation is lossless whatever tree is drafted, so this only changes the speed.
+//
+// A round of tree T costs draft(T) + verify(n(T)) and produces E(T) tokens (the accepted path and the bonus);
+// plain decoding is the tree with no drafted node: cost verify(1), one token. The tuner keeps
+//   - verify(n): the target's pass over n tree nodes at the current context, a curve of measured points (node
+//     counts in power-of-two buckets, recent rounds weighted most), interpolated between them and extrapolated
+//     along the last measured slope (before two points exist, with a slope of kPriorSlope x verify(1) per node);
+//   - draft(T): a least-squares fit of the draft's time to (levels, rows scored) of the rounds drafted so far, the
+//     constant term covering the n-gram drafter, whose cost does not depend on the tree;
+//   - E(T): for chains, the acceptance at each depth given the depth above was accepted, pooled over every chain
+//     played (a chain of k levels is the first k levels of a longer one); for other trees and every shape with
+//     n-gram nodes, the tokens per round measured on that shape, never below what a tree it holds gets (a wider
+//     or deeper tree accepts at least as much), starting from an optimistic guess bounded by what is known
+//     (guess_tokens, weighted as one round), so that a promising shape is tried and a few unlucky rounds do
+//     not bury it. Rounds in which the drafter proposed nothing (no n-gram match) are one-node passes whatever
+//     the shape: they only update verify(1).
+// Each round takes the shape with the highest E(T) / (draft(T) + verify(n(T))), plain decoding included: when
+// nothing pays, the session decodes plainly. A shape that is not the best is re-measured now and then (a probe,
+// with a back-off that doubles each time it is still not the best), so that the estimates follow the text and the
+// context length.
+//
+// The tuner never sees tokens or the clock: the session reports each round's measured times and its accepted
+// length, so tests can drive it with any cost model.
+#pragma once
+
+#include "speculative/tree_shape.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace specula::internal {
+
+// One candidate tree: the model drafter's levels (empty: none) and the nodes given to n-gram candidates.
+struct TreeChoice {
+    TreeShape shape{{}};
+    int32_t ngram_nodes = 0;
+
+    bool plain() const { return shape.widths.empty() && ngram_nodes == 0; }
+    // Drafted nodes at most (the root not counted).
+    int32_t max_nodes() const { return (shape.widths.empty() ? 0 : shape.max_nodes()) + ngram_nodes; }
+    // "plain", "1,1,1,1", "ngram:8", "4,16,16+ngram:8".
+    std::string to_string() const;
+};
+
+class TreeTuner {
+public:
+    // model: a model drafter (LongSpec draft or draft model) is attached; its candidate shapes are the built-in
+    // ladder (chains of 1 to 8, then trees up to LongSpec's default [4,16,16,16,16]), or, with a bound, the ladder's
+    // shapes that fit in it (levels no deeper, widths no wider) and the bound itself. ngram: n-gram drafting is
+    // attached, with at most max_ngram_nodes nodes.
+    TreeTuner(bool model, const TreeShape *bound, bool ngram, int32_t max_ngram_nodes);
+
+    const std::vector<TreeChoice> &choices() const { return choices_; }
+    // The most drafted nodes any candidate can have, and the deepest model shape (what drafters allocate for).
+    int32_t max_model_nodes() const;
+
+    // The shape of the next round (an index into choices()).
+    int32_t next();
+    // What the round of choice `index` cost and produced: `nodes` tree nodes verified (root included), the draft
+    // and verify times, and the accepted path length (drafted tokens the target accepted).
+    void record(int32_t index, int32_t nodes, double draft_ms, double verify_ms, int32_t accepted);
+
+    // Expected tokens per millisecond of a choice under the current estimates (for tests and reports).
+    double rate(int32_t index) const;
+    double expected_tokens(int32_t index) const;
+    double expected_ms(int32_t index) const;
+    int32_t rounds() const { return rounds_; }
+    int32_t plain_rounds() const { return plain_rounds_; }
+
+    static constexpr double kPriorSlope = 0.15;  // verify(n) ~ verify(1) x (1 + 0.15 (n - 1)) until measured
+    static constexpr int32_t kMaxDepth = 32;     // the deepest tree a session accepts
+
+private:
+    struct Arm {
+        double tokens = 0, weight = 0;  // decayed tokens produced and rounds played (non-chain shapes)
+        double nodes = 0, node_weight = 0;
+        int32_t probe_after = 0;        // round from which it may be probed again
+        int32_t backoff = 16;
+        int32_t last_played = 0;        // round it was last chosen
+    };
+    struct Bucket {
+        double n = 0, ms = 0, weight = 0;  // decayed sums
+    };
+
+    void refresh();  // the estimates' inputs, after a round is recorded
+    double verify_ms(double nodes) const;
+    double draft_ms(const TreeChoice &c) const;
+    double chain_accept(int32_t depth) const;  // chains: acceptance at depth + 1 given depth was reached
+    double chain_tokens(int32_t depth) const;
+    double guess_tokens(int32_t index) const;
+    double measured_tokens(int32_t index) const;  // 0 for a shape not played yet (chains: the pooled estimate)
+    double expected_nodes(int32_t index) const;
+    bool is_chain(int32_t index) const { return !choices_[size_t(index)].shape.widths.empty() && choices_[size_t(index)].shape.is_chain() && choices_[size_t(index)].ngram_nodes == 0; }
+
+    std::vector<TreeChoice> choices_;
+    std::vector<Arm> arms_;
+    std::vector<std::pair<int32_t, int32_t>> parts_;  // [i]: choice i's model tree alone, its n-gram share alone (-1: none)
+    std::vector<std::vector<int32_t>> inside_;  // [i]: the choices whose trees choice i's tree holds
+    std::vector<Bucket> buckets_;           // verify time by node count: bucket b holds n in (2^(b-1), 2^b]
+    std::vector<double> depth_hit_, depth_try_;  // chains: decayed acceptances / attempts at depth d + 1
+    std::vector<double> rates_;                       // next()'s scratch
+    std::vector<std::pair<double, double>> points_;  // the verify curve: (nodes, ms) per measured bucket
+    double draft_coef_[3] = {};                       // draft ms = c + a levels + b rows
+    double chain_accept_[kMaxDepth] = {};             // chains: acceptance at depth d + 1 given depth d
+    double chain_tokens_[kMaxDepth + 1] = {};         // chains: expected tokens per round of a chain of k levels
+    double ls_[3][4] = {};                  // draft time ~ c + a levels + b rows: decayed normal equations [X'X | X'y]
+    int32_t rounds_ = 0, plain_rounds_ = 0, draft_rounds_ = 0;
+    int32_t next_probe_ = 0;                // no probe before this round
+    int32_t next_stale_probe_ = 0;          // no probe of a long-unplayed shape before this round
+};
+
+}  // namespace specula::internal

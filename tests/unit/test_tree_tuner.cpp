@@ -1,0 +1,224 @@
+// "--tree auto" (speculative/tree_tuner.h) driven by simulated machines: each scenario has a verification-cost
+// curve, a draft cost and an acceptance process, so the best fixed tree's rate is known (estimated here by sampling
+// the same process). The tuner only sees what a session would report after each round; over a run it must reach at
+// least 0.9x the best fixed tree's tokens per millisecond, and at least 0.97x plain decoding when nothing pays.
+// Real sessions with real drafters are tested in test_speculative_lossless.cpp (output) and measured in bench/.
+#include "speculative/tree_tuner.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace specula::internal;
+
+namespace {
+
+struct Machine {
+    double t1 = 40.0;         // ms of a one-node pass (plain decoding)
+    double slope = 0.18;      // each further node costs slope x t1
+    double per_level = 3.0;   // draft ms per level scored
+    double per_row = 0.5;     // draft ms per row scored
+    double ngram_ms = 0.1;    // n-gram drafter's ms per round
+    double p_model = 0.7;     // the model drafter's top candidate is right at a depth, given the path so far
+    double p_ngram = 0.0;     // the n-gram chain continues correctly at a depth
+    double jitter = 0.05;     // relative timing noise
+
+    double verify(int32_t nodes) const { return t1 * (1.0 + slope * (nodes - 1)); }
+};
+
+struct Round {
+    int32_t nodes = 1, accepted = 0;
+    double draft = 0, verify = 0;
+};
+
+// One round of `c` on machine m. A level of width w holds the right token with probability 1 - (1 - p)^w (its
+// candidates taken as independent guesses); n-gram candidates form one chain of up to 8 (bounded by the share).
+Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng) {
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    Round r;
+    int32_t model_len = 0;
+    for (int32_t w : c.shape.widths) {
+        if (u(rng) >= 1.0 - std::pow(1.0 - m.p_model, w)) break;
+        ++model_len;
+    }
+    const int32_t ngram_chain = std::min(c.ngram_nodes, 8);
+    int32_t ngram_len = 0;
+    while (ngram_len < ngram_chain && u(rng) < m.p_ngram) ++ngram_len;
+    r.accepted = std::max(model_len, ngram_len);
+    r.nodes = 1 + c.max_nodes();
+    if (c.ngram_nodes > 0) r.nodes -= c.ngram_nodes - ngram_chain;  // the n-gram drafter fills its chain only
+    double levels = double(c.shape.widths.size()), rows = c.shape.widths.empty() ? 0.0 : 1.0;
+    for (size_t l = 0; l + 1 < c.shape.widths.size(); ++l) rows += c.shape.widths[l];
+    std::normal_distribution<double> noise(1.0, m.jitter);
+    r.draft = c.plain() ? 0.0 : (m.per_level * levels + m.per_row * rows + (c.ngram_nodes > 0 ? m.ngram_ms : 0.0)) * noise(rng);
+    r.verify = m.verify(r.nodes) * noise(rng);
+    return r;
+}
+
+// Tokens per ms of always drafting c (sampled).
+double fixed_rate(const Machine &m, const TreeChoice &c, uint32_t seed) {
+    std::mt19937 rng(seed);
+    double tokens = 0, ms = 0;
+    for (int i = 0; i < 4000; ++i) {
+        const Round r = play(m, c, rng);
+        tokens += r.accepted + 1;
+        ms += r.draft + r.verify;
+    }
+    return tokens / ms;
+}
+
+struct Outcome {
+    double rate = 0, best_rate = 0, plain_rate = 0;
+    std::string best, favourite;  // the best fixed tree; the tuner's most played choice
+    double plain_share = 0;       // of the tuner's rounds
+};
+
+// Runs the tuner for `tokens` tokens on m and compares with every fixed choice.
+Outcome run(const Machine &m, TreeTuner &tuner, int32_t tokens, uint32_t seed) {
+    Outcome o;
+    const auto &choices = tuner.choices();
+    for (size_t i = 0; i < choices.size(); ++i) {
+        const double r = fixed_rate(m, choices[i], seed + 1 + uint32_t(i));
+        if (choices[i].plain()) o.plain_rate = r;
+        if (r > o.best_rate) {
+            o.best_rate = r;
+            o.best = choices[i].to_string();
+        }
+    }
+    std::mt19937 rng(seed);
+    std::vector<int32_t> played(choices.size(), 0);
+    double produced = 0, ms = 0;
+    while (produced < tokens) {
+        const int32_t i = tuner.next();
+        const Round r = play(m, choices[size_t(i)], rng);
+        tuner.record(i, r.nodes, r.draft, r.verify, r.accepted);
+        produced += r.accepted + 1;
+        ms += r.draft + r.verify;
+        ++played[size_t(i)];
+    }
+    o.rate = produced / ms;
+    o.favourite = choices[size_t(std::max_element(played.begin(), played.end()) - played.begin())].to_string();
+    o.plain_share = double(tuner.plain_rounds()) / tuner.rounds();
+    return o;
+}
+
+void report(const char *name, const Outcome &o) {
+    INFO(name << ": auto " << o.rate << " tok/ms (mostly " << o.favourite << ", plain " << o.plain_share
+              << " of rounds), best fixed " << o.best << " " << o.best_rate << ", plain " << o.plain_rate);
+    CHECK(o.rate >= 0.9 * o.best_rate);
+    CHECK(o.rate >= 0.97 * o.plain_rate);
+}
+
+}  // namespace
+
+TEST_CASE("tree tuner: the candidate shapes", "[tree_tuner]") {
+    const TreeTuner model(true, nullptr, false, 0);
+    REQUIRE(model.choices().front().plain());
+    CHECK(model.choices().size() == 13);  // plain + 7 chains + 5 trees
+    CHECK(model.max_model_nodes() == 68);
+
+    const TreeShape bound{{1, 1, 1, 1}};
+    const TreeTuner bounded(true, &bound, false, 0);
+    std::vector<std::string> names;
+    for (const TreeChoice &c : bounded.choices()) names.push_back(c.to_string());
+    CHECK(names == std::vector<std::string>{"plain", "1", "1,1", "1,1,1", "1,1,1,1"});
+
+    const TreeTuner ngram(false, nullptr, true, 16);
+    names.clear();
+    for (const TreeChoice &c : ngram.choices()) names.push_back(c.to_string());
+    CHECK(names == std::vector<std::string>{"plain", "ngram:2", "ngram:4", "ngram:8", "ngram:16"});
+
+    const TreeShape odd{{3, 5}};
+    const TreeTuner merged(true, &odd, true, 16);
+    names.clear();
+    for (const TreeChoice &c : merged.choices()) names.push_back(c.to_string());
+    CHECK(names == std::vector<std::string>{"plain", "1", "1,1", "3,5", "ngram:4", "ngram:16", "1+ngram:4", "1+ngram:16",
+                                            "1,1+ngram:4", "1,1+ngram:16", "3,5+ngram:4", "3,5+ngram:16"});
+    // The first round decodes plainly: it measures a one-node pass.
+    TreeTuner fresh(true, nullptr, true, 16);
+    CHECK(fresh.next() == 0);
+}
+
+TEST_CASE("tree tuner: a good draft on a compute-bound CPU settles on a chain", "[tree_tuner]") {
+    Machine m;  // 2-core CPU at 1K context, a 1B target: verify(16) ~ 3.7x, a draft level ~ 8% of a step
+    TreeTuner tuner(true, nullptr, false, 0);
+    const Outcome o = run(m, tuner, 3000, 1);
+    report("cpu, p 0.7", o);
+    CHECK(o.favourite != "plain");
+}
+
+TEST_CASE("tree tuner: nothing pays, so it decodes plainly", "[tree_tuner]") {
+    Machine m;
+    m.p_model = 0.05;
+    m.p_ngram = 0.02;
+    SECTION("model drafter") {
+        TreeTuner tuner(true, nullptr, false, 0);
+        const Outcome o = run(m, tuner, 2000, 2);
+        report("bad draft", o);
+        CHECK(o.favourite == "plain");
+        CHECK(o.plain_share > 0.9);
+    }
+    SECTION("merged with n-grams") {
+        TreeTuner tuner(true, nullptr, true, 16);
+        const Outcome o = run(m, tuner, 2000, 3);
+        report("bad draft + n-grams", o);
+        CHECK(o.favourite == "plain");
+    }
+    SECTION("a draft as slow as the target (a tiny model's LM head)") {
+        m.p_model = 0.8;
+        m.per_level = 40.0;
+        TreeTuner tuner(true, nullptr, false, 0);
+        const Outcome o = run(m, tuner, 2000, 4);
+        report("slow draft", o);
+        CHECK(o.favourite == "plain");
+    }
+}
+
+TEST_CASE("tree tuner: a memory-bound GPU makes wide trees pay", "[tree_tuner]") {
+    Machine m;
+    m.t1 = 10.0;
+    m.slope = 0.004;  // 69 nodes cost ~1.3x one
+    m.per_level = 0.4;
+    m.per_row = 0.01;
+    m.p_model = 0.55;
+    TreeTuner tuner(true, nullptr, false, 0);
+    const Outcome o = run(m, tuner, 4000, 5);
+    report("gpu", o);
+    CHECK(o.favourite.find('4') != std::string::npos);  // one of the wide trees
+}
+
+TEST_CASE("tree tuner: n-gram drafting on repetitive and on fresh text", "[tree_tuner]") {
+    Machine m;
+    m.p_model = 0.0;
+    SECTION("repetitive") {
+        m.p_ngram = 0.85;
+        TreeTuner tuner(false, nullptr, true, 16);
+        const Outcome o = run(m, tuner, 3000, 6);
+        report("ngram repetitive", o);
+        CHECK(o.favourite != "plain");
+    }
+    SECTION("fresh") {
+        m.p_ngram = 0.03;
+        TreeTuner tuner(false, nullptr, true, 16);
+        const Outcome o = run(m, tuner, 2000, 7);
+        report("ngram fresh", o);
+        CHECK(o.favourite == "plain");
+    }
+}
+
+TEST_CASE("tree tuner: follows the text when it changes", "[tree_tuner]") {
+    // Fresh text (nothing pays), then a stretch that repeats earlier text: the tuner must leave plain decoding.
+    Machine m;
+    m.p_model = 0.0;
+    m.p_ngram = 0.02;
+    TreeTuner tuner(false, nullptr, true, 16);
+    run(m, tuner, 1000, 8);
+    m.p_ngram = 0.9;
+    const Outcome o = run(m, tuner, 3000, 9);
+    report("fresh, then repetitive", o);
+    CHECK(o.favourite != "plain");
+}
