@@ -143,7 +143,7 @@ int main(int argc, char **argv) {
             auto drafter = make_longspec_drafter(draft, 69, pool);
             std::vector<int32_t> tokens(size_t(ctx) + 1);
             for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = prompt[i % prompt.size()];
-            for (const TreeShape shape : {TreeShape{{1, 1, 1, 1}}, TreeShape{}}) {
+            for (const TreeShape &shape : {TreeShape{{1, 1, 1, 1}}, TreeShape{}}) {
                 t.clear();
                 for (int i = 0; i < reps + 1; ++i) {
                     DraftTree tree;

@@ -117,7 +117,7 @@ TEST_CASE("block attention: a row's bits do not depend on its batch or on how it
     BlockAttention att(kHd);
     // Each case: the row's keys are slots [0, total); as a tree node they are the run [0, prefix) followed by the
     // listed slots prefix..total-1 (a chain of ancestors written right after the prefix).
-    for (const auto [prefix, total] : std::vector<std::pair<int32_t, int32_t>>{{10, 14}, {60, 70}, {64, 64}, {64, 65}, {100, 140}, {127, 129}, {128, 200}, {250, 330}}) {
+    for (const auto &[prefix, total] : std::vector<std::pair<int32_t, int32_t>>{{10, 14}, {60, 70}, {64, 64}, {64, 65}, {100, 140}, {127, 129}, {128, 200}, {250, 330}}) {
         INFO("prefix " << prefix << " keys " << total);
         std::vector<float> alone(kHd), listed(kHd), batched(8 * kHd);
         const AttentionQuery solo{qs.data(), alone.data(), total, nullptr, 0};
