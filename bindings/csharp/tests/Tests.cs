@@ -917,7 +917,8 @@ namespace Specula.Tests
                 int[] reference = Greedy(model, prompt, n);
                 using (Session s = GreedySession(model))
                 {
-                    s.SetSpeculative(new SpeculativeOptions { Ngram = true });
+                    // Fixed: every round drafts, so drafted tokens can be counted (auto may decode plainly here).
+                    s.SetSpeculative(new SpeculativeOptions { Ngram = true, TreeMode = TreeMode.Fixed });
                     Assert.Equal("ngram", s.DrafterName, "drafter name");
                     s.AppendTokens(prompt);
                     var tokens = new List<int>();
