@@ -1,23 +1,9 @@
 #!/usr/bin/env bash
 # `specula generate --save-session` in one process and `--load-session` in another give the tokens of one
-# uninterrupted run, greedy (with --tree auto) and sampled (with fixed trees), with each drafter; `--prompt-cache` restores a prompt in a third process
-# and changes nothing in the output. Usage: session_resume.sh SPECULA_BINARY SOURCE_DIR
-set -euo pipefail
-specula="$1"
-src="$2"
-draft="$src/models/drafts/stories260K.longspec.gguf"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-
-ids() { sed -n 's/^{"id":\([0-9-]*\).*/\1/p' "$1" | tr '\n' ' '; }
-failures=0
-check() {  # name expected actual
-    if [ "$2" == "$3" ]; then
-        echo "ok   $1"
-    else
-        echo "FAIL $1"; echo "  expected: $2"; echo "  actual:   $3"; failures=$((failures + 1))
-    fi
-}
+# uninterrupted run, greedy (with --tree auto) and sampled (with fixed trees), with each drafter; `--prompt-cache`
+# restores a prompt in a third process and changes nothing in the output. Usage: session_resume.sh SPECULA_BINARY SOURCE_DIR
+# shellcheck source-path=SCRIPTDIR source=cli_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cli_common.sh"
 
 prompt="Once upon a time, there was a little girl named Lily."
 for temp in 0 1; do
@@ -33,17 +19,17 @@ for temp in 0 1; do
         # shellcheck disable=SC2086
         "$specula" generate --load-session "$work/s.snap" -n 29 $drafters --format jsonl > "$work/b.jsonl"
         check "resume, $name" "$(ids "$work/whole.jsonl")" "$(ids "$work/a.jsonl")$(ids "$work/b.jsonl")"
-        grep -q '"restored_tokens"' "$work/b.jsonl" || { echo "FAIL $name: no restored_tokens in the stats"; failures=$((failures + 1)); }
+        grep -q '"restored_tokens"' "$work/b.jsonl" || fail "$name: no restored_tokens in the stats"
     done
 done
 
 # A snapshot made with a draft is refused without it, with the reason and exit status 1.
 "$specula" generate -p "$prompt" -n 5 --draft "$draft" --save-session "$work/d.snap" > /dev/null 2>&1
 if "$specula" generate --load-session "$work/d.snap" -n 5 > /dev/null 2> "$work/err.txt"; then
-    echo "FAIL a snapshot with a draft loaded without it"; failures=$((failures + 1))
+    fail "a snapshot with a draft loaded without it"
 else
     grep -q "SPECULA_ERR_INCOMPATIBLE" "$work/err.txt" && echo "ok   refused without its draft: $(cat "$work/err.txt")" ||
-        { echo "FAIL unexpected error: $(cat "$work/err.txt")"; failures=$((failures + 1)); }
+        fail "unexpected error: $(cat "$work/err.txt")"
 fi
 
 # The prompt cache: a second process restores the prompt and prints exactly what the first did.
@@ -51,7 +37,6 @@ fi
 "$specula" generate -p "$prompt" -n 30 --temp 0 --prompt-cache "$work/cache" --format jsonl > "$work/c2.jsonl"
 check "prompt cache, same output" "$(ids "$work/c1.jsonl")" "$(ids "$work/c2.jsonl")"
 grep -q '"restored_tokens"' "$work/c2.jsonl" && echo "ok   prompt cache restored: $(grep -o '"restored_tokens":[0-9]*' "$work/c2.jsonl")" ||
-    { echo "FAIL the second run restored nothing"; failures=$((failures + 1)); }
+    fail "the second run restored nothing"
 
-echo "$failures failed"
-[ "$failures" -eq 0 ]
+finish

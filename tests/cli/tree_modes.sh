@@ -2,17 +2,9 @@
 # `specula generate --tree auto|fixed|W,W,..` as a user runs it: every mode prints the model's own greedy tokens, the
 # stats say which tree the last round drafted ("tree" in JSON, "(tree ...)" on the stats line), and bad values are
 # usage errors. Usage: tree_modes.sh SPECULA_BINARY SOURCE_DIR
-set -euo pipefail
-specula="$1"
-src="$2"
-draft="$src/models/drafts/stories260K.longspec.gguf"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-
-ids() { sed -n 's/^{"id":\([0-9-]*\).*/\1/p' "$1" | tr '\n' ' '; }
+# shellcheck source-path=SCRIPTDIR source=cli_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cli_common.sh"
 tree() { sed -n 's/.*"tree":"\([^"]*\)".*/\1/p' "$1"; }
-failures=0
-fail() { echo "FAIL $1"; failures=$((failures + 1)); }
 
 prompt="Once upon a time, there was a little girl named Lily."
 run() {  # out-file args...
@@ -59,5 +51,4 @@ done
 "$specula" generate -p "$prompt" -n 2 --spec ngram --tree 1,1 > /dev/null 2> "$work/err.txt" && fail "--tree widths without a model drafter accepted" ||
     echo "ok   widths need a model drafter: $(head -1 "$work/err.txt")"
 
-echo "$failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -78,7 +78,6 @@ void Session::set_speculative(const SpeculativeConfig &config) {
     tuner_ = std::move(tuner);
     fixed_tree_ = TreeChoice{model_drafter ? config.shape : TreeShape{std::vector<int32_t>{}}, config.ngram ? config.ngram_nodes : 0};
     spec_ = config;
-    node_budget_ = budget;
     drop_ready();
 }
 
@@ -354,7 +353,7 @@ bool Session::speculate(int32_t choice) {
     tree_.reset(tokens_.back());
     // The round's tree: the tuner's choice (auto), or the configured one.
     const TreeChoice &round = tuner_ ? tuner_->choices()[size_t(choice)] : fixed_tree_;
-    const int32_t budget = std::min(tuner_ ? 1 + round.max_nodes() : node_budget_, n_ctx() - n_past);
+    const int32_t budget = std::min(1 + round.max_nodes(), n_ctx() - n_past);
     const double t0 = now_ms();
     if (budget > 1) {
         DraftRequest request;

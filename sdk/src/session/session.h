@@ -221,7 +221,6 @@ private:
     // Speculative decoding.
     std::unique_ptr<Drafter> drafter_;
     SpeculativeConfig spec_;
-    int32_t node_budget_ = 1;
     std::unique_ptr<TreeTuner> tuner_;  // auto: chooses each round's tree
     TreeChoice fixed_tree_;             // otherwise every round's tree
     DraftTree tree_;

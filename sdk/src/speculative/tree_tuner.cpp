@@ -22,9 +22,9 @@ constexpr double kDepthDecay = 0.97;  // chain acceptance per depth, per chain r
 constexpr double kArmDecay = 0.9;     // a shape's tokens per round, per round it plays
 constexpr double kProbeWithin = 0.8;  // probe shapes estimated at >= 80% of the best
 constexpr int32_t kFirstBackoff = 16, kMaxBackoff = 128;
-constexpr int32_t kProbeGap = 8;
+constexpr int32_t kProbeGap = 8;      // at most one probe in this many rounds
 constexpr int32_t kStaleAfter = 64;   // one probe of a shape unplayed for this many rounds, at most this often...
-constexpr double kStaleWithin = 0.5;  // ...if estimated at >= 50% of the best  // at most one probe in this many rounds
+constexpr double kStaleWithin = 0.5;  // ...if estimated at >= 50% of the best
 
 bool fits(const std::vector<int32_t> &w, const TreeShape &bound) {
     if (w.size() > bound.widths.size()) return false;
