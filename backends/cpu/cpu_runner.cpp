@@ -9,6 +9,7 @@
 
 #include "attention_kernels.h"
 
+#include "backends/cpu/kv_shift.h"
 #include "backends/cpu/ops.h"
 #include "backends/cpu/types/type_kernels.h"
 #include "gguf/tensor_type.h"
@@ -69,6 +70,10 @@ void CpuRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n
             std::memcpy(kv_.k_row(il, n_past + i), kv_.k_row(il, n_past + nodes[i]), bytes);
             std::memcpy(kv_.v_row(il, n_past + i), kv_.v_row(il, n_past + nodes[i]), bytes);
         }
+}
+
+void CpuRunner::shift_kv(int32_t keep, int32_t discard, int32_t n_used) {
+    shift_kv_rows(*this, model_->hparams(), model_->weights().rope_freq_factors, keep, discard, n_used);
 }
 
 // One pass over the layers. Without a tree, token i sits at slot and position n_past + i and attends causally;

@@ -27,6 +27,7 @@ public:
                    const uint8_t *mask, float *logits) override;
     void tree_logits(int32_t i, float *logits) override;
     void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) override;
+    void shift_kv(int32_t keep, int32_t discard, int32_t n_used) override;
     // The CPU has one attention path (block_attention.h): LongSpec's hybrid form, prefix read once per round, and
     // bit-identical to plain decoding at once, so both modes run it.
     using TreeAttention = internal::TreeAttention;

@@ -31,9 +31,13 @@ void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int3
 }
 
 void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &freq_factors, int32_t pos) {
-    const int half = hp.rope_dim / 2;
     float cos_t[1024], sin_t[1024];  // rope_dim <= head_dim <= 2048 is checked at load
     rope_angles(hp, freq_factors, pos, cos_t, sin_t);
+    rope_rotate(x, n_heads, hp, cos_t, sin_t);
+}
+
+void rope_rotate(float *x, int n_heads, const HParams &hp, const float *cos_t, const float *sin_t) {
+    const int half = hp.rope_dim / 2;
     for (int h = 0; h < n_heads; ++h) {
         float *v = x + int64_t(h) * hp.head_dim;
         for (int i = 0; i < half; ++i) {

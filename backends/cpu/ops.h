@@ -19,6 +19,9 @@ void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float e
 void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &freq_factors, int32_t pos);
 // The rope_dim / 2 rotation angles' cosines and sines at `pos` (what rope() applies; GPU backends tabulate them).
 void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int32_t pos, float *cos_t, float *sin_t);
+// Rotates each head's first rope_dim values by the given angles (rope() at rope_angles' position). A context shift
+// passes the angles of a negative position difference: rotations compose, so a key moves to an earlier position.
+void rope_rotate(float *x, int n_heads, const HParams &hp, const float *cos_t, const float *sin_t);
 
 // gate = silu(gate) * up, element-wise.
 void swiglu(float *gate, const float *up, int64_t n);

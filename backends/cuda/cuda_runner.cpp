@@ -7,6 +7,7 @@
 // committed prefix followed by its ancestors. TreeAttention::Hybrid runs LongSpec's split form instead.
 #include "backends/cuda/cuda_runner.h"
 
+#include "backends/cpu/kv_shift.h"
 #include "backends/cpu/ops.h"
 #include "model/model.h"
 
@@ -374,6 +375,10 @@ void CudaRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t 
         copy_kv_slot(kv_k_.as<__half>(), kv_v_.as<__half>(), hp.n_layer, layer_stride, hp.n_embd_kv(), n_past + nodes[i], n_past + i, stream_);
     check(cudaStreamSynchronize(stream_), "commit tree path");
     invalidate_mirror(n_past);
+}
+
+void CudaRunner::shift_kv(int32_t keep, int32_t discard, int32_t n_used) {
+    shift_kv_rows(*this, model_->hparams(), model_->weights().rope_freq_factors, keep, discard, n_used);
 }
 
 void CudaRunner::read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) {

@@ -33,6 +33,8 @@ public:
                    const uint8_t *mask, float *logits) override;
     void tree_logits(int32_t i, float *logits) override;
     void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) override;
+    // Through the host (read_kv / write_kv): a shift moves a window once per thousands of tokens.
+    void shift_kv(int32_t keep, int32_t discard, int32_t n_used) override;
     void set_tree_attention(TreeAttention mode) override { tree_attention_ = mode; }
     const KvCache &host_kv(int32_t layer, int32_t n_slots) override;
     ThreadPool &pool() override { return pool_; }

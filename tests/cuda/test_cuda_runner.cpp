@@ -261,6 +261,39 @@ TEST_CASE("cuda: speculative greedy equals plain greedy on CUDA for every drafte
     if (!kEmulated) check_lossless_on_cuda("models/synth-llama-q4_k_m.gguf", {TreeShape{}, TreeShape::chain(5)});
 }
 
+TEST_CASE("cuda: greedy speculative decoding through context shifts equals plain greedy on CUDA", "[cuda][lossless][shift]") {
+    const auto model = load("models/stories260K.gguf");
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    // A context of 40 with 4 sinks: a shift every 18 tokens, so 50 tokens after a 12-token prompt cross 2.
+    SessionConfig sc = on(BackendKind::Cuda);
+    sc.n_ctx = 40;
+    sc.shift.enabled = true;
+    sc.shift.keep = 4;
+    const std::vector<int32_t> prompt = prompt_for(*model, 12);
+    Session plain(model, sc, greedy);
+    const std::vector<int32_t> expected = generate(plain, prompt, 50);
+    CHECK(plain.n_context_shifts() >= 2);
+    const auto draft_path = std::filesystem::temp_directory_path() / ("specula-cuda-shift-draft-" + std::to_string(::getpid()) + ".gguf");
+    RandomDraftOptions opt;
+    opt.window = 16;
+    write_random_longspec_draft(*model, draft_path.string(), opt);
+    const auto longspec = LongSpecDraft::load(draft_path.string(), model);
+    std::filesystem::remove(draft_path);
+    for (int drafter = 0; drafter < 3; ++drafter) {
+        SpeculativeConfig c;
+        c.shape = TreeShape::chain(4);
+        if (drafter == 0) c.longspec = longspec;
+        if (drafter == 1) c.draft_model = model;
+        if (drafter == 2) c.ngram = true;
+        Session s(model, sc, greedy);
+        s.set_speculative(c);
+        INFO("drafter " << s.drafter_name());
+        CHECK(generate(s, prompt, 50) == expected);
+        CHECK(s.n_context_shifts() == plain.n_context_shifts());
+    }
+}
+
 TEST_CASE("cuda: the committed trained draft is lossless on CUDA and accepts several tokens per round", "[cuda][lossless]") {
     const char *source_env = std::getenv("SPECULA_SOURCE_DIR");  // set by bench/gpu/run.sh on the GPU machine
     const auto trained = std::filesystem::path(source_env ? source_env : SPECULA_SOURCE_DIR) / "models/drafts/stories260K.longspec.gguf";

@@ -54,6 +54,7 @@ struct GenerateArgs {
     std::string backend = "auto";
     std::string kv_type = "f16";
     bool no_fallback = false;
+    bool context_shift = false;
     std::vector<std::string> stops;
     bool no_mmap = false;
     std::string format = "text";
@@ -178,6 +179,7 @@ int run_generate(GenerateArgs &a) {
     a.session.backend = a.backend == "cpu" ? SPECULA_BACKEND_CPU : a.backend == "cuda" ? SPECULA_BACKEND_CUDA : SPECULA_BACKEND_AUTO;
     a.session.allow_fallback = a.no_fallback ? 0 : 1;
     a.session.kv_type = a.kv_type == "f32" ? SPECULA_KV_F32 : a.kv_type == "q8_0" ? SPECULA_KV_Q8_0 : SPECULA_KV_F16;
+    a.session.context_policy = a.context_shift ? SPECULA_CONTEXT_SHIFT : SPECULA_CONTEXT_STOP;
     specula::Session session(model, a.session, a.sampler);
     // A CUDA request that ended on the CPU says why (AUTO stays quiet: the CPU is a normal outcome there).
     if (a.session.backend == SPECULA_BACKEND_CUDA && !session.backend_note().empty())
@@ -326,6 +328,12 @@ Command add_generate_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::Range(0, 1024));
     cmd->add_option("--kv-type", a.kv_type, "Element type of the KV cache (llama.cpp's --cache-type-k/-v): f16, f32, q8_0")
         ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
+    cmd->add_flag("--context-shift", a.context_shift,
+                  "When the context is full, drop --discard tokens after the first --keep and go on (default: stop)");
+    cmd->add_option("--keep", so.n_keep, "With --context-shift: leading tokens always kept (attention sinks)")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 22));
+    cmd->add_option("--discard", so.n_discard, "With --context-shift: tokens dropped per shift (0 = half of those after --keep)")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 22));
     cmd->add_flag("--no-fallback", a.no_fallback, "Fail instead of falling back to the CPU when the backend cannot be used");
 
     // One value per --stop, accumulated over repeats (CLI11 would otherwise let one --stop swallow several words).

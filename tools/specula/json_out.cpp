@@ -110,6 +110,8 @@ std::string json_stats_line(const specula_stats &stats, specula_stop_reason reas
                        ",\"ttft_ms\":" + json_number(stats.ttft_ms) + ",\"stop_reason\":" +
                        json_string(specula_stop_reason_string(reason));
     if (stats.n_restored_tokens > 0) line += ",\"restored_tokens\":" + std::to_string(stats.n_restored_tokens);
+    if (stats.n_context_shifts > 0)
+        line += ",\"context_shifts\":" + std::to_string(stats.n_context_shifts) + ",\"discarded_tokens\":" + std::to_string(stats.n_discarded_tokens);
     if (!drafter.empty()) {
         const int n_depth = static_cast<int>(sizeof stats.accepted_at_depth / sizeof stats.accepted_at_depth[0]);
         int deepest = 0;

@@ -12,6 +12,8 @@ std::string stats_line(const specula_stats &stats, specula_stop_reason reason, c
                   stats.ttft_ms, specula_stop_reason_string(reason));
     std::string line = buf;
     if (stats.n_restored_tokens > 0) line += " | restored " + std::to_string(stats.n_restored_tokens) + " tok";
+    if (stats.n_context_shifts > 0)
+        line += " | " + std::to_string(stats.n_context_shifts) + " context shifts (" + std::to_string(stats.n_discarded_tokens) + " tok dropped)";
     if (!drafter.empty()) {
         std::snprintf(buf, sizeof buf, ": tau %.2f, rounds %d, accepted %d/%d drafted, draft %.1fms verify %.1fms",
                       stats.tau, stats.n_spec_rounds, stats.n_accepted, stats.n_drafted, stats.draft_ms, stats.verify_ms);

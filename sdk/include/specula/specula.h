@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 8
+#define SPECULA_VERSION_MINOR 9
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -337,6 +337,15 @@ typedef enum specula_kv_type {
     SPECULA_KV_Q8_0 = 3
 } specula_kv_type;
 
+/* Since 0.9. What generation does when the context is full (docs/long-outputs.md). */
+typedef enum specula_context_policy {
+    SPECULA_CONTEXT_STOP = 0,  /* the run stops with SPECULA_STOP_CONTEXT_FULL (the default) */
+    SPECULA_CONTEXT_SHIFT = 1  /* drop n_discard tokens after the first n_keep from the context and its cache, move
+                                  the newer ones down (keys re-rotated to their new positions) and go on: attention
+                                  sinks plus a recent window, as TokenSwift and llama.cpp's context shift. Greedy
+                                  speculative output still equals plain greedy output under the same policy. */
+} specula_context_policy;
+
 typedef struct specula_session_options {
     uint32_t struct_size;
     int32_t n_ctx;      /* context length in tokens; 0 = min(n_ctx_train, 4096) */
@@ -350,6 +359,11 @@ typedef struct specula_session_options {
                                SPECULA_ERR_UNSUPPORTED or SPECULA_ERR_OUT_OF_MEMORY and that reason instead */
     /* Since 0.8: */
     int32_t kv_type;        /* specula_kv_type; default SPECULA_KV_DEFAULT (F16) */
+    /* Since 0.9: */
+    int32_t context_policy; /* specula_context_policy; default SPECULA_CONTEXT_STOP */
+    int32_t n_keep;         /* SHIFT: leading tokens always kept (attention sinks, a system prompt); default 4 */
+    int32_t n_discard;      /* SHIFT: tokens dropped per shift; 0 (default) = half of those after n_keep.
+                               n_keep + n_discard must leave at least one token of n_ctx (INVALID_ARGUMENT) */
 } specula_session_options;
 
 SPECULA_API void specula_session_options_init(specula_session_options *opts);
@@ -470,6 +484,9 @@ typedef struct specula_stats {
     /* Since 0.6: */
     int32_t n_restored_tokens;    /* context tokens whose keys/values were restored from snapshots or a prompt
                                      cache instead of being evaluated, since the session began */
+    /* Since 0.9: */
+    int32_t n_context_shifts;     /* context shifts (SPECULA_CONTEXT_SHIFT) since the session began */
+    int64_t n_discarded_tokens;   /* tokens those shifts dropped */
 } specula_stats;
 
 typedef struct specula_token_event {

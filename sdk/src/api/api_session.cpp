@@ -73,6 +73,9 @@ void specula_session_options_init(specula_session_options *opts) {
     opts->backend = SPECULA_BACKEND_AUTO;
     opts->device = 0;
     opts->allow_fallback = 1;
+    opts->context_policy = SPECULA_CONTEXT_STOP;
+    opts->n_keep = ContextShift{}.keep;
+    opts->n_discard = 0;
 }
 
 void specula_sampler_options_init(specula_sampler_options *opts) {
@@ -135,6 +138,11 @@ specula_status specula_session_create(specula_model *model, const specula_sessio
         require_arg(o.kv_type >= SPECULA_KV_DEFAULT && o.kv_type <= SPECULA_KV_Q8_0, "opts->kv_type is not a specula_kv_type value");
         if (o.kv_type != SPECULA_KV_DEFAULT)
             config.backend.kv_type = o.kv_type == SPECULA_KV_F32 ? KvType::F32 : o.kv_type == SPECULA_KV_F16 ? KvType::F16 : KvType::Q8_0;
+        require_arg(o.context_policy == SPECULA_CONTEXT_STOP || o.context_policy == SPECULA_CONTEXT_SHIFT,
+                    "opts->context_policy is not a specula_context_policy value");
+        config.shift.enabled = o.context_policy == SPECULA_CONTEXT_SHIFT;
+        config.shift.keep = o.n_keep;
+        config.shift.discard = o.n_discard;
         auto handle = std::make_unique<specula_session>();
         handle->session = std::make_unique<Session>(model->model, config, to_config(sampler));
         *out = handle.release();

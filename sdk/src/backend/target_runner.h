@@ -52,6 +52,11 @@ public:
     // every layer. nodes must be strictly increasing with nodes[i] >= i (parents precede children).
     virtual void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) = 0;
 
+    // Context shift (backends/cpu/kv_shift.h): drops slots [keep, keep + discard) of every layer and moves slots
+    // [keep + discard, n_used) down by discard, keys re-rotated to their new positions. Anything derived from the
+    // moved rows (a GPU's host mirror) is invalid afterwards. The caller guarantees keep + discard <= n_used <= n_ctx.
+    virtual void shift_kv(int32_t keep, int32_t discard, int32_t n_used) = 0;
+
     virtual void set_tree_attention(TreeAttention mode) = 0;
     // A flag another thread may raise to stop a forward pass between launches (the session's cancel flag).
     void set_cancel_flag(const std::atomic<bool> *flag) { cancel_ = flag; }

@@ -37,6 +37,16 @@ Session::Session(std::shared_ptr<const Model> model, const SessionConfig &config
     runner_->set_cancel_flag(&cancel_requested_);
     require(config_.n_batch > 0 && config_.n_batch <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "session: n_batch must be in [1, 4096]");
     logits_.resize(size_t(model_->hparams().n_vocab));
+    const ContextShift &shift = config_.shift;
+    if (shift.enabled) {
+        const int32_t n = n_ctx();
+        require(shift.keep >= 0 && shift.keep <= n - 2, SPECULA_ERR_INVALID_ARGUMENT,
+                "session: the context shift keeps " + std::to_string(shift.keep) + " tokens; it must keep between 0 and n_ctx - 2 = " + std::to_string(n - 2));
+        shift_discard_ = shift.discard > 0 ? shift.discard : std::max(1, (n - shift.keep) / 2);
+        require(shift.discard >= 0 && shift.keep + shift_discard_ <= n - 1, SPECULA_ERR_INVALID_ARGUMENT,
+                "session: the context shift drops " + std::to_string(shift.discard) + " tokens after " + std::to_string(shift.keep) +
+                    "; keep + discard must leave at least one token of n_ctx " + std::to_string(n));
+    }
 }
 
 void Session::set_sampler(const SamplerConfig &config) {
@@ -185,7 +195,7 @@ specula_status Session::step(StepResult &out) {
         finish(SPECULA_STOP_CANCELLED);
         return SPECULA_ERR_CANCELLED;
     }
-    if (tokens_.size() >= size_t(n_ctx())) {
+    if (tokens_.size() >= size_t(n_ctx()) && !config_.shift.enabled) {
         finish(SPECULA_STOP_CONTEXT_FULL);
         return n_run_generated_ == 0 ? SPECULA_ERR_CONTEXT_FULL : SPECULA_OK;
     }
@@ -245,6 +255,7 @@ specula_status Session::step(StepResult &out) {
         finish(SPECULA_STOP_EOS);
         return SPECULA_OK;
     }
+    if (tokens_.size() >= size_t(n_ctx())) shift_context();  // only with the shift on (checked above)
     tokens_.push_back(token);
     last_token_generated_ = true;
     if (accepted) {
@@ -269,10 +280,24 @@ specula_status Session::step(StepResult &out) {
         reset_stream();
     } else if (run_.max_tokens >= 0 && n_run_generated_ >= run_.max_tokens) {
         finish(SPECULA_STOP_MAX_TOKENS);
-    } else if (tokens_.size() >= size_t(n_ctx())) {
+    } else if (tokens_.size() >= size_t(n_ctx()) && !config_.shift.enabled) {
         finish(SPECULA_STOP_CONTEXT_FULL);
     }
     return SPECULA_OK;
+}
+
+void Session::shift_context() {
+    const int32_t n = int32_t(tokens_.size()), keep = config_.shift.keep, discard = shift_discard_;
+    // A produced token finds the context full only once the cache holds all of it: plain decoding evaluated the
+    // last token to sample this one, and a round's accepted tokens sit in slots below n_ctx (its tree never passes
+    // the cache's end), so only its bonus token can arrive here.
+    require(n_evaluated_ == n && ready_next_ >= ready_.size(), SPECULA_ERR_INTERNAL, "context shift: the context is not fully evaluated");
+    runner_->shift_kv(keep, discard, n);
+    tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + discard);
+    n_evaluated_ -= discard;
+    if (drafter_) drafter_->shift(keep, discard);
+    ++n_shifts_;
+    n_discarded_ += discard;
 }
 
 void Session::finish_run(specula_stop_reason reason, StepResult &out) {
@@ -315,6 +340,8 @@ specula_stats Session::stats() const {
     s.prompt_tokens_per_s = prompt_ms_ > 0 ? 1000.0 * n_prompt_tokens_ / prompt_ms_ : 0.0;
     s.decode_tokens_per_s = decode_ms_ > 0 ? 1000.0 * n_generated_ / decode_ms_ : 0.0;
     s.n_restored_tokens = n_restored_tokens_;
+    s.n_context_shifts = n_shifts_;
+    s.n_discarded_tokens = n_discarded_;
     return s;
 }
 

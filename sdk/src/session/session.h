@@ -32,11 +32,25 @@
 
 namespace specula::internal {
 
+// What generation does when the context is full (docs/long-outputs.md). Off: the run stops with
+// SPECULA_STOP_CONTEXT_FULL. On: the session drops `discard` tokens after the first `keep` (StreamingLLM's attention
+// sinks, or a system prompt) from the context and the target's cache, moves the newer ones down (keys re-rotated,
+// backends/cpu/kv_shift.h) and goes on: TokenSwift's window of sinks plus recent tokens, llama.cpp's context shift.
+// The shift happens when a produced token finds the context full, with every context token evaluated; a
+// speculative round never drafts past the end of the cache, so plain and speculative decoding shift at the same
+// token with the same cache and greedy speculative output stays equal to plain output under the same policy.
+struct ContextShift {
+    bool enabled = false;
+    int32_t keep = 4;
+    int32_t discard = 0;  // 0: half of the tokens after `keep`
+};
+
 struct SessionConfig {
     int32_t n_ctx = 0;      // 0 = min(n_ctx_train, 4096)
     int32_t n_threads = 0;  // 0 = cores, at most 8
     int32_t n_batch = 64;
     BackendChoice backend;  // which backend runs the target (auto: CUDA when usable, else the CPU)
+    ContextShift shift;
     // Internal: builds the target's runner instead of `backend` (tests run the CUDA backend's CPU emulation
     // through a real session this way).
     std::function<std::unique_ptr<TargetRunner>(std::shared_ptr<const Model>, int32_t n_ctx, int n_threads)> make_runner;
@@ -178,6 +192,11 @@ public:
     int32_t load_snapshot(std::span<const uint8_t> bytes, int32_t keep_tokens = -1);
     // Tokens whose keys/values came from snapshots instead of being evaluated, since the session began.
     int32_t n_restored_tokens() const { return n_restored_tokens_; }
+    // Context shifts since the session began, and the tokens they dropped.
+    int32_t n_context_shifts() const { return n_shifts_; }
+    int64_t n_discarded_tokens() const { return n_discarded_; }
+    // Tokens a shift drops (config.shift.discard, or its default for this n_ctx).
+    int32_t shift_discard() const { return shift_discard_; }
 
     // Raw logits of the last evaluated position, or nullptr.
     const float *logits() const { return logits_valid_ ? logits_.data() : nullptr; }
@@ -185,6 +204,9 @@ public:
 private:
     // Evaluates every context token without KV yet. Returns false if cancelled (progress is kept).
     bool evaluate_pending();
+    // The context is full and every token of it evaluated: drops shift_discard_ tokens after the first keep
+    // (ContextShift), from the context, the target's cache and the drafters.
+    void shift_context();
     bool take_cancel() { return cancel_requested_.exchange(false, std::memory_order_relaxed); }
     // The target's cache as the drafter reads it (its cross-attention layer), or nullptr.
     const KvCache *drafter_target_kv(int32_t n_slots);
@@ -246,6 +268,9 @@ private:
     int32_t n_prompt_tokens_ = 0;
     int32_t n_generated_ = 0;
     int32_t n_restored_tokens_ = 0;
+    int32_t shift_discard_ = 0;
+    int32_t n_shifts_ = 0;
+    int64_t n_discarded_ = 0;
     double prompt_ms_ = 0, decode_ms_ = 0, ttft_ms_ = 0;
 };
 

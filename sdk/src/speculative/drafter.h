@@ -50,6 +50,14 @@ public:
     virtual void draft(const DraftRequest &request, DraftTree &tree) = 0;
     // The context was cut to its first n_tokens tokens: forget anything derived from later ones.
     virtual void rewind(int32_t n_tokens) = 0;
+    // The session shifted its full context (backends/cpu/kv_shift.h): tokens [keep, keep + discard) were dropped
+    // and the later ones moved down by discard. By default the drafter forgets what it derived from tokens after
+    // `keep` and catches up from the new context on its next round; a drafter with its own cache of the whole
+    // context shifts that cache the same way instead.
+    virtual void shift(int32_t keep, int32_t discard) {
+        (void)discard;
+        rewind(keep);
+    }
     // Bytes the drafter holds now (buffers, caches, tables), for memory reports and tests.
     virtual size_t allocated_bytes() const = 0;
     // The target layer whose keys/values the drafter reads through DraftRequest::target_kv, or -1 when it reads

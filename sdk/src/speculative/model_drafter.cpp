@@ -21,6 +21,12 @@ public:
 
     const char *name() const override { return "draft-model"; }
     void rewind(int32_t n_tokens) override { n_done_ = std::min(n_done_, std::max(n_tokens, 0)); }
+    // The draft model's cache shifts like the target's, instead of evaluating the whole window again.
+    void shift(int32_t keep, int32_t discard) override {
+        if (n_done_ < keep + discard) return rewind(keep);
+        runner_.shift_kv(keep, discard, n_done_);
+        n_done_ -= discard;
+    }
     size_t allocated_bytes() const override { return runner_.kv_bytes() + logits_.capacity() * sizeof(float); }
 
     // The draft model's cache holds the committed tokens [0, n_done): its rows travel in the snapshot's KV chunks
@@ -85,6 +91,10 @@ public:
     void rewind(int32_t n_tokens) override {
         primary_->rewind(n_tokens);
         secondary_->rewind(n_tokens);
+    }
+    void shift(int32_t keep, int32_t discard) override {
+        primary_->shift(keep, discard);
+        secondary_->shift(keep, discard);
     }
     size_t allocated_bytes() const override { return primary_->allocated_bytes() + secondary_->allocated_bytes(); }
     int32_t target_kv_layer() const override { return primary_->target_kv_layer(); }

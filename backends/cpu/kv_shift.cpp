@@ -1,0 +1,40 @@
+#include "kv_shift.h"
+
+#include "backends/cpu/kv_view.h"
+#include "backends/cpu/ops.h"
+
+#include <algorithm>
+
+namespace specula::internal {
+
+void shift_kv_rows(TargetRunner &runner, const HParams &hp, const std::vector<float> &freq_factors, int32_t keep, int32_t discard,
+                   int32_t n_used) {
+    const KvType type = runner.kv_type();
+    const int32_t width = runner.kv_row_width();
+    const size_t row_bytes = kv_row_bytes(type, width);
+    // The rotation is the same for every key: the angles of position -discard.
+    std::vector<float> cos_t(size_t(std::max(1, hp.rope_dim / 2))), sin_t(cos_t.size());
+    rope_angles(hp, freq_factors, -discard, cos_t.data(), sin_t.data());
+    // Chunks of rows, in increasing slot order: a chunk's destination lies below its source, so it overwrites only
+    // rows already moved or dropped.
+    constexpr int32_t kChunk = 512;
+    std::vector<uint8_t> bytes(size_t(kChunk) * row_bytes);
+    std::vector<float> floats(size_t(kChunk) * size_t(width));
+    for (int32_t layer = 0; layer < hp.n_layer; ++layer)
+        for (int32_t from = keep + discard; from < n_used; from += kChunk) {
+            const int32_t n = std::min(kChunk, n_used - from);
+            runner.read_kv(layer, 1, from, n, bytes.data());
+            runner.write_kv(layer, 1, from - discard, n, bytes.data());
+            runner.read_kv(layer, 0, from, n, bytes.data());
+            const KvView rows{bytes.data(), type, row_bytes};
+            kv_load_head(rows, 0, nullptr, n, 0, width, floats.data());
+            for (int32_t i = 0; i < n; ++i) {
+                float *key = floats.data() + size_t(i) * size_t(width);
+                rope_rotate(key, hp.n_head_kv, hp, cos_t.data(), sin_t.data());
+                kv_store_row(type, key, width, bytes.data() + size_t(i) * row_bytes);
+            }
+            runner.write_kv(layer, 0, from - discard, n, bytes.data());
+        }
+}
+
+}  // namespace specula::internal

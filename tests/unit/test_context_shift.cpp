@@ -1,0 +1,220 @@
+// The context shift (backends/cpu/kv_shift.h, session.h ContextShift): moved keys equal the keys evaluated at
+// their new positions (in layer 0, where a row depends only on its token and position), kept rows stay as they
+// were, and generation through many shifts is lossless: greedy speculative output equals plain greedy output with
+// the same policy, for every drafter and KV type, and speculation goes on accepting after each shift.
+#include "backends/cpu/cpu_runner.h"
+#include "backends/cpu/kv_view.h"
+#include "common/fixture_files.h"
+#include "common/session_run.h"
+#include "session/session.h"
+#include "speculative/longspec_draft_file.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace specula::internal;
+
+namespace {
+
+std::shared_ptr<const Model> load_fixture(const std::string &rel) {
+    const auto path = test_fixtures::fixtures_dir() / rel;
+    if (!test_fixtures::have_fixture(path)) return nullptr;
+    return Model::load(path.string(), LoadOptions{});
+}
+
+// Tokens from the model's own text, repeated to length n (BOS first).
+std::vector<int32_t> text_tokens(const Model &model, int32_t n) {
+    const std::string text =
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog. "
+        "def add(a, b):\n    return a + b\n\nclass Point:\n    def __init__(self, x, y):\n        self.x = x\n";
+    const std::vector<int32_t> ids = model.vocab().tokenize(text, true, false);
+    std::vector<int32_t> out;
+    while (int32_t(out.size()) < n) out.push_back(ids[out.size() % ids.size()]);
+    return out;
+}
+
+// Slots [0, n) of one layer's keys (kind 0) or values (kind 1) as floats.
+std::vector<float> rows_as_floats(TargetRunner &runner, int32_t layer, int kind, int32_t n) {
+    const int32_t width = runner.kv_row_width();
+    const size_t row_bytes = kv_row_bytes(runner.kv_type(), width);
+    std::vector<uint8_t> bytes(size_t(n) * row_bytes);
+    runner.read_kv(layer, kind, 0, n, bytes.data());
+    std::vector<float> out(size_t(n) * size_t(width));
+    kv_load_head(KvView{bytes.data(), runner.kv_type(), row_bytes}, 0, nullptr, n, 0, width, out.data());
+    return out;
+}
+
+std::vector<uint8_t> raw_rows(TargetRunner &runner, int32_t layer, int kind, int32_t n) {
+    std::vector<uint8_t> bytes(size_t(n) * kv_row_bytes(runner.kv_type(), runner.kv_row_width()));
+    runner.read_kv(layer, kind, 0, n, bytes.data());
+    return bytes;
+}
+
+void eval_all(CpuRunner &runner, const Model &model, const std::vector<int32_t> &tokens) {
+    std::vector<float> logits(size_t(model.hparams().n_vocab));
+    for (int32_t done = 0; done < int32_t(tokens.size());) {
+        const int32_t n = std::min<int32_t>(32, int32_t(tokens.size()) - done);
+        REQUIRE(runner.eval(tokens.data() + done, n, done, logits.data(), false));
+        done += n;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("a context shift moves layer 0's keys to their new positions and keeps the sinks", "[shift]") {
+    const char *const models[] = {"models/stories260K.gguf", "models/synth-qwen2-bias-f32.gguf", "models/synth-llama-gqa-f16.gguf"};
+    for (const char *rel : models) {
+        const auto model = load_fixture(rel);
+        if (!model) continue;
+        const HParams &hp = model->hparams();
+        for (const KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+            if (!kv_type_fits(type, hp.n_embd_kv())) continue;
+            CAPTURE(rel, kv_type_name(type));
+            constexpr int32_t n_ctx = 160, n_used = 150, keep = 4, discard = 70;
+            const std::vector<int32_t> tokens = text_tokens(*model, n_used);
+            CpuRunner shifted(model, n_ctx, 2, type);
+            eval_all(shifted, *model, tokens);
+            std::vector<std::vector<uint8_t>> sinks;
+            for (int32_t l = 0; l < hp.n_layer; ++l) sinks.push_back(raw_rows(shifted, l, 0, keep));
+            shifted.shift_kv(keep, discard, n_used);
+
+            // The same window evaluated from scratch at its new positions.
+            std::vector<int32_t> window(tokens.begin(), tokens.begin() + keep);
+            window.insert(window.end(), tokens.begin() + keep + discard, tokens.end());
+            CpuRunner fresh(model, n_ctx, 2, type);
+            eval_all(fresh, *model, window);
+            const int32_t n = int32_t(window.size());
+
+            // Values do not depend on position: moved as stored, bit for bit.
+            CHECK(raw_rows(shifted, 0, 1, n) == raw_rows(fresh, 0, 1, n));
+            // Keys: rotated back by the shift, equal to evaluating them there up to the rounding of the rotation
+            // (and of storing the result again: an F16 ulp, a Q8_0 step of the block's scale).
+            const std::vector<float> got = rows_as_floats(shifted, 0, 0, n), want = rows_as_floats(fresh, 0, 0, n);
+            double max_abs = 0, max_err = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+                max_abs = std::max(max_abs, double(std::fabs(want[i])));
+                max_err = std::max(max_err, double(std::fabs(got[i] - want[i])));
+            }
+            const double tolerance = type == KvType::F32 ? 1e-4 : type == KvType::F16 ? 2e-3 : 2.5e-2;
+            CAPTURE(max_abs, max_err);
+            CHECK(max_abs > 0.01);
+            CHECK(max_err <= tolerance * max_abs);
+            // Keys that were not moved are untouched in every layer.
+            for (int32_t l = 0; l < hp.n_layer; ++l) CHECK(raw_rows(shifted, l, 0, keep) == sinks[size_t(l)]);
+        }
+    }
+}
+
+namespace {
+
+struct ShiftRun {
+    std::vector<int32_t> tokens;
+    int32_t shifts = 0;
+    SpeculativeStats spec;
+};
+
+ShiftRun run_with_shift(const std::shared_ptr<const Model> &model, const SpeculativeConfig *spec, KvType type, int32_t n_gen) {
+    SessionConfig sc;
+    sc.n_ctx = 128;
+    sc.n_threads = 2;
+    sc.backend.kv_type = type;
+    sc.shift.enabled = true;
+    sc.shift.keep = 4;
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    Session s(model, sc, greedy);
+    if (spec) s.set_speculative(*spec);
+    ShiftRun r;
+    r.tokens = test_sessions::generate(s, text_tokens(*model, 40), n_gen);
+    r.shifts = s.n_context_shifts();
+    r.spec = s.speculative_stats();
+    CHECK(s.tokens().size() <= 128);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("greedy speculative decoding through context shifts equals plain greedy decoding with the same shifts", "[shift][speculative][lossless]") {
+    const auto model = load_fixture("models/stories260K.gguf");
+    if (!model) return;
+    const auto draft_path = std::filesystem::temp_directory_path() / ("specula-test-" + std::to_string(::getpid()) + "-shift-draft.gguf");
+    RandomDraftOptions opt;
+    opt.window = 16;
+    opt.seed = 5;
+    write_random_longspec_draft(*model, draft_path.string(), opt);
+    const auto longspec = LongSpecDraft::load(draft_path.string(), model);
+    std::filesystem::remove(draft_path);
+
+    for (const KvType type : {KvType::F16, KvType::Q8_0}) {
+        CAPTURE(kv_type_name(type));
+        constexpr int32_t n_gen = 600;  // 40 prompt tokens in a context of 128, 62 dropped per shift: 9 shifts
+        const ShiftRun plain = run_with_shift(model, nullptr, type, n_gen);
+        REQUIRE(int32_t(plain.tokens.size()) == n_gen);
+        CHECK(plain.shifts >= 8);
+
+        struct Case {
+            const char *label;
+            SpeculativeConfig spec;
+        };
+        std::vector<Case> cases;
+        SpeculativeConfig c;
+        c.ngram = true;
+        cases.push_back({"n-gram", c});
+        c = {};
+        c.longspec = longspec;
+        c.shape = TreeShape{};
+        cases.push_back({"LongSpec, default tree", c});
+        c.shape = TreeShape::chain(6);
+        c.ngram = true;
+        cases.push_back({"LongSpec chain 6 + n-gram", c});
+        c = {};
+        c.draft_model = model;  // the target as its own draft: its cache shifts with the target's
+        c.shape = TreeShape::chain(5);
+        cases.push_back({"target as draft model", c});
+        c.auto_tree = true;
+        c.shape_is_bound = false;
+        cases.push_back({"target as draft model, auto tree", c});
+        for (const Case &k : cases) {
+            CAPTURE(k.label);
+            const ShiftRun got = run_with_shift(model, &k.spec, type, n_gen);
+            CHECK(got.shifts == plain.shifts);
+            REQUIRE(got.tokens.size() == plain.tokens.size());
+            for (size_t i = 0; i < got.tokens.size(); ++i) {
+                INFO("token " << i);
+                REQUIRE(got.tokens[i] == plain.tokens[i]);
+            }
+            CHECK(got.spec.rounds > 0);
+        }
+        // Speculation keeps working across shifts: the target as its own draft has every token accepted, so its
+        // rounds produce many tokens each, which they could not if a shift left its cache behind the target's.
+        const ShiftRun self = run_with_shift(model, &cases[3].spec, type, n_gen);
+        CHECK(double(self.spec.produced) / self.spec.rounds > 4.0);
+    }
+}
+
+TEST_CASE("context shift options are checked when the session is made", "[shift]") {
+    const auto model = load_fixture("models/stories260K.gguf");
+    if (!model) return;
+    SessionConfig sc;
+    sc.n_ctx = 64;
+    sc.shift.enabled = true;
+    sc.shift.keep = 62;
+    CHECK_NOTHROW(Session(model, sc, SamplerConfig{}));
+    sc.shift.keep = 63;
+    CHECK_THROWS_AS(Session(model, sc, SamplerConfig{}), Error);
+    sc.shift.keep = 4;
+    sc.shift.discard = 59;
+    CHECK_NOTHROW(Session(model, sc, SamplerConfig{}));
+    sc.shift.discard = 60;
+    CHECK_THROWS_AS(Session(model, sc, SamplerConfig{}), Error);
+    sc.shift.discard = -1;
+    CHECK_THROWS_AS(Session(model, sc, SamplerConfig{}), Error);
+    sc.shift.discard = 0;
+    Session s(model, sc, SamplerConfig{});
+    CHECK(s.shift_discard() == 30);  // half of the 60 tokens after the 4 kept
+}
