@@ -289,6 +289,50 @@ TEST_CASE("a full context stops generation and refuses appends", "[session][cont
     CHECK(append(s.get(), {one}) == SPECULA_OK);
 }
 
+TEST_CASE("with the context shift a full context drops old tokens and generation goes on", "[session][context][shift]") {
+    specula::SessionOptions so;
+    CHECK(so.context_policy == SPECULA_CONTEXT_STOP);  // the default
+    CHECK(so.n_keep == 4);
+    CHECK(so.n_discard == 0);
+    so.n_ctx = 32;
+    so.n_threads = 1;
+    so.context_policy = SPECULA_CONTEXT_SHIFT;
+    specula::Session s(shared_model(), so, greedy());
+    s.append_text("Once upon a time");
+    const int32_t n_prompt = s.n_tokens();
+    // Unbounded generation stops only at max_tokens now: ask for 200 in a context of 32.
+    const Run run = generate(s.get(), 200);
+    CHECK(run.status == SPECULA_OK);
+    CHECK(run.reason == SPECULA_STOP_MAX_TOKENS);
+    CHECK(run.tokens.size() == 200);
+    CHECK(s.n_tokens() <= 32);
+    const specula_stats st = s.stats();
+    // Each shift drops (32 - 4) / 2 = 14 tokens; the context holds the prompt and 200 tokens less those.
+    CHECK(st.n_context_shifts >= (n_prompt + 200 - 32) / 14);
+    CHECK(st.n_discarded_tokens == int64_t(st.n_context_shifts) * 14);
+    CHECK(s.n_tokens() == n_prompt + 200 - st.n_discarded_tokens);
+    CHECK(st.n_ctx_used == s.n_tokens());
+    // The sinks are still the prompt's first tokens.
+    specula::Session fresh = make_session(shared_model(), greedy(), 32);
+    fresh.append_text("Once upon a time");
+    const std::vector<int32_t> now = s.tokens(), prompt = fresh.tokens();
+    REQUIRE(prompt.size() >= 4);
+    CHECK(std::vector<int32_t>(now.begin(), now.begin() + 4) == std::vector<int32_t>(prompt.begin(), prompt.begin() + 4));
+
+    // Policies and sizes are checked.
+    specula_session *bad = nullptr;
+    specula_session_options o = so;
+    o.context_policy = 7;
+    CHECK(specula_session_create(shared_model().get(), &o, nullptr, &bad, nullptr) == SPECULA_ERR_INVALID_ARGUMENT);
+    o = so;
+    o.n_keep = 31;  // n_ctx - 1: no room to drop anything
+    CHECK(specula_session_create(shared_model().get(), &o, nullptr, &bad, nullptr) == SPECULA_ERR_INVALID_ARGUMENT);
+    o = so;
+    o.n_discard = 28;  // with 4 kept, nothing would be left
+    CHECK(specula_session_create(shared_model().get(), &o, nullptr, &bad, nullptr) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(bad == nullptr);
+}
+
 TEST_CASE("a prompt longer than the context is refused whole", "[session][context]") {
     specula::Session s = make_session(shared_model(), greedy(), 16);
     const std::vector<int32_t> many(17, 300);

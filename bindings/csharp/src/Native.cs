@@ -103,6 +103,15 @@ namespace Specula
         Q8_0 = 3,
     }
 
+    /// <summary>specula_context_policy: what generation does when the context is full (since 0.9).</summary>
+    public enum ContextPolicy
+    {
+        /// <summary>The run stops with StopReason.ContextFull (the default).</summary>
+        Stop = 0,
+        /// <summary>Drop NDiscard tokens after the first NKeep and go on (attention sinks plus a recent window).</summary>
+        Shift = 1,
+    }
+
     /// <summary>specula_tree_mode: how each speculative round's tree is chosen (since 0.8).</summary>
     public enum TreeMode
     {
@@ -202,6 +211,9 @@ namespace Specula
             public int device;
             public int allow_fallback;
             public int kv_type;
+            public int context_policy;
+            public int n_keep;
+            public int n_discard;
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -254,6 +266,8 @@ namespace Specula
             public fixed int accepted_at_depth[16];
             public UIntPtr drafter_bytes;
             public int n_restored_tokens;
+            public int n_context_shifts;
+            public long n_discarded_tokens;
         }
 
         [StructLayout(LayoutKind.Sequential)]

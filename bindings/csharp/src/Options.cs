@@ -57,6 +57,12 @@ namespace Specula
         public bool AllowFallback { get { return Native.allow_fallback != 0; } set { Native.allow_fallback = value ? 1 : 0; } }
         /// <summary>Element type of the KV cache; default KvType.Default (F16). CUDA keeps F16 only.</summary>
         public KvType KvType { get { return (KvType)Native.kv_type; } set { Native.kv_type = (int)value; } }
+        /// <summary>What generation does when the context is full; default ContextPolicy.Stop.</summary>
+        public ContextPolicy ContextPolicy { get { return (ContextPolicy)Native.context_policy; } set { Native.context_policy = (int)value; } }
+        /// <summary>With ContextPolicy.Shift: leading tokens always kept (attention sinks, a system prompt); default 4.</summary>
+        public int NKeep { get { return Native.n_keep; } set { Native.n_keep = value; } }
+        /// <summary>With ContextPolicy.Shift: tokens dropped per shift; 0 (default) = half of those after NKeep.</summary>
+        public int NDiscard { get { return Native.n_discard; } set { Native.n_discard = value; } }
     }
 
     /// <summary>Sampling settings (specula_sampler_options). Temperature &lt;= 0 is greedy.</summary>

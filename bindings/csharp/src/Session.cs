@@ -38,6 +38,9 @@ namespace Specula
         public ulong DrafterBytes { get; internal set; }
         /// <summary>Context tokens restored from snapshots or a prompt cache instead of being evaluated.</summary>
         public int NRestoredTokens { get; internal set; }
+        /// <summary>Context shifts (ContextPolicy.Shift) since the session began, and the tokens they dropped.</summary>
+        public int NContextShifts { get; internal set; }
+        public long NDiscardedTokens { get; internal set; }
 
         /// <summary>
         /// Copies library-owned stats, reading only the bytes its struct_size says are there (an older library
@@ -59,6 +62,7 @@ namespace Specula
                 NSpecRounds = c.n_spec_rounds, NDrafted = c.n_drafted, NAccepted = c.n_accepted, Tau = c.tau,
                 DraftMs = c.draft_ms, VerifyMs = c.verify_ms, AcceptedAtDepth = depth,
                 DrafterBytes = c.drafter_bytes.ToUInt64(), NRestoredTokens = c.n_restored_tokens,
+                NContextShifts = c.n_context_shifts, NDiscardedTokens = c.n_discarded_tokens,
             };
         }
     }

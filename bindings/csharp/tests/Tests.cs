@@ -385,6 +385,7 @@ namespace Specula.Tests
                 Tuple.Create("SPECULA_FIM_", typeof(FimToken)), Tuple.Create("SPECULA_TOKENIZE_", typeof(TokenizeFlags)),
                 Tuple.Create("SPECULA_TOKEN_KIND_", typeof(TokenKind)), Tuple.Create("SPECULA_BACKEND_", typeof(Backend)),
                 Tuple.Create("SPECULA_KV_", typeof(KvType)),
+                Tuple.Create("SPECULA_CONTEXT_", typeof(ContextPolicy)),
                 Tuple.Create("SPECULA_TREE_", typeof(TreeMode)),
                 Tuple.Create("SPECULA_STOP_", typeof(StopReason)), Tuple.Create("SPECULA_SNAPSHOT_", typeof(SnapshotScope)),
             };
@@ -1152,6 +1153,24 @@ namespace Specula.Tests
                     Assert.Status(Status.Format, () => s.Load(new byte[] { 1, 2, 3, 4, 5, 6, 7, 8 }), "garbage snapshot");
                     Assert.Status(Status.Io, () => s.LoadFile("/nonexistent/snapshot"), "missing snapshot file");
                 }
+
+                // With ContextPolicy.Shift a full context drops old tokens instead of stopping.
+                SessionOptions shifting = CpuOptions(16);
+                shifting.ContextPolicy = ContextPolicy.Shift;
+                shifting.NKeep = 2;
+                using (Session s = new Session(model, shifting, SamplerOptions.Greedy()))
+                {
+                    s.AppendTokens(Enumerable.Repeat(300, 14).ToArray());
+                    List<TokenEvent> shifted = s.Generate(Exactly(30)).ToList();
+                    Assert.Equal(StopReason.MaxTokens, shifted.Last().Stop, "generation goes on past a full context");
+                    Assert.Equal(30, shifted.Count(ev => ev.HasToken), "30 tokens");
+                    Stats shiftStats = s.GetStats();
+                    Assert.True(shiftStats.NContextShifts >= 3 && shiftStats.NDiscardedTokens == 7L * shiftStats.NContextShifts,
+                                "shifts of 7 tokens: " + shiftStats.NContextShifts + ", " + shiftStats.NDiscardedTokens);
+                    Assert.True(s.NTokens <= 16, "the context stays within n_ctx");
+                }
+                shifting.NKeep = 15;
+                Assert.Status(Status.InvalidArgument, () => new Session(model, shifting, null), "n_keep leaves no room");
 
                 // A token callback's exception stops generation and is rethrown; the session stays usable.
                 using (Session s = GreedySession(model))

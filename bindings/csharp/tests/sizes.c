@@ -58,6 +58,9 @@ int main(void) {
     FIELD(specula_session_options, device);
     FIELD(specula_session_options, allow_fallback);
     FIELD(specula_session_options, kv_type);
+    FIELD(specula_session_options, context_policy);
+    FIELD(specula_session_options, n_keep);
+    FIELD(specula_session_options, n_discard);
 
     STRUCT(specula_sampler_options);
     FIELD(specula_sampler_options, struct_size);
@@ -101,6 +104,8 @@ int main(void) {
     FIELD(specula_stats, accepted_at_depth);
     FIELD(specula_stats, drafter_bytes);
     FIELD(specula_stats, n_restored_tokens);
+    FIELD(specula_stats, n_context_shifts);
+    FIELD(specula_stats, n_discarded_tokens);
 
     STRUCT(specula_token_event);
     FIELD(specula_token_event, struct_size);
@@ -209,6 +214,8 @@ int main(void) {
     ENUM(SPECULA_KV_F32);
     ENUM(SPECULA_KV_F16);
     ENUM(SPECULA_KV_Q8_0);
+    ENUM(SPECULA_CONTEXT_STOP);
+    ENUM(SPECULA_CONTEXT_SHIFT);
     ENUM(SPECULA_TREE_DEFAULT);
     ENUM(SPECULA_TREE_AUTO);
     ENUM(SPECULA_TREE_FIXED);

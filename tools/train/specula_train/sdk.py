@@ -43,7 +43,8 @@ class _ModelOptions(C.Structure):
 class _SessionOptions(C.Structure):
     # Every field of specula_session_options: specula_session_options_init() writes the whole struct.
     _fields_ = [("struct_size", C.c_uint32), ("n_ctx", C.c_int32), ("n_threads", C.c_int32), ("n_batch", C.c_int32),
-                ("backend", C.c_int32), ("device", C.c_int32), ("allow_fallback", C.c_int32), ("kv_type", C.c_int32)]
+                ("backend", C.c_int32), ("device", C.c_int32), ("allow_fallback", C.c_int32), ("kv_type", C.c_int32),
+                ("context_policy", C.c_int32), ("n_keep", C.c_int32), ("n_discard", C.c_int32)]
 
 
 KV_F32 = 1  # specula_kv_type: SPECULA_KV_F32

@@ -91,7 +91,7 @@ pub use crate::device::{backend_check, device_count, devices, DeviceInfo};
 pub use crate::error::{Error, Result, Status};
 pub use crate::log::{clear_logger, set_logger, LogLevel};
 pub use crate::model::{FimToken, Model, ModelOptions, TensorInfo, TokenKind, TokenizeFlags};
-pub use crate::options::{Backend, GenerateOptions, KvType, SamplerOptions, SessionOptions, SnapshotOptions, SnapshotScope};
+pub use crate::options::{Backend, ContextPolicy, GenerateOptions, KvType, SamplerOptions, SessionOptions, SnapshotOptions, SnapshotScope};
 pub use crate::prompt_cache::{PromptCache, PromptCacheOptions, PromptCacheStats};
 pub use crate::session::{CancelHandle, Session, Stats, StopReason, TokenEvent, TokenIter};
 pub use crate::speculative::{Draft, SpeculativeOptions, TreeMode};

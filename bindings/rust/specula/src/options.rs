@@ -72,6 +72,34 @@ impl KvType {
 }
 
 /// Options of [`Session::new`](crate::Session::new) (`specula_session_options`).
+/// What generation does when the context is full (`specula_context_policy`, since 0.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContextPolicy {
+    /// The run stops with [`crate::StopReason::ContextFull`] (the default).
+    #[default]
+    Stop,
+    /// Drop `n_discard` tokens after the first `n_keep` and go on: attention sinks plus a recent window, keys
+    /// re-rotated to their new positions. Greedy speculative output still equals plain greedy output.
+    Shift,
+}
+
+impl ContextPolicy {
+    pub(crate) fn to_raw(self) -> i32 {
+        (match self {
+            ContextPolicy::Stop => sys::specula_context_policy_SPECULA_CONTEXT_STOP,
+            ContextPolicy::Shift => sys::specula_context_policy_SPECULA_CONTEXT_SHIFT,
+        }) as i32
+    }
+
+    pub(crate) fn from_raw(raw: i32) -> ContextPolicy {
+        if raw == sys::specula_context_policy_SPECULA_CONTEXT_SHIFT as i32 {
+            ContextPolicy::Shift
+        } else {
+            ContextPolicy::Stop
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionOptions {
     /// Context length in tokens; 0 = min(n_ctx_train, 4096).
@@ -88,6 +116,12 @@ pub struct SessionOptions {
     pub allow_fallback: bool,
     /// Element type of the KV cache (since 0.8); CUDA keeps F16 only.
     pub kv_type: KvType,
+    /// What generation does when the context is full (since 0.9); default [`ContextPolicy::Stop`].
+    pub context_policy: ContextPolicy,
+    /// With [`ContextPolicy::Shift`]: leading tokens always kept (attention sinks, a system prompt); default 4.
+    pub n_keep: i32,
+    /// With [`ContextPolicy::Shift`]: tokens dropped per shift; 0 (default) = half of those after `n_keep`.
+    pub n_discard: i32,
 }
 
 impl Default for SessionOptions {
@@ -101,6 +135,9 @@ impl Default for SessionOptions {
             device: c.device,
             allow_fallback: c.allow_fallback != 0,
             kv_type: KvType::from_raw(c.kv_type),
+            context_policy: ContextPolicy::from_raw(c.context_policy),
+            n_keep: c.n_keep,
+            n_discard: c.n_discard,
         }
     }
 }
@@ -121,6 +158,9 @@ impl SessionOptions {
         c.device = self.device;
         c.allow_fallback = self.allow_fallback as i32;
         c.kv_type = self.kv_type.to_raw();
+        c.context_policy = self.context_policy.to_raw();
+        c.n_keep = self.n_keep;
+        c.n_discard = self.n_discard;
         c
     }
 }

@@ -114,6 +114,10 @@ pub struct Stats {
     pub drafter_bytes: usize,
     /// Context tokens restored from snapshots or a prompt cache instead of being evaluated.
     pub n_restored_tokens: i32,
+    /// Context shifts ([`crate::ContextPolicy::Shift`]) since the session began.
+    pub n_context_shifts: i32,
+    /// Tokens those shifts dropped.
+    pub n_discarded_tokens: i64,
 }
 
 impl Stats {
@@ -153,6 +157,8 @@ impl Stats {
             accepted_at_depth: c.accepted_at_depth,
             drafter_bytes: c.drafter_bytes,
             n_restored_tokens: c.n_restored_tokens,
+            n_context_shifts: c.n_context_shifts,
+            n_discarded_tokens: c.n_discarded_tokens,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 use common::*;
 use specula::{
-    Draft, Error, GenerateOptions, Model, ModelOptions, SamplerOptions, Session, SessionOptions, Status, StopReason,
+    ContextPolicy, Draft, Error, GenerateOptions, Model, ModelOptions, SamplerOptions, Session, SessionOptions, Status, StopReason,
     TokenizeFlags,
 };
 
@@ -99,6 +99,24 @@ fn context_full_and_bad_options() {
     assert_eq!(vocab.n_layer(), 0);
     let err = Session::with_defaults(&vocab).unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument, "{}", err);
+}
+
+#[test]
+fn context_shift_goes_on_past_a_full_context() {
+    let model = load_model();
+    let opts = SessionOptions { n_ctx: 16, context_policy: ContextPolicy::Shift, n_keep: 2, ..session_options() };
+    let mut s = Session::new(&model, &opts, &SamplerOptions::greedy()).unwrap();
+    s.append_tokens(&PROMPT).unwrap();
+    let (tokens, stop) = s.generate_tokens(&gen_opts(40)).unwrap();
+    assert_eq!((tokens.len(), stop), (40, StopReason::MaxTokens));
+    assert!(s.n_tokens() <= 16);
+    let st = s.stats().unwrap();
+    // n_ctx 16, 2 kept: each shift drops (16 - 2) / 2 = 7 tokens.
+    assert!(st.n_context_shifts >= 4, "{} shifts", st.n_context_shifts);
+    assert_eq!(st.n_discarded_tokens, 7 * st.n_context_shifts as i64);
+    // n_keep must leave room.
+    let bad = SessionOptions { n_keep: 15, ..opts };
+    assert_eq!(Session::new(&model, &bad, &SamplerOptions::greedy()).unwrap_err().status(), Status::InvalidArgument);
 }
 
 #[test]
