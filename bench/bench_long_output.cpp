@@ -162,6 +162,7 @@ int main(int argc, char **argv) {
     app.add_option("--penalty-window", sampler.context_penalty_window, "Its window")->capture_default_str();
     app.add_option("--seed", sampler.seed, "Sampling seed")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // runs take minutes: show each table as it is done
     if (plain_tokens < 0) plain_tokens = n_tokens;
     so.kv_type = kv == "f32" ? SPECULA_KV_F32 : kv == "q8_0" ? SPECULA_KV_Q8_0 : SPECULA_KV_F16;
     if (!prompt_file.empty()) {
