@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "common/fixture_files.h"
 #include "common/session_run.h"
+#include "common/test_inputs.h"
 #include "model/model.h"
 #include "session/session.h"
 #include "speculative/longspec_draft_file.h"
@@ -227,12 +228,9 @@ void check_lossless_on_cuda(const char *rel, const std::vector<TreeShape> &shape
     Session plain(model, on(BackendKind::Cuda), greedy);
     const std::vector<int32_t> prompt = prompt_for(*model, 40);
     const std::vector<int32_t> expected = generate(plain, prompt, kGenerate);
-    const auto draft_path = std::filesystem::temp_directory_path() / ("specula-cuda-draft-" + std::to_string(::getpid()) + ".gguf");
     RandomDraftOptions opt;
     opt.window = 16;
-    write_random_longspec_draft(*model, draft_path.string(), opt);
-    const auto longspec = LongSpecDraft::load(draft_path.string(), model);
-    std::filesystem::remove(draft_path);
+    const auto longspec = test_inputs::random_longspec_draft(model, opt, "cuda-draft");
     for (const TreeShape &shape : shapes) {
         for (int drafter = 0; drafter < 3; ++drafter) {
             SpeculativeConfig c;
@@ -274,12 +272,9 @@ TEST_CASE("cuda: greedy speculative decoding through context shifts equals plain
     Session plain(model, sc, greedy);
     const std::vector<int32_t> expected = generate(plain, prompt, 50);
     CHECK(plain.n_context_shifts() >= 2);
-    const auto draft_path = std::filesystem::temp_directory_path() / ("specula-cuda-shift-draft-" + std::to_string(::getpid()) + ".gguf");
     RandomDraftOptions opt;
     opt.window = 16;
-    write_random_longspec_draft(*model, draft_path.string(), opt);
-    const auto longspec = LongSpecDraft::load(draft_path.string(), model);
-    std::filesystem::remove(draft_path);
+    const auto longspec = test_inputs::random_longspec_draft(model, opt, "cuda-shift-draft");
     for (int drafter = 0; drafter < 3; ++drafter) {
         SpeculativeConfig c;
         c.shape = TreeShape::chain(4);
@@ -402,12 +397,9 @@ TEST_CASE("cuda: the device LongSpec drafter's logits match the CPU drafter's", 
     const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = load("models/stories260K.gguf");
-    const auto draft_path = std::filesystem::temp_directory_path() / ("specula-cuda-draft-logits-" + std::to_string(::getpid()) + ".gguf");
     RandomDraftOptions opt;
     opt.window = 16;  // the 40-token context wraps the ring twice
-    write_random_longspec_draft(*model, draft_path.string(), opt);
-    const auto draft = LongSpecDraft::load(draft_path.string(), model);
-    std::filesystem::remove(draft_path);
+    const auto draft = test_inputs::random_longspec_draft(model, opt, "cuda-draft-logits");
     const int32_t n_vocab = model->hparams().n_vocab;
     const std::vector<int32_t> context = prompt_for(*model, 41);
     CpuRunner cpu(model, 256, 2);

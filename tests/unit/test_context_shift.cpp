@@ -6,15 +6,13 @@
 #include "backends/cpu/kv_view.h"
 #include "common/fixture_files.h"
 #include "common/session_run.h"
+#include "common/test_inputs.h"
 #include "session/session.h"
-#include "speculative/longspec_draft_file.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <filesystem>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 using namespace specula::internal;
@@ -25,17 +23,6 @@ std::shared_ptr<const Model> load_fixture(const std::string &rel) {
     const auto path = test_fixtures::fixtures_dir() / rel;
     if (!test_fixtures::have_fixture(path)) return nullptr;
     return Model::load(path.string(), LoadOptions{});
-}
-
-// Tokens from the model's own text, repeated to length n (BOS first).
-std::vector<int32_t> text_tokens(const Model &model, int32_t n) {
-    const std::string text =
-        "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog. "
-        "def add(a, b):\n    return a + b\n\nclass Point:\n    def __init__(self, x, y):\n        self.x = x\n";
-    const std::vector<int32_t> ids = model.vocab().tokenize(text, true, false);
-    std::vector<int32_t> out;
-    while (int32_t(out.size()) < n) out.push_back(ids[out.size() % ids.size()]);
-    return out;
 }
 
 // Slots [0, n) of one layer's keys (kind 0) or values (kind 1) as floats.
@@ -76,7 +63,7 @@ TEST_CASE("a context shift moves layer 0's keys to their new positions and keeps
             if (!kv_type_fits(type, hp.n_embd_kv())) continue;
             CAPTURE(rel, kv_type_name(type));
             constexpr int32_t n_ctx = 160, n_used = 150, keep = 4, discard = 70;
-            const std::vector<int32_t> tokens = text_tokens(*model, n_used);
+            const std::vector<int32_t> tokens = test_inputs::model_text_prompt(*model, n_used);
             CpuRunner shifted(model, n_ctx, 2, type);
             eval_all(shifted, *model, tokens);
             std::vector<std::vector<uint8_t>> sinks;
@@ -130,7 +117,7 @@ ShiftRun run_with_shift(const std::shared_ptr<const Model> &model, const Specula
     Session s(model, sc, greedy);
     if (spec) s.set_speculative(*spec);
     ShiftRun r;
-    r.tokens = test_sessions::generate(s, text_tokens(*model, 40), n_gen);
+    r.tokens = test_sessions::generate(s, test_inputs::model_text_prompt(*model, 40), n_gen);
     r.shifts = s.n_context_shifts();
     r.spec = s.speculative_stats();
     CHECK(s.tokens().size() <= 128);
@@ -142,13 +129,10 @@ ShiftRun run_with_shift(const std::shared_ptr<const Model> &model, const Specula
 TEST_CASE("greedy speculative decoding through context shifts equals plain greedy decoding with the same shifts", "[shift][speculative][lossless]") {
     const auto model = load_fixture("models/stories260K.gguf");
     if (!model) return;
-    const auto draft_path = std::filesystem::temp_directory_path() / ("specula-test-" + std::to_string(::getpid()) + "-shift-draft.gguf");
     RandomDraftOptions opt;
     opt.window = 16;
     opt.seed = 5;
-    write_random_longspec_draft(*model, draft_path.string(), opt);
-    const auto longspec = LongSpecDraft::load(draft_path.string(), model);
-    std::filesystem::remove(draft_path);
+    const auto longspec = test_inputs::random_longspec_draft(model, opt, "shift-draft");
 
     for (const KvType type : {KvType::F16, KvType::Q8_0}) {
         CAPTURE(kv_type_name(type));

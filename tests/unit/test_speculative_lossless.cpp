@@ -4,6 +4,7 @@
 // LongSpec window many times (window 16) and prompts longer than the window.
 #include "common/fixture_files.h"
 #include "common/session_run.h"
+#include "common/test_inputs.h"
 #include "session/session.h"
 #include "speculative/longspec_draft_file.h"
 
@@ -18,32 +19,11 @@ using namespace specula::internal;
 
 namespace {
 
-struct TempFile {
-    std::filesystem::path path;
-    explicit TempFile(const std::string &name)
-        : path(std::filesystem::temp_directory_path() / ("specula-test-" + std::to_string(::getpid()) + "-" + name)) {}
-    ~TempFile() {
-        std::error_code ec;
-        std::filesystem::remove(path, ec);
-    }
-};
-
 std::shared_ptr<const Model> load_model(const std::string &rel) {
     return Model::load((test_fixtures::fixtures_dir() / rel).string(), LoadOptions{});
 }
 
 using test_sessions::generate;
-
-// A prompt of `n` tokens taken from the model's own text: BOS + tokenized story / code, repeated as needed.
-std::vector<int32_t> make_prompt(const Model &model, int32_t n) {
-    const std::string text =
-        "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog. "
-        "def add(a, b):\n    return a + b\n\nclass Point:\n    def __init__(self, x, y):\n        self.x = x\n";
-    std::vector<int32_t> ids = model.vocab().tokenize(text, true, false);
-    std::vector<int32_t> out;
-    while (int32_t(out.size()) < n) out.push_back(ids[out.size() % ids.size()]);
-    return out;
-}
 
 struct Drafters {
     std::shared_ptr<const LongSpecDraft> longspec;
@@ -77,7 +57,7 @@ void run_matrix(const std::string &rel, int32_t n_gen, const std::vector<TreeSha
     const auto path = test_fixtures::fixtures_dir() / rel;
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = load_model(rel);
-    const std::vector<int32_t> prompt = make_prompt(*model, 40);  // longer than the window of 16
+    const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, 40);  // longer than the window of 16
 
     SessionConfig sc;
     sc.n_ctx = 1024;
@@ -89,12 +69,10 @@ void run_matrix(const std::string &rel, int32_t n_gen, const std::vector<TreeSha
     const std::vector<int32_t> expected = generate(plain, prompt, n_gen);
     REQUIRE(int32_t(expected.size()) == n_gen);
 
-    TempFile draft_file("draft-" + std::filesystem::path(rel).stem().string() + ".gguf");
     RandomDraftOptions opt;
     opt.window = 16;
     opt.seed = 3;
-    write_random_longspec_draft(*model, draft_file.path.string(), opt);
-    const auto longspec = LongSpecDraft::load(draft_file.path.string(), model);
+    const auto longspec = test_inputs::random_longspec_draft(model, opt, "draft-" + std::filesystem::path(rel).stem().string());
 
     for (const TreeShape &shape : shapes) {
         SpeculativeConfig c;
@@ -142,7 +120,7 @@ TEST_CASE("speculative greedy equals plain greedy with an independent weaker dra
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = load_model("models/stories260K.gguf");
     const auto draft = load_model("models/stories260K-L3.gguf");
-    const std::vector<int32_t> prompt = make_prompt(*model, 40);
+    const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, 40);
     SessionConfig sc;
     sc.n_ctx = 1024;
     SamplerConfig greedy;
@@ -172,7 +150,7 @@ TEST_CASE("speculative greedy equals plain greedy with the contextual and repeti
     const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = load_model("models/stories260K.gguf");
-    const std::vector<int32_t> prompt = make_prompt(*model, 40);
+    const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, 40);
     SessionConfig sc;
     sc.n_ctx = 1024;
     SamplerConfig greedy;
@@ -189,12 +167,10 @@ TEST_CASE("speculative greedy equals plain greedy with the contextual and repeti
     Session other(model, sc, unpenalized);
     CHECK(generate(other, prompt, 200) != expected);  // the penalties really act
 
-    TempFile draft_file("draft-penalty.gguf");
     RandomDraftOptions opt;
     opt.window = 16;
-    write_random_longspec_draft(*model, draft_file.path.string(), opt);
     SpeculativeConfig c;
-    c.longspec = LongSpecDraft::load(draft_file.path.string(), model);
+    c.longspec = test_inputs::random_longspec_draft(model, opt, "draft-penalty");
     c.ngram = true;
     SpeculativeConfig self;
     self.draft_model = model;
@@ -214,7 +190,7 @@ TEST_CASE("speculative greedy equals plain greedy on the synthetic architectures
         const auto path = test_fixtures::fixtures_dir() / rel;
         if (!test_fixtures::have_fixture(path)) return;
         const auto model = load_model(rel);
-        const std::vector<int32_t> prompt = make_prompt(*model, 40);
+        const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, 40);
         SessionConfig sc;
         sc.n_ctx = 1024;
         SamplerConfig greedy;
