@@ -19,6 +19,10 @@ class CpuRunner final : public TargetRunner {
 public:
     // Throws INVALID_ARGUMENT when the model's KV rows do not fit kv_type (Q8_0 needs n_embd_kv % 32 == 0).
     CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, KvType kv_type = KvType::F16);
+    // A runner that borrows another runner's threads (which must outlive it): a draft model that runs between the
+    // target's passes. A pool of its own would keep its workers spinning for the next job while the target
+    // computes, taking the cores the target's own workers need.
+    CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, ThreadPool &shared_pool, KvType kv_type = KvType::F16);
 
     const char *backend() const override { return "cpu"; }
     // See TargetRunner. The CPU pass checks the cancel flag between layers.
@@ -37,10 +41,10 @@ public:
     // The cache itself, for drafters that read the target's keys/values (LongSpec's cross-attention).
     const KvCache &kv() const { return kv_; }
     // The runner's threads, shared with drafters that run between its forward passes.
-    ThreadPool &pool() override { return pool_; }
+    ThreadPool &pool() override { return *pool_; }
 
     int32_t n_ctx() const override { return kv_.n_ctx(); }
-    int n_threads() const { return pool_.size(); }
+    int n_threads() const { return pool_->size(); }
     size_t kv_bytes() const override { return kv_.bytes(); }
     KvType kv_type() const override { return kv_.type(); }
     int32_t kv_row_width() const override { return kv_.n_embd_kv(); }
@@ -48,6 +52,8 @@ public:
     void write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) override;
 
 private:
+    CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, std::unique_ptr<ThreadPool> own_pool, ThreadPool *shared_pool, KvType kv_type);
+
     struct TreeBatch {
         int32_t offset;
         const int32_t *positions;
@@ -59,7 +65,8 @@ private:
 
     std::shared_ptr<const Model> model_;
     KvCache kv_;
-    ThreadPool pool_;
+    std::unique_ptr<ThreadPool> own_pool_;  // null when the threads are borrowed
+    ThreadPool *pool_;
     // Scratch, sized for the largest batch seen so far.
     std::vector<float> hidden_;  // final normed rows kept by eval_tree(..., nullptr)
     std::vector<float> x_, xb_, q_, k_, v_, att_out_, ffn_gate_, ffn_up_;

@@ -313,21 +313,22 @@ TEST_CASE("drafter state: n-gram tables rebuilt from the context draft exactly a
 
 TEST_CASE("drafter state: a draft model's cache position, its rows travel as KV chunks", "[snapshot][unit]") {
     const auto model = stories();
-    auto d = make_model_drafter(model, *model, 128, 1);
+    ThreadPool pool(1);
+    auto d = make_model_drafter(model, *model, 128, pool);
     std::vector<int32_t> tokens = model->vocab().tokenize("Once upon a time, there was", true, false);
     draft_with(*d, tokens, nullptr, 4, TreeShape::chain(3));
     REQUIRE(d->own_cache() != nullptr);
     CHECK(d->own_cache_slots() == int32_t(tokens.size()) - 1);
     const std::vector<uint8_t> state = d->save_state();
-    auto e = make_model_drafter(model, *model, 128, 1);
+    auto e = make_model_drafter(model, *model, 128, pool);
     CHECK(e->check_state(state, int32_t(tokens.size())) == int32_t(tokens.size()) - 1);
     CHECK(error_status([&] { e->check_state(state, 2); }) == SPECULA_ERR_FORMAT);
     e->load_state(state);
     CHECK(e->own_cache_slots() == d->own_cache_slots());
     // Merged with n-grams: both states, and the draft model's cache.
-    auto m = make_merged_drafter(make_model_drafter(model, *model, 128, 1), make_ngram_drafter({}), 4);
+    auto m = make_merged_drafter(make_model_drafter(model, *model, 128, pool), make_ngram_drafter({}), 4);
     draft_with(*m, tokens, nullptr, 8, TreeShape::chain(3));
-    auto m2 = make_merged_drafter(make_model_drafter(model, *model, 128, 1), make_ngram_drafter({}), 4);
+    auto m2 = make_merged_drafter(make_model_drafter(model, *model, 128, pool), make_ngram_drafter({}), 4);
     CHECK(m2->check_state(m->save_state(), int32_t(tokens.size())) == int32_t(tokens.size()) - 1);
     CHECK(m2->own_cache() != nullptr);
 }

@@ -76,7 +76,7 @@ void Session::set_speculative(const SpeculativeConfig &config) {
         primary = runner_->make_device_longspec_drafter(config.longspec, budget - 1);
         if (!primary) primary = make_longspec_drafter(config.longspec, budget - 1, runner_->pool());
     }
-    if (config.draft_model) primary = make_model_drafter(config.draft_model, *model_, n_ctx(), runner_->pool().size());
+    if (config.draft_model) primary = make_model_drafter(config.draft_model, *model_, n_ctx(), runner_->pool());
     std::unique_ptr<Drafter> drafter;
     if (config.ngram) {
         std::unique_ptr<Drafter> ngram = make_ngram_drafter(config.ngram_config);

@@ -13,8 +13,8 @@ namespace {
 
 class ModelDrafter final : public Drafter {
 public:
-    ModelDrafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, int n_threads)
-        : draft_(std::move(draft)), runner_(draft_, n_ctx, n_threads), target_vocab_(target.hparams().n_vocab) {
+    ModelDrafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, ThreadPool &pool)
+        : draft_(std::move(draft)), runner_(draft_, n_ctx, pool), target_vocab_(target.hparams().n_vocab) {
         check_draft_vocab(target, *draft_);
         logits_.resize(size_t(draft_->hparams().n_vocab));
     }
@@ -135,8 +135,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, int n_threads) {
-    return std::make_unique<ModelDrafter>(std::move(draft), target, n_ctx, n_threads);
+std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, ThreadPool &pool) {
+    return std::make_unique<ModelDrafter>(std::move(draft), target, n_ctx, pool);
 }
 
 std::unique_ptr<Drafter> make_merged_drafter(std::unique_ptr<Drafter> primary, std::unique_ptr<Drafter> secondary, int32_t primary_budget) {

@@ -11,8 +11,11 @@
 
 namespace specula::internal {
 
-// Throws Error(INCOMPATIBLE) when the vocabularies differ (vocab_compat.h).
-std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, int n_threads);
+class ThreadPool;
+
+// Throws Error(INCOMPATIBLE) when the vocabularies differ (vocab_compat.h). The draft runs on the target's threads
+// (`pool`, which must outlive the drafter): it only runs between the target's passes.
+std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, ThreadPool &pool);
 
 // The primary drafter's tree, then the secondary's candidates merged into it (shared prefixes become one
 // branch) up to the node budget: LongSpec or a draft model plus n-gram reuse in one verification pass.
