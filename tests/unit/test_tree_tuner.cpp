@@ -26,6 +26,8 @@ struct Machine {
     double p_model = 0.7;     // the model drafter's top candidate is right at a depth, given the path so far
     double p_ngram = 0.0;     // the n-gram chain continues correctly at a depth
     double jitter = 0.05;     // relative timing noise
+    double catch_up = 0.0;    // model drafter's ms per token produced since it last drafted (a draft model
+                              // evaluates them before drafting)
 
     double verify(int32_t nodes) const { return t1 * (1.0 + slope * (nodes - 1)); }
 };
@@ -37,7 +39,8 @@ struct Round {
 
 // One round of `c` on machine m. A level of width w holds the right token with probability 1 - (1 - p)^w (its
 // candidates taken as independent guesses); n-gram candidates form one chain of up to 8 (bounded by the share).
-Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng) {
+// `behind`: tokens produced since the model drafter last drafted (updated here).
+Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng, int32_t &behind) {
     std::uniform_real_distribution<double> u(0.0, 1.0);
     Round r;
     int32_t model_len = 0;
@@ -54,8 +57,10 @@ Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng) {
     double levels = double(c.shape.widths.size()), rows = c.shape.widths.empty() ? 0.0 : 1.0;
     for (size_t l = 0; l + 1 < c.shape.widths.size(); ++l) rows += c.shape.widths[l];
     std::normal_distribution<double> noise(1.0, m.jitter);
-    r.draft = c.plain() ? 0.0 : (m.per_level * levels + m.per_row * rows + (c.ngram_nodes > 0 ? m.ngram_ms : 0.0)) * noise(rng);
+    const double catch_up = c.shape.widths.empty() ? 0.0 : m.catch_up * behind;
+    r.draft = c.plain() ? 0.0 : (m.per_level * levels + m.per_row * rows + catch_up + (c.ngram_nodes > 0 ? m.ngram_ms : 0.0)) * noise(rng);
     r.verify = m.verify(r.nodes) * noise(rng);
+    behind = c.shape.widths.empty() ? behind + r.accepted + 1 : r.accepted + 1;
     return r;
 }
 
@@ -63,8 +68,9 @@ Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng) {
 double fixed_rate(const Machine &m, const TreeChoice &c, uint32_t seed) {
     std::mt19937 rng(seed);
     double tokens = 0, ms = 0;
+    int32_t behind = 0;
     for (int i = 0; i < 4000; ++i) {
-        const Round r = play(m, c, rng);
+        const Round r = play(m, c, rng, behind);
         tokens += r.accepted + 1;
         ms += r.draft + r.verify;
     }
@@ -92,9 +98,10 @@ Outcome run(const Machine &m, TreeTuner &tuner, int32_t tokens, uint32_t seed) {
     std::mt19937 rng(seed);
     std::vector<int32_t> played(choices.size(), 0);
     double produced = 0, ms = 0;
+    int32_t behind = 0;
     while (produced < tokens) {
         const int32_t i = tuner.next();
-        const Round r = play(m, choices[size_t(i)], rng);
+        const Round r = play(m, choices[size_t(i)], rng, behind);
         tuner.record(i, r.nodes, r.draft, r.verify, r.accepted);
         produced += r.accepted + 1;
         ms += r.draft + r.verify;
@@ -175,6 +182,38 @@ TEST_CASE("tree tuner: nothing pays, so it decodes plainly", "[tree_tuner]") {
         const Outcome o = run(m, tuner, 2000, 4);
         report("slow draft", o);
         CHECK(o.favourite == "plain");
+    }
+}
+
+TEST_CASE("tree tuner: a drafter that must catch up after plain rounds", "[tree_tuner]") {
+    // Each model round first evaluates the tokens produced since the drafter last ran. While speculation pays, that
+    // is a round's few tokens; after a stretch of plain rounds it is the whole stretch, which a probe pays for.
+    Machine m;
+    SECTION("a tiny target whose draft model is as slow: plain decoding, and probes stay cheap") {
+        m.t1 = 0.1;           // a 0.3M-parameter model's step
+        m.per_level = 0.15;   // the draft model's step (its LM head is the same size)
+        m.per_row = 0.0;
+        m.p_model = 0.9;
+        m.catch_up = 0.03;    // batched evaluation of the tokens behind
+        TreeTuner tuner(true, nullptr, false, 0);
+        const Outcome o = run(m, tuner, 4000, 10);
+        report("tiny target, slow draft model", o);
+        CHECK(o.favourite == "plain");
+    }
+    SECTION("a poor one-layer draft that refills its window") {
+        m.p_model = 0.3;
+        m.catch_up = 0.5;  // per token behind: an eighth of a draft level
+        TreeTuner tuner(true, nullptr, true, 16);
+        const Outcome o = run(m, tuner, 3000, 11);
+        report("poor draft with catch-up", o);
+        CHECK(o.favourite == "plain");
+    }
+    SECTION("a good draft: the catch-up of a round's own tokens does not stop it") {
+        m.catch_up = 0.5;
+        TreeTuner tuner(true, nullptr, false, 0);
+        const Outcome o = run(m, tuner, 3000, 12);
+        report("good draft with catch-up", o);
+        CHECK(o.favourite != "plain");
     }
 }
 

@@ -19,12 +19,31 @@ const std::vector<int32_t> kNgramShares = {2, 4, 8, 16, 32, 64};
 constexpr double kBucketDecay = 0.8;  // verify curve: weight of a bucket's older samples at each new one
 constexpr double kDraftDecay = 0.95;  // draft-time fit, per drafted round
 constexpr double kDepthDecay = 0.97;  // chain acceptance per depth, per chain round
-constexpr double kArmDecay = 0.9;     // a shape's tokens per round, per round it plays
+constexpr double kArmDecay = 0.9;     // a shape's tokens per round, per round it plays...
+constexpr double kAgeDecay = 0.995;   // ...and per round of the session (half-life about 140 rounds)
 constexpr double kProbeWithin = 0.8;  // probe shapes estimated at >= 80% of the best
 constexpr int32_t kFirstBackoff = 16, kMaxBackoff = 128;
 constexpr int32_t kProbeGap = 8;      // at most one probe in this many rounds
 constexpr int32_t kStaleAfter = 64;   // one probe of a shape unplayed for this many rounds, at most this often...
 constexpr double kStaleWithin = 0.5;  // ...if estimated at >= 50% of the best
+// While plain decoding is the best shape, probes may lose at most this share of the time the rounds took: a probe's
+// loss is its measured time minus the time the best shape would have taken for the tokens it produced (a drafter catching up after a stretch of plain
+// rounds, a shape that does worse than guessed). Without the bound, a model whose decode step takes a tenth of a
+// millisecond pays more for probing than any shape can win back.
+constexpr double kExploreShare = 0.02;
+constexpr double kExploreDecay = 0.995;  // the time counted toward that share, per round (about 200 rounds)
+// While plain decoding is the best shape and no probe is due, the choice is re-examined only every this many
+// rounds: the rates of every candidate cost a few microseconds, a visible part of a tiny model's decode step,
+// and a plain round changes no estimate but verify(1).
+constexpr int32_t kPlainRecheck = 8;
+// A model drafter catches up with the tokens produced while it was idle (plain rounds, n-gram-only rounds) before
+// it drafts: a draft model evaluates all of them, LongSpec refills its window. A round that follows more than
+// kCleanBehind such tokens is a resume: its draft time, mostly catching up, is kept out of the draft-time fit (it
+// would make every shape look slow, or deep shapes cheap) and measured as a cost per token behind, which the
+// model shapes' expected time then carries, spread over kResumeRounds rounds.
+constexpr int32_t kCleanBehind = 16;
+constexpr double kResumeRounds = 8.0;
+constexpr double kResumeDecay = 0.8;
 
 bool fits(const std::vector<int32_t> &w, const TreeShape &bound) {
     if (w.size() > bound.widths.size()) return false;
@@ -128,9 +147,12 @@ int32_t TreeTuner::max_model_nodes() const {
     return n;
 }
 
-// What the estimates need, recomputed after each recorded round rather than for each of the many rate() calls of a
-// round: the verify curve's points, the draft fit's coefficients, and the chains' acceptance per depth.
-void TreeTuner::refresh() {
+// What the estimates need, recomputed on the first read after rounds were recorded rather than for each of the many
+// rate() calls of a round: the verify curve's points, the draft fit's coefficients, and the chains' acceptance per
+// depth.
+void TreeTuner::refresh() const {
+    if (!dirty_) return;
+    dirty_ = false;
     points_.clear();
     for (const Bucket &b : buckets_)
         if (b.weight > 0) points_.emplace_back(b.n / b.weight, b.ms / b.weight);
@@ -165,6 +187,7 @@ void TreeTuner::refresh() {
 }
 
 double TreeTuner::verify_ms(double nodes) const {
+    refresh();
     const auto &pts = points_;
     if (pts.empty()) return 1.0;
     if (pts.size() == 1) {
@@ -183,14 +206,21 @@ double TreeTuner::verify_ms(double nodes) const {
 
 double TreeTuner::draft_ms(const TreeChoice &c) const {
     if (c.plain()) return 0.0;
+    refresh();
     double levels = 0, rows = 0;
     draft_work(c.shape, levels, rows);
     return std::max(0.0, draft_coef_[0] + draft_coef_[1] * levels + draft_coef_[2] * rows);
 }
 
-double TreeTuner::chain_accept(int32_t depth) const { return chain_accept_[size_t(std::clamp(depth, 0, kMaxDepth - 1))]; }
+double TreeTuner::chain_accept(int32_t depth) const {
+    refresh();
+    return chain_accept_[size_t(std::clamp(depth, 0, kMaxDepth - 1))];
+}
 
-double TreeTuner::chain_tokens(int32_t depth) const { return chain_tokens_[size_t(std::clamp(depth, 0, kMaxDepth))]; }
+double TreeTuner::chain_tokens(int32_t depth) const {
+    refresh();
+    return chain_tokens_[size_t(std::clamp(depth, 0, kMaxDepth))];
+}
 
 double TreeTuner::measured_tokens(int32_t index) const {
     if (choices_[size_t(index)].plain()) return 1.0;
@@ -240,8 +270,11 @@ double TreeTuner::expected_tokens(int32_t index) const {
     double floor = 1.0;
     for (int32_t j : inside_[size_t(index)]) floor = std::max(floor, measured_tokens(j));
     // The guess counts as one round played, so that a few unlucky first rounds do not bury a shape.
+    // What it measured counts less the longer ago it was (the text changes), so an old poor estimate drifts back
+    // toward the guess and the shape is tried again.
     const Arm &a = arms_[size_t(index)];
-    return std::max(floor, (a.tokens + guess_tokens(index)) / (a.weight + 1.0));
+    const double age = std::pow(kAgeDecay, double(rounds_ - a.updated));
+    return std::max(floor, (age * a.tokens + guess_tokens(index)) / (age * a.weight + 1.0));
 }
 
 double TreeTuner::expected_nodes(int32_t index) const {
@@ -250,14 +283,23 @@ double TreeTuner::expected_nodes(int32_t index) const {
     return 1.0 + choices_[size_t(index)].max_nodes();
 }
 
+double TreeTuner::resume_ms(const TreeChoice &c) const {
+    if (c.shape.widths.empty() || behind_ <= kCleanBehind || resume_weight_ <= 0) return 0.0;
+    return resume_per_token_ / resume_weight_ * double(behind_) / kResumeRounds;
+}
+
 double TreeTuner::expected_ms(int32_t index) const {
-    return draft_ms(choices_[size_t(index)]) + verify_ms(expected_nodes(index));
+    const TreeChoice &c = choices_[size_t(index)];
+    return draft_ms(c) + resume_ms(c) + verify_ms(expected_nodes(index));
 }
 
 double TreeTuner::rate(int32_t index) const { return expected_tokens(index) / std::max(expected_ms(index), 1e-9); }
 
 int32_t TreeTuner::next() {
-    if (points_.empty()) return 0;  // the first round decodes plainly: it measures verify(1)
+    if (rounds_ == 0) return 0;  // the first round decodes plainly: it measures verify(1)
+    probe_ = -1;
+    if (rounds_ < plain_until_) return 0;
+    refresh();
     const int32_t n = int32_t(choices_.size());
     std::vector<double> &r = rates_;
     r.resize(size_t(n));
@@ -271,12 +313,15 @@ int32_t TreeTuner::next() {
     // A probe: the best-looking other shape close to the best whose back-off has run out; failing that, now and then,
     // one that has not been played for long (its estimate may be stale: the text changes).
     int32_t probe = -1;
-    if (rounds_ >= next_probe_)
+    // While some shape pays, probing its neighbours is how the tuner climbs to the best one, and a probe costs a
+    // fraction of a gain; while plain decoding is best, every probe is a loss, so those are bounded.
+    const bool budget_left = !choices_[size_t(best)].plain() || explore_ms_ <= kExploreShare * total_ms_;
+    if (budget_left && rounds_ >= next_probe_)
         for (int32_t i = 0; i < n; ++i)
             if (i != best && arms_[size_t(i)].probe_after <= rounds_ && r[size_t(i)] >= kProbeWithin * r[size_t(best)] &&
                 (probe < 0 || r[size_t(i)] > r[size_t(probe)]))
                 probe = i;
-    if (probe < 0 && rounds_ >= next_stale_probe_) {
+    if (budget_left && probe < 0 && rounds_ >= next_stale_probe_) {
         for (int32_t i = 0; i < n; ++i)
             if (i != best && rounds_ - arms_[size_t(i)].last_played >= kStaleAfter && r[size_t(i)] >= kStaleWithin * r[size_t(best)] &&
                 (probe < 0 || r[size_t(i)] > r[size_t(probe)]))
@@ -289,14 +334,27 @@ int32_t TreeTuner::next() {
         a.probe_after = rounds_ + a.backoff;
         a.backoff = std::min(2 * a.backoff, kMaxBackoff);
         a.last_played = rounds_;
+        probe_ = probe;
+        probe_best_rate_ = r[size_t(best)];
         return probe;
     }
+    // Plain is best and no probe was possible: keep decoding plainly for a few rounds without recomputing.
+    if (choices_[size_t(best)].plain()) plain_until_ = rounds_ + kPlainRecheck;
     return best;
 }
 
 void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify, int32_t accepted) {
     ++rounds_;
+    dirty_ = true;
+    total_ms_ = total_ms_ * kExploreDecay + draft + verify;
+    explore_ms_ *= kExploreDecay;
+    if (index == probe_ && probe_best_rate_ > 0)
+        explore_ms_ += std::max(0.0, draft + verify - double(accepted + 1) / probe_best_rate_);
+    probe_ = -1;
     const TreeChoice &c = choices_[size_t(index)];
+    const int32_t behind = behind_;
+    const bool model = !c.shape.widths.empty();
+    behind_ = model ? accepted + 1 : behind_ + accepted + 1;
     Bucket &b = buckets_[size_t(std::min<int32_t>(bucket_of(nodes), int32_t(buckets_.size()) - 1))];
     b.n = b.n * kBucketDecay + nodes;
     b.ms = b.ms * kBucketDecay + verify;
@@ -305,20 +363,28 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
         // Plain decoding, or a drafter that found nothing to propose (an n-gram drafter without a match): a one-node
         // pass whatever the shape, which says nothing about the shape.
         if (c.plain()) ++plain_rounds_;
-        refresh();
         return;
     }
-    ++draft_rounds_;
-    double levels = 0, rows = 0;
-    draft_work(c.shape, levels, rows);
-    const double x[3] = {1.0, levels, rows};
-    for (int r = 0; r < 3; ++r) {
-        for (int k = 0; k < 3; ++k) ls_[r][k] = ls_[r][k] * kDraftDecay + x[r] * x[k];
-        ls_[r][3] = ls_[r][3] * kDraftDecay + x[r] * draft;
+    if (model && behind > kCleanBehind) {
+        // A resume: what it took beyond a round of this shape, per token caught up.
+        const double excess = std::max(0.0, draft - draft_ms(c));
+        resume_per_token_ = resume_per_token_ * kResumeDecay + excess / double(behind);
+        resume_weight_ = resume_weight_ * kResumeDecay + 1.0;
+    } else {
+        ++draft_rounds_;
+        double levels = 0, rows = 0;
+        draft_work(c.shape, levels, rows);
+        const double x[3] = {1.0, levels, rows};
+        for (int r = 0; r < 3; ++r) {
+            for (int k = 0; k < 3; ++k) ls_[r][k] = ls_[r][k] * kDraftDecay + x[r] * x[k];
+            ls_[r][3] = ls_[r][3] * kDraftDecay + x[r] * draft;
+        }
     }
     Arm &a = arms_[size_t(index)];
-    a.tokens = a.tokens * kArmDecay + double(accepted + 1);
-    a.weight = a.weight * kArmDecay + 1.0;
+    const double age = std::pow(kAgeDecay, double(rounds_ - a.updated));
+    a.updated = rounds_;
+    a.tokens = a.tokens * age * kArmDecay + double(accepted + 1);
+    a.weight = a.weight * age * kArmDecay + 1.0;
     a.nodes = a.nodes * kArmDecay + double(nodes);
     a.node_weight = a.node_weight * kArmDecay + 1.0;
     if (is_chain(index)) {
@@ -334,7 +400,6 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
             if (d < accepted) depth_hit_[size_t(d)] += 1.0;
         }
     }
-    refresh();
 }
 
 }  // namespace specula::internal

@@ -80,14 +80,16 @@ private:
         int32_t probe_after = 0;        // round from which it may be probed again
         int32_t backoff = 16;
         int32_t last_played = 0;        // round it was last chosen
+        int32_t updated = 0;            // round its tokens were last recorded
     };
     struct Bucket {
         double n = 0, ms = 0, weight = 0;  // decayed sums
     };
 
-    void refresh();  // the estimates' inputs, after a round is recorded
+    void refresh() const;  // the estimates' inputs, recomputed when a round was recorded since
     double verify_ms(double nodes) const;
     double draft_ms(const TreeChoice &c) const;
+    double resume_ms(const TreeChoice &c) const;  // a model shape's share of catching up after an idle stretch
     double chain_accept(int32_t depth) const;  // chains: acceptance at depth + 1 given depth was reached
     double chain_tokens(int32_t depth) const;
     double guess_tokens(int32_t index) const;
@@ -102,14 +104,21 @@ private:
     std::vector<Bucket> buckets_;           // verify time by node count: bucket b holds n in (2^(b-1), 2^b]
     std::vector<double> depth_hit_, depth_try_;  // chains: decayed acceptances / attempts at depth d + 1
     std::vector<double> rates_;                       // next()'s scratch
-    std::vector<std::pair<double, double>> points_;  // the verify curve: (nodes, ms) per measured bucket
-    double draft_coef_[3] = {};                       // draft ms = c + a levels + b rows
-    double chain_accept_[kMaxDepth] = {};             // chains: acceptance at depth d + 1 given depth d
-    double chain_tokens_[kMaxDepth + 1] = {};         // chains: expected tokens per round of a chain of k levels
+    mutable std::vector<std::pair<double, double>> points_;  // the verify curve: (nodes, ms) per measured bucket
+    mutable double draft_coef_[3] = {};                       // draft ms = c + a levels + b rows
+    mutable double chain_accept_[kMaxDepth] = {};             // chains: acceptance at depth d + 1 given depth d
+    mutable double chain_tokens_[kMaxDepth + 1] = {};         // chains: expected tokens per round of a chain of k levels
     double ls_[3][4] = {};                  // draft time ~ c + a levels + b rows: decayed normal equations [X'X | X'y]
     int32_t rounds_ = 0, plain_rounds_ = 0, draft_rounds_ = 0;
     int32_t next_probe_ = 0;                // no probe before this round
     int32_t next_stale_probe_ = 0;          // no probe of a long-unplayed shape before this round
+    int32_t plain_until_ = 0;               // plain decoding without re-examining the choice before this round
+    int32_t probe_ = -1;                    // the choice next() returned as a probe (-1: it returned the best)
+    double probe_best_rate_ = 0;            // the best shape's rate when that probe was chosen
+    double total_ms_ = 0, explore_ms_ = 0;  // time of every round; time probes lost against the best shape
+    int32_t behind_ = 1 << 20;              // tokens produced since the last round that used the model drafter
+    double resume_per_token_ = 0, resume_weight_ = 0;  // decayed: catch-up ms per token behind, and its rounds
+    mutable bool dirty_ = true;             // a round was recorded since refresh()
 };
 
 }  // namespace specula::internal
