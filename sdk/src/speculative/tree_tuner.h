@@ -18,7 +18,11 @@
 // Each round takes the shape with the highest E(T) / (draft(T) + verify(n(T))), plain decoding included: when
 // nothing pays, the session decodes plainly. A shape that is not the best is re-measured now and then (a probe,
 // with a back-off that doubles each time it is still not the best), so that the estimates follow the text and the
-// context length.
+// context length; what a shape measured fades with the rounds since, back toward its guess. While plain decoding
+// is best, probes may lose at most 2% of the time (measured: a probe's time minus what the best shape would have
+// taken for its tokens). A model drafter idle for a stretch must catch up before it drafts (a draft model
+// evaluates the tokens it missed): such a resume round is kept out of the draft-time fit and its excess, per token
+// caught up, is charged to the model shapes while the stretch lasts.
 //
 // The tuner never sees tokens or the clock: the session reports each round's measured times and its accepted
 // length, so tests can drive it with any cost model.
