@@ -1,6 +1,7 @@
 #include "attention_kernels.h"
 
 #include "cpu_isa.h"
+#include "types/half.h"
 
 #include <cmath>
 #include <cstring>
@@ -13,24 +14,29 @@
 namespace specula::internal {
 namespace {
 
+// An element of a key or value row as a float: F32 as stored, F16 converted (exactly: every half is a float), so
+// the F16 kernels below compute what the F32 ones compute on the converted rows, bit for bit.
+inline float elem(const float *p, int32_t i) { return p[i]; }
+inline float elem(const uint16_t *p, int32_t i) { return half_to_float(p[i]); }
+
 // The reference: f32_vec_dot(hd, k_t, q) * scale per key, and the key-ordered weighted sum.
-void scores_scalar(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores) {
+template <class T> void scores_scalar(const float *q, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores) {
     for (int32_t t = 0; t < n; ++t) {
-        const float *kt = k + size_t(t) * stride;
+        const T *kt = k + size_t(t) * stride;
         float sum[8] = {};
         int32_t i = 0;
         for (; i + 8 <= hd; i += 8)
-            for (int l = 0; l < 8; ++l) sum[l] += kt[i + l] * q[i + l];
-        for (; i < hd; ++i) sum[0] += kt[i] * q[i];
+            for (int l = 0; l < 8; ++l) sum[l] += elem(kt, i + l) * q[i + l];
+        for (; i < hd; ++i) sum[0] += elem(kt, i) * q[i];
         scores[t] = (((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))) * scale;
     }
 }
 
-void accumulate_scalar(float *out, int32_t hd, const float *weights, const float *v, size_t stride, int32_t n) {
+template <class T> void accumulate_scalar(float *out, int32_t hd, const float *weights, const T *v, size_t stride, int32_t n) {
     for (int32_t t = 0; t < n; ++t) {
         const float w = weights[t];
-        const float *vt = v + size_t(t) * stride;
-        for (int32_t j = 0; j < hd; ++j) out[j] += w * vt[j];
+        const T *vt = v + size_t(t) * stride;
+        for (int32_t j = 0; j < hd; ++j) out[j] += w * elem(vt, j);
     }
 }
 
@@ -104,29 +110,37 @@ __attribute__((target("avx2"))) float exp_weights_avx2(float *scores, int32_t n,
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
+// Eight elements of a key or value row as floats (F16: converted exactly, in the register).
+__attribute__((target("avx2,f16c"))) inline __m256 load8(const float *p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2,f16c"))) inline __m256 load8(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+}
+
 // One 8-lane register holds exactly the reference's sum[0..7]: lane l accumulates k[i + l] * q[i + l] with a
 // separate multiply and add (no FMA, as the reference under -ffp-contract=off). Four keys at a time for
 // independent dependency chains; the tail and the reduction are the reference's, lane by lane.
-__attribute__((target("avx2"))) float reduce8(__m256 acc, const float *kt, const float *q, int32_t from, int32_t hd) {
+template <class T>
+__attribute__((target("avx2,f16c"))) float reduce8(__m256 acc, const T *kt, const float *q, int32_t from, int32_t hd) {
     alignas(32) float s[8];
     _mm256_store_ps(s, acc);
-    for (int32_t i = from; i < hd; ++i) s[0] += kt[i] * q[i];
+    for (int32_t i = from; i < hd; ++i) s[0] += elem(kt, i) * q[i];
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-__attribute__((target("avx2"))) void scores_avx2(const float *q, int32_t hd, float scale, const float *k, size_t stride,
-                                                  int32_t n, float *scores) {
+template <class T>
+__attribute__((target("avx2,f16c"))) void scores_avx2(const float *q, int32_t hd, float scale, const T *k, size_t stride, int32_t n,
+                                                       float *scores) {
     const int32_t body = hd & ~7;
     int32_t t = 0;
     for (; t + 4 <= n; t += 4) {
-        const float *k0 = k + size_t(t) * stride, *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
+        const T *k0 = k + size_t(t) * stride, *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (int32_t i = 0; i < body; i += 8) {
             const __m256 qv = _mm256_loadu_ps(q + i);
-            a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(k0 + i), qv));
-            a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_loadu_ps(k1 + i), qv));
-            a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_loadu_ps(k2 + i), qv));
-            a3 = _mm256_add_ps(a3, _mm256_mul_ps(_mm256_loadu_ps(k3 + i), qv));
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(load8(k0 + i), qv));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(load8(k1 + i), qv));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(load8(k2 + i), qv));
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(load8(k3 + i), qv));
         }
         scores[t] = reduce8(a0, k0, q, body, hd) * scale;
         scores[t + 1] = reduce8(a1, k1, q, body, hd) * scale;
@@ -134,37 +148,38 @@ __attribute__((target("avx2"))) void scores_avx2(const float *q, int32_t hd, flo
         scores[t + 3] = reduce8(a3, k3, q, body, hd) * scale;
     }
     for (; t < n; ++t) {
-        const float *kt = k + size_t(t) * stride;
+        const T *kt = k + size_t(t) * stride;
         __m256 a = _mm256_setzero_ps();
-        for (int32_t i = 0; i < body; i += 8) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(kt + i), _mm256_loadu_ps(q + i)));
+        for (int32_t i = 0; i < body; i += 8) a = _mm256_add_ps(a, _mm256_mul_ps(load8(kt + i), _mm256_loadu_ps(q + i)));
         scores[t] = reduce8(a, kt, q, body, hd) * scale;
     }
 }
 
 // out[j] += w_t * v_t[j], keys in order, with 64 outputs held in registers across all keys.
-__attribute__((target("avx2"))) void accumulate_avx2(float *out, int32_t hd, const float *weights, const float *v, size_t stride,
-                                                     int32_t n) {
+template <class T>
+__attribute__((target("avx2,f16c"))) void accumulate_avx2(float *out, int32_t hd, const float *weights, const T *v, size_t stride,
+                                                           int32_t n) {
     int32_t j0 = 0;
     for (; j0 + 64 <= hd; j0 += 64) {
         __m256 o[8];
         for (int r = 0; r < 8; ++r) o[r] = _mm256_loadu_ps(out + j0 + 8 * r);
         for (int32_t t = 0; t < n; ++t) {
             const __m256 w = _mm256_set1_ps(weights[t]);
-            const float *vt = v + size_t(t) * stride + j0;
-            for (int r = 0; r < 8; ++r) o[r] = _mm256_add_ps(o[r], _mm256_mul_ps(w, _mm256_loadu_ps(vt + 8 * r)));
+            const T *vt = v + size_t(t) * stride + j0;
+            for (int r = 0; r < 8; ++r) o[r] = _mm256_add_ps(o[r], _mm256_mul_ps(w, load8(vt + 8 * r)));
         }
         for (int r = 0; r < 8; ++r) _mm256_storeu_ps(out + j0 + 8 * r, o[r]);
     }
     for (; j0 + 8 <= hd; j0 += 8) {
         __m256 o = _mm256_loadu_ps(out + j0);
         for (int32_t t = 0; t < n; ++t)
-            o = _mm256_add_ps(o, _mm256_mul_ps(_mm256_set1_ps(weights[t]), _mm256_loadu_ps(v + size_t(t) * stride + j0)));
+            o = _mm256_add_ps(o, _mm256_mul_ps(_mm256_set1_ps(weights[t]), load8(v + size_t(t) * stride + j0)));
         _mm256_storeu_ps(out + j0, o);
     }
     if (j0 < hd) {
         for (int32_t t = 0; t < n; ++t) {
-            const float *vt = v + size_t(t) * stride;
-            for (int32_t j = j0; j < hd; ++j) out[j] += weights[t] * vt[j];
+            const T *vt = v + size_t(t) * stride;
+            for (int32_t j = j0; j < hd; ++j) out[j] += weights[t] * elem(vt, j);
         }
     }
 }
@@ -187,6 +202,13 @@ void attention_scores(const float *q, int32_t hd, float scale, const float *k, s
     scores_scalar(q, hd, scale, k, stride, n, scores);
 }
 
+void attention_scores(const float *q, int32_t hd, float scale, const uint16_t *k, size_t stride, int32_t n, float *scores) {
+#ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx2()) return scores_avx2(q, hd, scale, k, stride, n, scores);
+#endif
+    scores_scalar(q, hd, scale, k, stride, n, scores);
+}
+
 float exp_weights(float *scores, int32_t n, float max) {
 #ifdef SPECULA_ATTENTION_AVX2
     if (use_avx2()) return exp_weights_avx2(scores, n, max);
@@ -195,6 +217,13 @@ float exp_weights(float *scores, int32_t n, float max) {
 }
 
 void accumulate_weighted(float *out, int32_t hd, const float *weights, const float *v, size_t stride, int32_t n) {
+#ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx2()) return accumulate_avx2(out, hd, weights, v, stride, n);
+#endif
+    accumulate_scalar(out, hd, weights, v, stride, n);
+}
+
+void accumulate_weighted(float *out, int32_t hd, const float *weights, const uint16_t *v, size_t stride, int32_t n) {
 #ifdef SPECULA_ATTENTION_AVX2
     if (use_avx2()) return accumulate_avx2(out, hd, weights, v, stride, n);
 #endif

@@ -12,11 +12,13 @@
 
 namespace specula::internal {
 
-// keys t = 0..n-1 at k + t * stride (floats).
+// keys t = 0..n-1 at k + t * stride (floats, or halves read in place: the same bits as on the converted floats).
 void attention_scores(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores);
+void attention_scores(const float *q, int32_t hd, float scale, const uint16_t *k, size_t stride, int32_t n, float *scores);
 
-// out[0..hd) += weights[t] * v[t * stride + j] for t = 0..n-1, in order.
+// out[0..hd) += weights[t] * v[t * stride + j] for t = 0..n-1, in order (v: floats, or halves read in place).
 void accumulate_weighted(float *out, int32_t hd, const float *weights, const float *v, size_t stride, int32_t n);
+void accumulate_weighted(float *out, int32_t hd, const float *weights, const uint16_t *v, size_t stride, int32_t n);
 
 // The online softmax's weights of one block: scores[t] = exp(scores[t] - max) for t < n (scores[t] <= max), and
 // returns their sum. exp is a Cephes-style polynomial with plain multiplies and adds (about 1 ulp; arguments below

@@ -6,6 +6,9 @@
 #include <cmath>
 
 namespace specula::internal {
+namespace {
+constexpr size_t kF16InPlaceReaders = 4;
+}  // namespace
 
 BlockAttention::BlockAttention(int32_t hd)
     : hd_(hd), k_(size_t(kAttentionBlock) * size_t(hd)), v_(k_.size()), scores_(size_t(kAttentionBlock)) {
@@ -22,26 +25,38 @@ size_t BlockAttention::bytes() const {
            tail_.capacity() * sizeof(int32_t);
 }
 
-// F32 rows are read in place; other types are converted into the block buffers. Either way the floats are the
-// stored values, so where they come from does not change a bit of what follows.
+// F32 rows are read in place; F16 rows too when few rows read the block (decoding: one query per head of the
+// group); other types, and F16 for many readers, are converted into the block buffers. Either way the kernels
+// compute on the stored values (every half converts exactly), so where they come from does not change a bit.
 BlockAttention::Block BlockAttention::load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots,
-                                           int32_t count) {
+                                           int32_t count, size_t readers) {
+    Block b;
     if (keys.type == KvType::F32 && slots == nullptr) {
-        const size_t stride = keys.row_bytes / sizeof(float);
-        const float *k = reinterpret_cast<const float *>(keys.data) + size_t(first_slot) * stride + size_t(first);
-        const float *v = reinterpret_cast<const float *>(values.data) + size_t(first_slot) * stride + size_t(first);
-        return Block{k, v, stride};
+        b.stride = keys.row_bytes / sizeof(float);
+        b.k = reinterpret_cast<const float *>(keys.data) + size_t(first_slot) * b.stride + size_t(first);
+        b.v = reinterpret_cast<const float *>(values.data) + size_t(first_slot) * b.stride + size_t(first);
+        return b;
+    }
+    if (keys.type == KvType::F16 && slots == nullptr && readers <= kF16InPlaceReaders) {
+        b.stride = keys.row_bytes / sizeof(uint16_t);
+        b.k16 = reinterpret_cast<const uint16_t *>(keys.data) + size_t(first_slot) * b.stride + size_t(first);
+        b.v16 = reinterpret_cast<const uint16_t *>(values.data) + size_t(first_slot) * b.stride + size_t(first);
+        return b;
     }
     kv_load_head(keys, first_slot, slots, count, first, hd_, k_.data());
     kv_load_head(values, first_slot, slots, count, first, hd_, v_.data());
-    return Block{k_.data(), v_.data(), size_t(hd_)};
+    b.k = k_.data();
+    b.v = v_.data();
+    b.stride = size_t(hd_);
+    return b;
 }
 
 // One block into one row's online softmax: scores, the new running max (rescaling what was summed under the old
 // one), the block's weights and their sum, the weighted values in key order.
 void BlockAttention::fold(size_t row, const AttentionQuery &q, const Block &block, int32_t count, float scale) {
     float *scores = scores_.data();
-    attention_scores(q.q, hd_, scale, block.k, block.stride, count, scores);
+    if (block.k16) attention_scores(q.q, hd_, scale, block.k16, block.stride, count, scores);
+    else attention_scores(q.q, hd_, scale, block.k, block.stride, count, scores);
     float block_max = scores[0];
     for (int32_t t = 1; t < count; ++t) block_max = std::max(block_max, scores[t]);
     float &m = max_[row], &l = sum_[row];
@@ -54,7 +69,8 @@ void BlockAttention::fold(size_t row, const AttentionQuery &q, const Block &bloc
         m = block_max;
     }
     l += exp_weights(scores, count, m);
-    accumulate_weighted(q.out, hd_, scores, block.v, block.stride, count);
+    if (block.v16) accumulate_weighted(q.out, hd_, scores, block.v16, block.stride, count);
+    else accumulate_weighted(q.out, hd_, scores, block.v, block.stride, count);
 }
 
 void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first, float scale, std::span<const AttentionQuery> queries) {
@@ -69,7 +85,9 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
     }
     // The blocks inside the contiguous runs: read once, folded into every row that reaches them.
     for (int32_t b = 0; b < shared_blocks; ++b) {
-        const Block block = load(keys, values, first, b * B, nullptr, B);
+        size_t readers = 0;
+        for (const AttentionQuery &q : queries) readers += q.run / B > b;
+        const Block block = load(keys, values, first, b * B, nullptr, B, readers);
         for (size_t r = 0; r < nq; ++r)
             if (queries[r].run / B > b) fold(r, queries[r], block, B, scale);
     }
@@ -81,7 +99,7 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
         tail_.insert(tail_.end(), q.extra, q.extra + q.n_extra);
         for (size_t t0 = 0; t0 < tail_.size(); t0 += B) {
             const int32_t count = int32_t(std::min(tail_.size() - t0, size_t(B)));
-            fold(r, q, load(keys, values, first, 0, tail_.data() + t0, count), count, scale);
+            fold(r, q, load(keys, values, first, 0, tail_.data() + t0, count, 1), count, scale);
         }
         if (sum_[r] > 0.0f) {
             const float inv = 1.0f / sum_[r];

@@ -49,10 +49,14 @@ public:
 
 private:
     struct Block {
-        const float *k, *v;
-        size_t stride;  // floats between consecutive keys (and values)
+        const float *k = nullptr, *v = nullptr;        // F32 rows in place, or rows converted into k_ / v_
+        const uint16_t *k16 = nullptr, *v16 = nullptr;  // or F16 rows in place (converted in the kernels' registers)
+        size_t stride = 0;  // elements between consecutive keys (and values)
     };
-    Block load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots, int32_t count);
+    // `readers`: the rows that will fold this block; F16 rows stay in place for a few readers (each converts in
+    // its registers) and are converted once into the buffers for many.
+    Block load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots, int32_t count,
+               size_t readers);
     void fold(size_t row, const AttentionQuery &q, const Block &block, int32_t count, float scale);
 
     int32_t hd_;

@@ -2,6 +2,7 @@
 // reference's bits, since decode and tree verification both use them and speculation is bit-exact.
 #include "backends/cpu/attention_kernels.h"
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/types/half.h"
 
 #include <catch2/catch.hpp>
 
@@ -36,6 +37,37 @@ TEST_CASE("attention kernels are bit-identical to the scalar reference", "[cpu][
             INFO("hd " << hd << " n " << n);
             CHECK(std::memcmp(s.data(), s_ref.data(), s.size() * sizeof(float)) == 0);
             CHECK(std::memcmp(o.data(), o_ref.data(), o.size() * sizeof(float)) == 0);
+        }
+    }
+}
+
+TEST_CASE("F16 rows read in place give the bits of the same rows converted to floats", "[cpu][attention]") {
+    // Block attention reads an F16 cache in place for decoding and converts it once for many rows; a tree node and
+    // the decode step of its path may take different ways, so both must give the same bits.
+    std::mt19937 rng(12);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    for (int32_t hd : {1, 7, 8, 60, 64, 128, 136}) {
+        for (int32_t n : {1, 3, 4, 9, 64}) {
+            const size_t stride = size_t(hd) + 3;
+            std::vector<uint16_t> kh(stride * static_cast<size_t>(n)), vh(kh.size());
+            std::vector<float> kf(kh.size()), vf(kh.size()), q(static_cast<size_t>(hd)), w(static_cast<size_t>(n));
+            for (size_t i = 0; i < kh.size(); ++i) {
+                kh[i] = float_to_half(g(rng) * 3.0f);
+                vh[i] = float_to_half(g(rng));
+                kf[i] = half_to_float(kh[i]);
+                vf[i] = half_to_float(vh[i]);
+            }
+            for (float &x : q) x = g(rng);
+            for (float &x : w) x = std::abs(g(rng));
+            std::vector<float> s_f(static_cast<size_t>(n)), s_h(s_f.size()), o_f(static_cast<size_t>(hd)), o_h(o_f.size());
+            for (size_t j = 0; j < o_f.size(); ++j) o_f[j] = o_h[j] = g(rng);
+            attention_scores(q.data(), hd, 0.125f, kf.data(), stride, n, s_f.data());
+            attention_scores(q.data(), hd, 0.125f, kh.data(), stride, n, s_h.data());
+            accumulate_weighted(o_f.data(), hd, w.data(), vf.data(), stride, n);
+            accumulate_weighted(o_h.data(), hd, w.data(), vh.data(), stride, n);
+            INFO("hd " << hd << " n " << n << " isa " << cpu_isa_name(active_cpu_isa()));
+            CHECK(std::memcmp(s_f.data(), s_h.data(), s_f.size() * sizeof(float)) == 0);
+            CHECK(std::memcmp(o_f.data(), o_h.data(), o_f.size() * sizeof(float)) == 0);
         }
     }
 }
