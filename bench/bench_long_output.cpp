@@ -227,7 +227,8 @@ int main(int argc, char **argv) {
             // (shared VMs) slows both alike, so the ratios compare like with like. RSS is then both sessions'.
             LongRun plain("plain", model, so, sampler, nullptr, prompt, plain_at, window);
             LongRun fast(label, model, so, sampler, &o, prompt, at, window);
-            for (int64_t upto = window; plain.done() < plain_tokens || fast.done() < n_tokens; upto += window) {
+            // Bounded by the token counts, not by what was produced: a run that stops early must not hold the loop.
+            for (int64_t upto = window; upto - window < std::max(plain_tokens, n_tokens); upto += window) {
                 plain.advance(std::min(upto, plain_tokens));
                 fast.advance(std::min(upto, n_tokens));
             }

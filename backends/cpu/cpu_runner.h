@@ -1,5 +1,6 @@
-// Runs a model's forward pass on the CPU for one session: owns the KV cache, the thread pool and all scratch
-// memory, so evaluating tokens allocates nothing once the largest batch has been seen.
+// Runs a model's forward pass on the CPU for one session: owns the KV cache, the thread pool (or borrows the
+// target's, for a draft model) and all scratch memory, so evaluating tokens allocates nothing once the largest batch
+// has been seen.
 #pragma once
 
 #include "backend/target_runner.h"

@@ -202,7 +202,7 @@ TEST_CASE("tree tuner: a drafter that must catch up after plain rounds", "[tree_
     }
     SECTION("a poor one-layer draft that refills its window") {
         m.p_model = 0.3;
-        m.catch_up = 0.5;  // per token behind: an eighth of a draft level
+        m.catch_up = 0.5;  // per token behind: a sixth of a draft level
         TreeTuner tuner(true, nullptr, true, 16);
         const Outcome o = run(m, tuner, 3000, 11);
         report("poor draft with catch-up", o);

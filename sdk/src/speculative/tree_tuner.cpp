@@ -27,9 +27,9 @@ constexpr int32_t kProbeGap = 8;      // at most one probe in this many rounds
 constexpr int32_t kStaleAfter = 64;   // one probe of a shape unplayed for this many rounds, at most this often...
 constexpr double kStaleWithin = 0.5;  // ...if estimated at >= 50% of the best
 // While plain decoding is the best shape, probes may lose at most this share of the time the rounds took: a probe's
-// loss is its measured time minus the time the best shape would have taken for the tokens it produced (a drafter catching up after a stretch of plain
-// rounds, a shape that does worse than guessed). Without the bound, a model whose decode step takes a tenth of a
-// millisecond pays more for probing than any shape can win back.
+// loss is its measured time minus the time the best shape would have taken for the tokens it produced (a drafter
+// catching up after a stretch of plain rounds, a shape that does worse than guessed). Without the bound, a model
+// whose decode step takes a tenth of a millisecond pays more for probing than any shape can win back.
 constexpr double kExploreShare = 0.02;
 constexpr double kExploreDecay = 0.995;  // the time counted toward that share, per round (about 200 rounds)
 // While plain decoding is the best shape and no probe is due, the choice is re-examined only every this many
@@ -299,7 +299,6 @@ int32_t TreeTuner::next() {
     if (rounds_ == 0) return 0;  // the first round decodes plainly: it measures verify(1)
     probe_ = -1;
     if (rounds_ < plain_until_) return 0;
-    refresh();
     const int32_t n = int32_t(choices_.size());
     std::vector<double> &r = rates_;
     r.resize(size_t(n));
@@ -344,6 +343,11 @@ int32_t TreeTuner::next() {
 }
 
 void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify, int32_t accepted) {
+    const TreeChoice &c = choices_[size_t(index)];
+    const bool model = !c.shape.widths.empty();
+    // What the fit expected this shape's draft to take, from the estimates before this round (read before anything
+    // below changes them: reading refreshes the estimates).
+    const double expected_draft = model ? draft_ms(c) : 0.0;
     ++rounds_;
     dirty_ = true;
     total_ms_ = total_ms_ * kExploreDecay + draft + verify;
@@ -351,9 +355,7 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
     if (index == probe_ && probe_best_rate_ > 0)
         explore_ms_ += std::max(0.0, draft + verify - double(accepted + 1) / probe_best_rate_);
     probe_ = -1;
-    const TreeChoice &c = choices_[size_t(index)];
     const int32_t behind = behind_;
-    const bool model = !c.shape.widths.empty();
     behind_ = model ? accepted + 1 : behind_ + accepted + 1;
     Bucket &b = buckets_[size_t(std::min<int32_t>(bucket_of(nodes), int32_t(buckets_.size()) - 1))];
     b.n = b.n * kBucketDecay + nodes;
@@ -367,7 +369,7 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
     }
     if (model && behind > kCleanBehind) {
         // A resume: what it took beyond a round of this shape, per token caught up.
-        const double excess = std::max(0.0, draft - draft_ms(c));
+        const double excess = std::max(0.0, draft - expected_draft);
         resume_per_token_ = resume_per_token_ * kResumeDecay + excess / double(behind);
         resume_weight_ = resume_weight_ * kResumeDecay + 1.0;
     } else {

@@ -121,6 +121,7 @@ private:
     double probe_best_rate_ = 0;            // the best shape's rate when that probe was chosen
     double total_ms_ = 0, explore_ms_ = 0;  // time of every round; time probes lost against the best shape
     int32_t behind_ = 1 << 20;              // tokens produced since the last round that used the model drafter
+                                            // (at first: the whole prompt, so the first model round is a resume)
     double resume_per_token_ = 0, resume_weight_ = 0;  // decayed: catch-up ms per token behind, and its rounds
     mutable bool dirty_ = true;             // a round was recorded since refresh()
 };
