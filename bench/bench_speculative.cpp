@@ -19,8 +19,9 @@
 // the last round's tree and its tok/s over the best fixed row of the same drafter in this run).
 // A run: a fresh session, the prompt, one generated token (prompt evaluation, not timed), then -n tokens timed
 // around the generate call (end-of-generation ignored). tok/s is the median over --reps runs after one warm-up;
-// tau, rounds, accept rate and draft/verify ms are those of the timed part of the last run. Speedup is tok/s over
-// the AR tok/s of this same invocation. At T = 0 every speculative run must produce exactly the AR tokens: any
+// tau, rounds, accept rate and draft/verify ms are those of the timed part of the last run. Speedup is the median
+// over the reps of tok/s over an AR run made just before each rep (so a row's ratio is not the machine's drift since
+// the AR row). At T = 0 every speculative run must produce exactly the AR tokens: any
 // difference is printed as MISMATCH and the program exits with status 1. (At T > 0 outputs are samples from the
 // same distribution, not the same tokens; the column says n/a.)
 #include <specula/specula.hpp>
@@ -214,17 +215,26 @@ RunResult run_once(const specula::Model &model, const std::vector<int32_t> &prom
 struct Measured {
     RunResult last;
     double tok_s = 0;
+    double speedup = 0;  // median over the reps of tok/s over the AR run just before it (speculative rows)
 };
 
+// Each rep of a speculative row runs AR just before it, and the row's speedup is the median of the per-rep ratios:
+// this VM's speed drifts by tens of percent over minutes, so a ratio against an AR run made minutes earlier (at the
+// top of the table) says more about the drift than about the drafter.
 Measured measure(const specula::Model &model, const std::vector<int32_t> &prompt, const Config &config, const Args &args) {
+    const Config ar{"", "-", {}};
+    const bool paired = !config.drafter.empty();
     run_once(model, prompt, config, args);  // warm-up
     Measured m;
-    std::vector<double> rates;
+    std::vector<double> rates, ratios;
     for (int32_t i = 0; i < args.reps; ++i) {
+        const double ar_tok_s = paired ? run_once(model, prompt, ar, args).tok_s : 0;
         m.last = run_once(model, prompt, config, args);
         rates.push_back(m.last.tok_s);
+        if (paired) ratios.push_back(m.last.tok_s / ar_tok_s);
     }
     m.tok_s = median(rates);
+    m.speedup = paired ? median(ratios) : 1.0;
     return m;
 }
 
@@ -330,9 +340,8 @@ int bench_model(const BenchModel &bm, const Args &args) {
     std::fflush(stdout);
 
     int mismatches = 0;
-    double ar_tok_s = 0;
     std::string group;        // the drafter of the rows so far
-    double best_fixed = 0;    // its best fixed tree's tok/s
+    double best_fixed = 0;    // its best fixed tree's speedup
     std::string best_tree;
     std::vector<int32_t> ar_tokens;
     for (const Config &c : configs) {
@@ -348,7 +357,6 @@ int bench_model(const BenchModel &bm, const Args &args) {
         }
         std::string same;
         if (c.drafter.empty()) {
-            ar_tok_s = m.tok_s;
             ar_tokens = m.last.tokens;
             same = "(reference)";
         } else if (args.temp > 0) {
@@ -372,9 +380,9 @@ int bench_model(const BenchModel &bm, const Args &args) {
         }
         std::string tree = c.tree;
         if (c.tree == "auto") {
-            tree = "auto (last " + m.last.tree + (best_fixed > 0 ? ", " + fmt(m.tok_s / best_fixed) + "x best fixed " + best_tree : std::string()) + ")";
-        } else if (!c.drafter.empty() && m.tok_s > best_fixed) {
-            best_fixed = m.tok_s;
+            tree = "auto (last " + m.last.tree + (best_fixed > 0 ? ", " + fmt(m.speedup / best_fixed) + "x best fixed " + best_tree : std::string()) + ")";
+        } else if (!c.drafter.empty() && m.speedup > best_fixed) {
+            best_fixed = m.speedup;
             best_tree = c.tree;
         }
         const specula_stats &b = m.last.before, &a = m.last.after;
@@ -384,7 +392,7 @@ int bench_model(const BenchModel &bm, const Args &args) {
             std::printf("| AR | - | %s | 1.00x | 1.00 | | | | | %s |\n", fmt(m.tok_s, "%.1f").c_str(), same.c_str());
         } else {
             std::printf("| %s | %s | %s | %sx | %s | %d | %s | %s | %s | %s |\n", name.c_str(), tree.c_str(),
-                        fmt(m.tok_s, "%.1f").c_str(), fmt(ar_tok_s > 0 ? m.tok_s / ar_tok_s : 0).c_str(),
+                        fmt(m.tok_s, "%.1f").c_str(), fmt(m.speedup).c_str(),
                         fmt(rounds > 0 ? double(accepted + rounds) / rounds : 0).c_str(), rounds,
                         drafted > 0 ? (fmt(100.0 * accepted / drafted, "%.1f") + "%").c_str() : "-",
                         fmt(a.draft_ms - b.draft_ms, "%.1f").c_str(), fmt(a.verify_ms - b.verify_ms, "%.1f").c_str(), same.c_str());
