@@ -176,8 +176,7 @@ public:
         // unordered_map: the bucket array, one node per key (key, vector, next pointer, cached hash) and the lists.
         bytes += by_first_.bucket_count() * sizeof(void *);
         bytes += by_first_.size() * (sizeof(std::pair<const int32_t, std::vector<int32_t>>) + 2 * sizeof(void *));
-        for (const auto &[first, list] : by_first_) bytes += list.capacity() * sizeof(int32_t);
-        return bytes;
+        return bytes + by_first_list_bytes_;
     }
 
 private:
@@ -201,6 +200,7 @@ private:
         grams_.clear();
         grams_.shrink_to_fit();
         by_first_.clear();
+        by_first_list_bytes_ = 0;
         ranked_.clear();
         ranked_.shrink_to_fit();
         table_end_ = 0;
@@ -276,7 +276,10 @@ private:
         slot.hash = h;
         slot.value = int32_t(grams_.size());
         gram_index_.inserted();
-        by_first_[tokens[size_t(start)]].push_back(slot.value);
+        std::vector<int32_t> &list = by_first_[tokens[size_t(start)]];
+        const size_t capacity = list.capacity();
+        list.push_back(slot.value);
+        by_first_list_bytes_ += (list.capacity() - capacity) * sizeof(int32_t);
         grams_.push_back({start, 1, start});
     }
 
@@ -298,6 +301,9 @@ private:
     FlatIndex gram_index_;
     std::vector<Gram> grams_;
     std::unordered_map<int32_t, std::vector<int32_t>> by_first_;
+    // The capacity of by_first_'s lists in bytes, kept as they grow: the stats that every generated token's event
+    // carries ask for allocated_bytes(), and summing the lists there cost a walk of the map per token.
+    size_t by_first_list_bytes_ = 0;
     int32_t table_end_ = 0;
     std::vector<int32_t> ranked_;  // scratch
     // The context was cut to this many tokens since the last draft (INT32_MAX: not cut).
