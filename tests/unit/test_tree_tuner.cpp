@@ -25,6 +25,7 @@ struct Machine {
     double ngram_ms = 0.1;    // n-gram drafter's ms per round
     double p_model = 0.7;     // the model drafter's top candidate is right at a depth, given the path so far
     double p_ngram = 0.0;     // the n-gram chain continues correctly at a depth
+    double p_match = 1.0;     // the n-gram drafter finds a match (without one it proposes nothing)
     double jitter = 0.05;     // relative timing noise
     double catch_up = 0.0;    // model drafter's ms per token produced since it last drafted (a draft model
                               // evaluates them before drafting)
@@ -48,12 +49,14 @@ Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng, int32_t &be
         if (u(rng) >= 1.0 - std::pow(1.0 - m.p_model, w)) break;
         ++model_len;
     }
-    const int32_t ngram_chain = std::min(c.ngram_nodes, 8);
+    const bool match = c.ngram_nodes > 0 && (m.p_match >= 1.0 || u(rng) < m.p_match);
+    const int32_t ngram_chain = match ? std::min(c.ngram_nodes, 8) : 0;
     int32_t ngram_len = 0;
     while (ngram_len < ngram_chain && u(rng) < m.p_ngram) ++ngram_len;
     r.accepted = std::max(model_len, ngram_len);
     r.nodes = 1 + c.max_nodes();
     if (c.ngram_nodes > 0) r.nodes -= c.ngram_nodes - ngram_chain;  // the n-gram drafter fills its chain only
+    if (r.nodes == 1) r.accepted = 0;                               // nothing was drafted
     double levels = double(c.shape.widths.size()), rows = c.shape.widths.empty() ? 0.0 : 1.0;
     for (size_t l = 0; l + 1 < c.shape.widths.size(); ++l) rows += c.shape.widths[l];
     std::normal_distribution<double> noise(1.0, m.jitter);
@@ -215,6 +218,59 @@ TEST_CASE("tree tuner: a drafter that must catch up after plain rounds", "[tree_
         report("good draft with catch-up", o);
         CHECK(o.favourite != "plain");
     }
+}
+
+TEST_CASE("tree tuner: a tiny model whose every verified node costs half a decode step", "[tree_tuner]") {
+    // stories260K on 2 cores: a step is 0.1 ms and mostly attention, so verifying n nodes costs about 0.5 n steps;
+    // one probe of a 16-node tree costs eight steps. The tuner grows the shapes it plays one doubling at a time
+    // and bounds its probes by what they are expected to lose, catch-up included.
+    Machine m;
+    m.t1 = 0.1;
+    m.slope = 0.55;
+    SECTION("n-grams that match now and then, merged with a fair draft") {
+        m.per_level = 0.02;
+        m.per_row = 0.005;
+        m.ngram_ms = 0.005;
+        m.p_model = 0.6;
+        m.p_match = 0.2;
+        m.p_ngram = 0.7;
+        TreeTuner tuner(true, nullptr, true, 16);
+        const Outcome o = run(m, tuner, 4000, 13);
+        report("tiny model, draft + n-grams", o);
+        CHECK(o.favourite == "plain");
+    }
+    SECTION("the target as its own draft: every token accepted, each costing a step to draft or catch up") {
+        m.per_level = 0.1;
+        m.per_row = 0.0;
+        m.p_model = 1.0;
+        m.catch_up = 0.05;  // batched evaluation of the tokens behind
+        TreeTuner tuner(true, nullptr, false, 0);
+        const Outcome o = run(m, tuner, 4000, 14);
+        report("tiny model, target as draft", o);
+        CHECK(o.favourite == "plain");
+    }
+}
+
+TEST_CASE("tree tuner: a probe is made only if what it is expected to lose fits the budget", "[tree_tuner]") {
+    // A draft model as costly as the target, whose prompt prefill (300 tokens, 0.03 ms each) was measured: after
+    // a long plain stretch a model round would first catch up with all of it, so no model shape is probed.
+    TreeTuner tuner(true, nullptr, false, 0);
+    tuner.context_grew(300);
+    tuner.caught_up(300, 9.0);
+    const int32_t first = tuner.next();
+    CHECK(tuner.choices()[size_t(first)].plain());
+    tuner.record(first, 1, 0.0, 0.1, 0);
+    int32_t probes = 0;
+    for (int i = 0; i < 3000; ++i) {
+        const int32_t c = tuner.next();
+        const TreeChoice &choice = tuner.choices()[size_t(c)];
+        // What such a round would cost: a draft step per level, a step per node verified (nothing accepted).
+        if (!choice.plain()) ++probes;
+        const int32_t nodes = 1 + choice.max_nodes();
+        tuner.record(c, nodes, choice.plain() ? 0.0 : 0.1 * double(choice.shape.depth()), 0.1 * nodes, 0);
+    }
+    INFO("model rounds in 3000: " << probes);
+    CHECK(probes <= 3);
 }
 
 TEST_CASE("tree tuner: a memory-bound GPU makes wide trees pay", "[tree_tuner]") {

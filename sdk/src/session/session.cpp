@@ -86,6 +86,7 @@ void Session::set_speculative(const SpeculativeConfig &config) {
     }
     drafter_ = std::move(drafter);
     tuner_ = std::move(tuner);
+    if (tuner_) tuner_->context_grew(int32_t(tokens_.size()));
     fixed_tree_ = TreeChoice{model_drafter ? config.shape : TreeShape{std::vector<int32_t>{}}, config.ngram ? config.ngram_nodes : 0};
     spec_ = config;
     drop_ready();
@@ -101,6 +102,7 @@ void Session::append_tokens(const int32_t *tokens, size_t n) {
     if (n == 0) return;
     drop_ready();
     tokens_.insert(tokens_.end(), tokens, tokens + n);
+    if (tuner_) tuner_->context_grew(int32_t(n));
     last_token_generated_ = false;
     n_run_generated_ = 0;
     run_first_token_ = true;

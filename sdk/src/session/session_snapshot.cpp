@@ -400,6 +400,7 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         throw;
     }
     tokens_ = std::move(tokens);
+    if (tuner_) tuner_->context_grew(int32_t(tokens_.size()));
     n_evaluated_ = n_evaluated;
     logits_valid_ = logits_valid;
     if (logits_valid) logits_ = std::move(logits);

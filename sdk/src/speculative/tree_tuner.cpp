@@ -30,8 +30,8 @@ constexpr double kStaleWithin = 0.5;  // ...if estimated at >= 50% of the best
 // loss is its measured time minus the time the best shape would have taken for the tokens it produced (a drafter
 // catching up after a stretch of plain rounds, a shape that does worse than guessed). Without the bound, a model
 // whose decode step takes a tenth of a millisecond pays more for probing than any shape can win back.
-constexpr double kExploreShare = 0.02;
-constexpr double kExploreDecay = 0.995;  // the time counted toward that share, per round (about 200 rounds)
+constexpr double kExploreShare = 0.01;
+constexpr double kExploreDecay = 0.999;  // the time counted toward that share, per round (about 1000 rounds)
 // While plain decoding is the best shape and no probe is due, the choice is re-examined only every this many
 // rounds: the rates of every candidate cost a few microseconds, a visible part of a tiny model's decode step,
 // and a plain round changes no estimate but verify(1).
@@ -266,7 +266,11 @@ double TreeTuner::guess_tokens(int32_t index) const {
 double TreeTuner::expected_tokens(int32_t index) const {
     const TreeChoice &c = choices_[size_t(index)];
     if (c.plain() || is_chain(index)) return measured_tokens(index);
-    // A tree holding another one accepts at least as much (its top candidates include the other's).
+    // A tree holding another one accepts at least as much in the same round (its top candidates include the
+    // other's), so the guess is at least what the trees it holds measured. Only the guess: those were measured in
+    // other rounds, and an n-gram share's rounds are only those with a match (rounds without one are plain
+    // passes), while a merged shape's are all rounds; a floor over its own measurements kept a merged shape at an
+    // n-gram share's few lucky rounds and played it for good at a loss.
     double floor = 1.0;
     for (int32_t j : inside_[size_t(index)]) floor = std::max(floor, measured_tokens(j));
     // The guess counts as one round played, so that a few unlucky first rounds do not bury a shape.
@@ -274,7 +278,7 @@ double TreeTuner::expected_tokens(int32_t index) const {
     // toward the guess and the shape is tried again.
     const Arm &a = arms_[size_t(index)];
     const double age = std::pow(kAgeDecay, double(rounds_ - a.updated));
-    return std::max(floor, (age * a.tokens + guess_tokens(index)) / (age * a.weight + 1.0));
+    return (age * a.tokens + std::max(floor, guess_tokens(index))) / (age * a.weight + 1.0);
 }
 
 double TreeTuner::expected_nodes(int32_t index) const {
@@ -284,8 +288,17 @@ double TreeTuner::expected_nodes(int32_t index) const {
 }
 
 double TreeTuner::resume_ms(const TreeChoice &c) const {
-    if (c.shape.widths.empty() || behind_ <= kCleanBehind || resume_weight_ <= 0) return 0.0;
-    return resume_per_token_ / resume_weight_ * double(behind_) / kResumeRounds;
+    if (c.shape.widths.empty() || behind_ <= kCleanBehind) return 0.0;
+    // Before any resume was measured (a short prompt), a token behind is taken to cost what drafting one level of
+    // one row costs: a draft model evaluating the tokens it missed one by one, the most a catch-up can take.
+    double per_token = 0.0;
+    if (resume_weight_ > 0) {
+        per_token = resume_per_token_ / resume_weight_;
+    } else if (draft_rounds_ > 0) {
+        refresh();
+        per_token = std::max(0.0, draft_coef_[0] + draft_coef_[1] + draft_coef_[2]);
+    }
+    return per_token * double(behind_) / kResumeRounds;
 }
 
 double TreeTuner::expected_ms(int32_t index) const {
@@ -302,9 +315,14 @@ int32_t TreeTuner::next() {
     const int32_t n = int32_t(choices_.size());
     std::vector<double> &r = rates_;
     r.resize(size_t(n));
+    // Shapes beyond the reach of the measured verify curve are not played (rate 0): the curve grows one doubling at
+    // a time, because extending it far from the sizes measured guesses the cost from a prior slope, and on a
+    // machine where each node costs half a decode step (a tiny model's attention) one 16-node guess costs ten
+    // steps to learn that.
+    const int32_t reach = std::max(kFirstReach, 2 * max_nodes_seen_);
     int32_t best = 0;
     for (int32_t i = 0; i < n; ++i) {
-        r[size_t(i)] = rate(i);
+        r[size_t(i)] = 1 + choices_[size_t(i)].max_nodes() <= reach ? rate(i) : 0.0;
         if (r[size_t(i)] > r[size_t(best)]) best = i;
     }
     arms_[size_t(best)].backoff = kFirstBackoff;
@@ -314,16 +332,26 @@ int32_t TreeTuner::next() {
     int32_t probe = -1;
     // While some shape pays, probing its neighbours is how the tuner climbs to the best one, and a probe costs a
     // fraction of a gain; while plain decoding is best, every probe is a loss, so those are bounded.
-    const bool budget_left = !choices_[size_t(best)].plain() || explore_ms_ <= kExploreShare * total_ms_;
-    if (budget_left && rounds_ >= next_probe_)
+    // The bound is checked before the probe, with what it is expected to lose: a model drafter idle for a long
+    // stretch first catches up with all of it (a draft model as large as the target pays a decode step per token
+    // missed), so a probe after 80 plain rounds can cost 40 of them.
+    const bool plain_best = choices_[size_t(best)].plain();
+    const auto affordable = [&](int32_t i) {
+        if (!plain_best) return true;
+        const TreeChoice &c = choices_[size_t(i)];
+        const double catch_up = c.shape.widths.empty() ? 0.0 : resume_ms(c) * kResumeRounds;
+        const double loss = expected_ms(i) + catch_up - resume_ms(c) - expected_tokens(i) / r[size_t(best)];
+        return explore_ms_ + std::max(0.0, loss) <= kExploreShare * total_ms_;
+    };
+    if (rounds_ >= next_probe_)
         for (int32_t i = 0; i < n; ++i)
             if (i != best && arms_[size_t(i)].probe_after <= rounds_ && r[size_t(i)] >= kProbeWithin * r[size_t(best)] &&
-                (probe < 0 || r[size_t(i)] > r[size_t(probe)]))
+                (probe < 0 || r[size_t(i)] > r[size_t(probe)]) && affordable(i))
                 probe = i;
-    if (budget_left && probe < 0 && rounds_ >= next_stale_probe_) {
+    if (probe < 0 && rounds_ >= next_stale_probe_) {
         for (int32_t i = 0; i < n; ++i)
             if (i != best && rounds_ - arms_[size_t(i)].last_played >= kStaleAfter && r[size_t(i)] >= kStaleWithin * r[size_t(best)] &&
-                (probe < 0 || r[size_t(i)] > r[size_t(probe)]))
+                (probe < 0 || r[size_t(i)] > r[size_t(probe)]) && affordable(i))
                 probe = i;
         if (probe >= 0) next_stale_probe_ = rounds_ + kStaleAfter;
     }
@@ -342,6 +370,15 @@ int32_t TreeTuner::next() {
     return best;
 }
 
+void TreeTuner::caught_up(int32_t n_tokens, double ms) {
+    if (n_tokens > kCleanBehind) {
+        resume_per_token_ = resume_per_token_ * kResumeDecay + ms / double(n_tokens);
+        resume_weight_ = resume_weight_ * kResumeDecay + 1.0;
+    }
+    behind_ = 0;
+    dirty_ = true;
+}
+
 void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify, int32_t accepted) {
     const TreeChoice &c = choices_[size_t(index)];
     const bool model = !c.shape.widths.empty();
@@ -350,6 +387,7 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
     const double expected_draft = model ? draft_ms(c) : 0.0;
     ++rounds_;
     dirty_ = true;
+    max_nodes_seen_ = std::max(max_nodes_seen_, nodes);
     total_ms_ = total_ms_ * kExploreDecay + draft + verify;
     explore_ms_ *= kExploreDecay;
     if (index == probe_ && probe_best_rate_ > 0)

@@ -16,11 +16,13 @@
 //     not bury it. Rounds in which the drafter proposed nothing (no n-gram match) are one-node passes whatever
 //     the shape: they only update verify(1).
 // Each round takes the shape with the highest E(T) / (draft(T) + verify(n(T))), plain decoding included: when
-// nothing pays, the session decodes plainly. A shape that is not the best is re-measured now and then (a probe,
+// nothing pays, the session decodes plainly. Only shapes within reach of the measured curve are candidates: up to
+// kFirstReach nodes at first, then up to twice the most nodes a round has verified, so the curve is learned one
+// doubling at a time instead of from a guess about a tree eight times larger. A shape that is not the best is re-measured now and then (a probe,
 // with a back-off that doubles each time it is still not the best), so that the estimates follow the text and the
 // context length; what a shape measured fades with the rounds since, back toward its guess. While plain decoding
-// is best, probes may lose at most 2% of the time (measured: a probe's time minus what the best shape would have
-// taken for its tokens). A model drafter idle for a stretch must catch up before it drafts (a draft model
+// is best, probes may lose at most 1% of the time (measured: a probe's time minus what the best shape would have
+// taken for its tokens; a probe is made only if what it is expected to lose, a drafter's catch-up included, fits). A model drafter idle for a stretch must catch up before it drafts (a draft model
 // evaluates the tokens it missed): such a resume round is kept out of the draft-time fit and its excess, per token
 // caught up, is charged to the model shapes while the stretch lasts.
 //
@@ -30,6 +32,7 @@
 
 #include "speculative/tree_shape.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -66,6 +69,12 @@ public:
     // What the round of choice `index` cost and produced: `nodes` tree nodes verified (root included), the draft
     // and verify times, and the accepted path length (drafted tokens the target accepted).
     void record(int32_t index, int32_t nodes, double draft_ms, double verify_ms, int32_t accepted);
+    // Tokens that entered the context other than by a round (the prompt, a later turn, a restored snapshot): a
+    // model drafter catches up with them too, so the next model round is a resume over them.
+    void context_grew(int32_t n_tokens) { behind_ += std::max(n_tokens, 0); }
+    // The model drafter caught up with the whole committed context outside a round (the prompt), `n_tokens` of
+    // them in `ms`: a measure of what a token behind costs, and nothing is behind any more.
+    void caught_up(int32_t n_tokens, double ms);
 
     // Expected tokens per millisecond of a choice under the current estimates (for tests and reports).
     double rate(int32_t index) const;
@@ -76,6 +85,8 @@ public:
 
     static constexpr double kPriorSlope = 0.15;  // verify(n) ~ verify(1) x (1 + 0.15 (n - 1)) until measured
     static constexpr int32_t kMaxDepth = 32;     // the deepest tree a session accepts
+    static constexpr int32_t kFirstReach = 3;    // shapes of up to this many nodes (root included) may be played
+                                                 // first; then up to twice the most nodes a round has verified
 
 private:
     struct Arm {
@@ -114,14 +125,15 @@ private:
     mutable double chain_tokens_[kMaxDepth + 1] = {};         // chains: expected tokens per round of a chain of k levels
     double ls_[3][4] = {};                  // draft time ~ c + a levels + b rows: decayed normal equations [X'X | X'y]
     int32_t rounds_ = 0, plain_rounds_ = 0, draft_rounds_ = 0;
+    int32_t max_nodes_seen_ = 1;            // the most nodes (root included) a recorded round verified
     int32_t next_probe_ = 0;                // no probe before this round
     int32_t next_stale_probe_ = 0;          // no probe of a long-unplayed shape before this round
     int32_t plain_until_ = 0;               // plain decoding without re-examining the choice before this round
     int32_t probe_ = -1;                    // the choice next() returned as a probe (-1: it returned the best)
     double probe_best_rate_ = 0;            // the best shape's rate when that probe was chosen
     double total_ms_ = 0, explore_ms_ = 0;  // time of every round; time probes lost against the best shape
-    int32_t behind_ = 1 << 20;              // tokens produced since the last round that used the model drafter
-                                            // (at first: the whole prompt, so the first model round is a resume)
+    int32_t behind_ = 0;                    // tokens produced or appended since the last round that used the model
+                                            // drafter (at first: the prompt, so the first model round is a resume)
     double resume_per_token_ = 0, resume_weight_ = 0;  // decayed: catch-up ms per token behind, and its rounds
     mutable bool dirty_ = true;             // a round was recorded since refresh()
 };
