@@ -311,6 +311,35 @@ TEST_CASE("drafter state: n-gram tables rebuilt from the context draft exactly a
     CHECK(a->allocated_bytes() == b->allocated_bytes());
 }
 
+TEST_CASE("a draft model evaluates the prompt when the session does (prefill), other drafters wait", "[speculative][unit]") {
+    const auto model = stories();
+    ThreadPool pool(1);
+    std::vector<int32_t> tokens = model->vocab().tokenize("Once upon a time, there was", true, false);
+    const std::span<const int32_t> committed(tokens.data(), tokens.size() - 1);
+    auto d = make_model_drafter(model, *model, 128, pool);
+    CHECK(d->prefill(committed) == int32_t(committed.size()));
+    CHECK(d->own_cache_slots() == int32_t(committed.size()));
+    CHECK(d->prefill(committed) == 0);  // nothing new
+    d->rewind(3);
+    CHECK(d->prefill(committed) == int32_t(committed.size()) - 3);
+    // The round after a prefill drafts from the cache it filled: the same tree as a drafter that caught up itself.
+    DraftTree a, b;
+    auto fresh = make_model_drafter(model, *model, 128, pool);
+    DraftRequest request;
+    request.tokens = tokens;
+    request.n_target_kv = int32_t(committed.size());
+    request.shape = TreeShape::chain(3);
+    request.node_budget = 4;
+    a.reset(tokens.back());
+    b.reset(tokens.back());
+    d->draft(request, a);
+    fresh->draft(request, b);
+    CHECK(a.tokens() == b.tokens());
+    auto m = make_merged_drafter(make_model_drafter(model, *model, 128, pool), make_ngram_drafter({}), 4);
+    CHECK(m->prefill(committed) == int32_t(committed.size()));
+    CHECK(make_ngram_drafter({})->prefill(committed) == -1);
+}
+
 TEST_CASE("drafter state: a draft model's cache position, its rows travel as KV chunks", "[snapshot][unit]") {
     const auto model = stories();
     ThreadPool pool(1);

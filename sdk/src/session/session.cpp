@@ -160,6 +160,7 @@ bool Session::evaluate() {
 bool Session::evaluate_pending() {
     // With a drafter the last token is left pending: it is the root of the next speculation tree.
     const size_t target = drafter_ ? tokens_.size() - 1 : tokens_.size();
+    bool prompt = false;
     while (size_t(n_evaluated_) < target) {
         if (take_cancel()) return false;
         const int32_t n = std::min<int32_t>(config_.n_batch, int32_t(target) - n_evaluated_);
@@ -174,9 +175,21 @@ bool Session::evaluate_pending() {
         } else {
             prompt_ms_ += ms;
             n_prompt_tokens_ += n;
+            prompt = true;
         }
         n_evaluated_ += n;
         logits_valid_ = true;
+    }
+    // A draft model evaluates the prompt too, as part of prompt processing (as llama.cpp's speculative decoding
+    // does): the first round would otherwise pay for it, and --tree auto would weigh a prefill against one round.
+    if (prompt && drafter_) {
+        const double t0 = now_ms();
+        const int32_t n = drafter_->prefill(std::span<const int32_t>(tokens_.data(), target));
+        if (n >= 0) {
+            const double ms = now_ms() - t0;
+            prompt_ms_ += ms;
+            if (tuner_) tuner_->caught_up(n, ms);
+        }
     }
     return true;
 }

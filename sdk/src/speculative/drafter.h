@@ -50,6 +50,14 @@ public:
     virtual void draft(const DraftRequest &request, DraftTree &tree) = 0;
     // The context was cut to its first n_tokens tokens: forget anything derived from later ones.
     virtual void rewind(int32_t n_tokens) = 0;
+    // Brings what the drafter derives from the committed tokens up to date now (the session calls it after it
+    // evaluated a prompt, as part of prompt processing), so that the first round does not pay for the prompt.
+    // Returns how many tokens it evaluated (a draft model: those its cache lacked), or -1 for drafters that read
+    // the context only when they draft (n-gram tables, LongSpec's window).
+    virtual int32_t prefill(std::span<const int32_t> committed) {
+        (void)committed;
+        return -1;
+    }
     // The session shifted its full context (backends/cpu/kv_shift.h): tokens [keep, keep + discard) were dropped
     // and the later ones moved down by discard. By default the drafter forgets what it derived from tokens after
     // `keep` and catches up from the new context on its next round; a drafter with its own cache of the whole

@@ -50,14 +50,15 @@ public:
     TargetRunner *own_cache() override { return &runner_; }
     int32_t own_cache_slots() const override { return n_done_; }
 
+    int32_t prefill(std::span<const int32_t> committed) override {
+        const int32_t before = n_done_;
+        sync(committed.data(), int32_t(committed.size()));
+        return n_done_ - before;
+    }
+
     void draft(const DraftRequest &request, DraftTree &tree) override {
         const int32_t n_past = int32_t(request.tokens.size()) - 1;  // committed tokens; the root is a tree node
-        // Catch up on the committed context in batches.
-        while (n_done_ < n_past) {
-            const int32_t n = std::min<int32_t>(64, n_past - n_done_);
-            runner_.eval(request.tokens.data() + n_done_, n, n_done_, logits_.data(), false);
-            n_done_ += n;
-        }
+        sync(request.tokens.data(), n_past);
         DraftRequest bounded = request;
         bounded.node_budget = std::min(request.node_budget, runner_.n_ctx() - n_past);
         if (bounded.node_budget <= 1) return;
@@ -72,6 +73,15 @@ public:
     }
 
 private:
+    // Evaluates the committed tokens [n_done_, n_past) into the draft cache, in batches.
+    void sync(const int32_t *tokens, int32_t n_past) {
+        while (n_done_ < n_past) {
+            const int32_t n = std::min<int32_t>(64, n_past - n_done_);
+            runner_.eval(tokens + n_done_, n, n_done_, logits_.data(), false);
+            n_done_ += n;
+        }
+    }
+
     std::shared_ptr<const Model> draft_;
     CpuRunner runner_;
     int32_t target_vocab_;
@@ -91,6 +101,9 @@ public:
     void rewind(int32_t n_tokens) override {
         primary_->rewind(n_tokens);
         secondary_->rewind(n_tokens);
+    }
+    int32_t prefill(std::span<const int32_t> committed) override {
+        return std::max(primary_->prefill(committed), secondary_->prefill(committed));
     }
     void shift(int32_t keep, int32_t discard) override {
         primary_->shift(keep, discard);
