@@ -36,6 +36,9 @@ constexpr double kExploreDecay = 0.999;  // the time counted toward that share, 
 // rounds: the rates of every candidate cost a few microseconds, a visible part of a tiny model's decode step,
 // and a plain round changes no estimate but verify(1).
 constexpr int32_t kPlainRecheck = 8;
+// A shape's estimate rests on measurements (rather than its guess) while this many rounds of it count: its own
+// (decayed and aged; one round played ~140 rounds ago is half of one), for chains the tries of their last level.
+constexpr double kTrusted = 0.5;
 // A model drafter catches up with the tokens produced while it was idle (plain rounds, n-gram-only rounds) before
 // it drafts: a draft model evaluates all of them, LongSpec refills its window. A round that follows more than
 // kCleanBehind such tokens is a resume: its draft time, mostly catching up, is kept out of the draft-time fit (it
@@ -267,18 +270,32 @@ double TreeTuner::expected_tokens(int32_t index) const {
     const TreeChoice &c = choices_[size_t(index)];
     if (c.plain() || is_chain(index)) return measured_tokens(index);
     // A tree holding another one accepts at least as much in the same round (its top candidates include the
-    // other's), so the guess is at least what the trees it holds measured. Only the guess: those were measured in
-    // other rounds, and an n-gram share's rounds are only those with a match (rounds without one are plain
-    // passes), while a merged shape's are all rounds; a floor over its own measurements kept a merged shape at an
-    // n-gram share's few lucky rounds and played it for good at a loss.
-    double floor = 1.0;
-    for (int32_t j : inside_[size_t(index)]) floor = std::max(floor, measured_tokens(j));
+    // other's). What the other measured bounds this shape's estimate only if both count the same rounds: an
+    // n-gram-only share's rounds are those with a match (the others are plain passes), a shape with a model part
+    // drafts every round. Across the two kinds it only raises the guess: as a floor, an n-gram share's few lucky
+    // rounds kept a merged shape at their tokens, and it was played for good at a loss.
+    const bool has_model = !c.shape.widths.empty();
+    double floor = 1.0, guess_floor = 1.0;
+    for (int32_t j : inside_[size_t(index)]) {
+        const double m = measured_tokens(j);
+        guess_floor = std::max(guess_floor, m);
+        if (choices_[size_t(j)].shape.widths.empty() != !has_model) continue;
+        floor = std::max(floor, m);
+    }
     // The guess counts as one round played, so that a few unlucky first rounds do not bury a shape.
     // What it measured counts less the longer ago it was (the text changes), so an old poor estimate drifts back
     // toward the guess and the shape is tried again.
     const Arm &a = arms_[size_t(index)];
     const double age = std::pow(kAgeDecay, double(rounds_ - a.updated));
-    return (age * a.tokens + std::max(floor, guess_tokens(index))) / (age * a.weight + 1.0);
+    return std::max(floor, (age * a.tokens + std::max(guess_floor, guess_tokens(index))) / (age * a.weight + 1.0));
+}
+
+bool TreeTuner::measured(int32_t index) const {
+    const TreeChoice &c = choices_[size_t(index)];
+    if (c.plain()) return true;
+    if (is_chain(index)) return depth_try_[size_t(std::min(c.shape.depth(), kMaxDepth) - 1)] >= kTrusted;
+    const Arm &a = arms_[size_t(index)];
+    return std::pow(kAgeDecay, double(rounds_ - a.updated)) * a.weight >= kTrusted;
 }
 
 double TreeTuner::expected_nodes(int32_t index) const {
@@ -320,21 +337,22 @@ int32_t TreeTuner::next() {
     // machine where each node costs half a decode step (a tiny model's attention) one 16-node guess costs ten
     // steps to learn that.
     const int32_t reach = std::max(kFirstReach, 2 * max_nodes_seen_);
-    int32_t best = 0;
+    int32_t best = 0, trusted = 0;  // trusted: the best of the shapes whose estimate rests on measurements
     for (int32_t i = 0; i < n; ++i) {
         r[size_t(i)] = 1 + choices_[size_t(i)].max_nodes() <= reach ? rate(i) : 0.0;
         if (r[size_t(i)] > r[size_t(best)]) best = i;
+        if (r[size_t(i)] > r[size_t(trusted)] && measured(i)) trusted = i;
     }
-    arms_[size_t(best)].backoff = kFirstBackoff;
-    arms_[size_t(best)].last_played = rounds_;
-    // A probe: the best-looking other shape close to the best whose back-off has run out; failing that, now and then,
-    // one that has not been played for long (its estimate may be stale: the text changes).
-    int32_t probe = -1;
     // While some shape pays, probing its neighbours is how the tuner climbs to the best one, and a probe costs a
-    // fraction of a gain; while plain decoding is best, every probe is a loss, so those are bounded.
-    // The bound is checked before the probe, with what it is expected to lose: a model drafter idle for a long
-    // stretch first catches up with all of it (a draft model as large as the target pays a decode step per token
-    // missed), so a probe after 80 plain rounds can cost 40 of them.
+    // fraction of a gain; while plain decoding is best, every probe is a loss, so those are bounded. The bound is
+    // checked before the probe, with what it is expected to lose: a model drafter idle for a long stretch first
+    // catches up with all of it (a draft model as large as the target pays a decode step per token missed), so a
+    // probe after 80 plain rounds can cost 40 of them.
+    // A best shape that rests on its guess (not played yet, or not for long) while plain decoding is the best
+    // measured choice counts as a probe: optimistic guesses are how shapes get tried, and where nothing pays their
+    // first plays were most of the loss.
+    const int32_t guessed = best != trusted && choices_[size_t(trusted)].plain() ? best : -1;
+    if (guessed >= 0) best = trusted;
     const bool plain_best = choices_[size_t(best)].plain();
     const auto affordable = [&](int32_t i) {
         if (!plain_best) return true;
@@ -343,7 +361,13 @@ int32_t TreeTuner::next() {
         const double loss = expected_ms(i) + catch_up - resume_ms(c) - expected_tokens(i) / r[size_t(best)];
         return explore_ms_ + std::max(0.0, loss) <= kExploreShare * total_ms_;
     };
-    if (rounds_ >= next_probe_)
+    arms_[size_t(best)].backoff = kFirstBackoff;
+    arms_[size_t(best)].last_played = rounds_;
+    // A probe: the guessed best if affordable; else the best-looking other shape close to the best whose back-off
+    // has run out; failing that, now and then, one that has not been played for long (its estimate may be stale:
+    // the text changes).
+    int32_t probe = guessed >= 0 && affordable(guessed) ? guessed : -1;
+    if (probe < 0 && rounds_ >= next_probe_)
         for (int32_t i = 0; i < n; ++i)
             if (i != best && arms_[size_t(i)].probe_after <= rounds_ && r[size_t(i)] >= kProbeWithin * r[size_t(best)] &&
                 (probe < 0 || r[size_t(i)] > r[size_t(probe)]) && affordable(i))
@@ -390,8 +414,10 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
     max_nodes_seen_ = std::max(max_nodes_seen_, nodes);
     total_ms_ = total_ms_ * kExploreDecay + draft + verify;
     explore_ms_ *= kExploreDecay;
+    // Probes that gained give back what they gained (down to a budget's worth of credit), so that while guesses
+    // keep paying, as on repetitive text, the next ones are not held back by an earlier loss.
     if (index == probe_ && probe_best_rate_ > 0)
-        explore_ms_ += std::max(0.0, draft + verify - double(accepted + 1) / probe_best_rate_);
+        explore_ms_ = std::max(explore_ms_ + draft + verify - double(accepted + 1) / probe_best_rate_, -kExploreShare * total_ms_);
     probe_ = -1;
     const int32_t behind = behind_;
     behind_ = model ? accepted + 1 : behind_ + accepted + 1;

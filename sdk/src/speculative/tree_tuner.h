@@ -21,8 +21,10 @@
 // doubling at a time instead of from a guess about a tree eight times larger. A shape that is not the best is re-measured now and then (a probe,
 // with a back-off that doubles each time it is still not the best), so that the estimates follow the text and the
 // context length; what a shape measured fades with the rounds since, back toward its guess. While plain decoding
-// is best, probes may lose at most 1% of the time (measured: a probe's time minus what the best shape would have
-// taken for its tokens; a probe is made only if what it is expected to lose, a drafter's catch-up included, fits). A model drafter idle for a stretch must catch up before it drafts (a draft model
+// is the best measured choice, probes may lose at most 1% of the time, net (measured: a probe's time minus what
+// plain decoding would have taken for its tokens; a probe that gained gives credit), and a probe is made only if
+// what it is expected to lose, a drafter's catch-up included, fits; a shape that looks best on its guess alone
+// (not played yet, or not for long) is such a probe. A model drafter idle for a stretch must catch up before it drafts (a draft model
 // evaluates the tokens it missed): such a resume round is kept out of the draft-time fit and its excess, per token
 // caught up, is charged to the model shapes while the stretch lasts.
 //
@@ -85,7 +87,7 @@ public:
 
     static constexpr double kPriorSlope = 0.15;  // verify(n) ~ verify(1) x (1 + 0.15 (n - 1)) until measured
     static constexpr int32_t kMaxDepth = 32;     // the deepest tree a session accepts
-    static constexpr int32_t kFirstReach = 3;    // shapes of up to this many nodes (root included) may be played
+    static constexpr int32_t kFirstReach = 5;    // shapes of up to this many nodes (root included) may be played
                                                  // first; then up to twice the most nodes a round has verified
 
 private:
@@ -110,6 +112,7 @@ private:
     double guess_tokens(int32_t index) const;
     double measured_tokens(int32_t index) const;  // 0 for a shape not played yet (chains: the pooled estimate)
     double expected_nodes(int32_t index) const;
+    bool measured(int32_t index) const;  // its estimate rests on rounds it was played (or plain), not its guess
     bool is_chain(int32_t index) const { return !choices_[size_t(index)].shape.widths.empty() && choices_[size_t(index)].shape.is_chain() && choices_[size_t(index)].ngram_nodes == 0; }
 
     std::vector<TreeChoice> choices_;
