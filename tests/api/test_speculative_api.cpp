@@ -436,6 +436,42 @@ TEST_CASE("speculative: pull-style next reports drafted tokens and the same outp
     CHECK(drafted <= st.n_accepted);
 }
 
+TEST_CASE("speculative: the logits after each token are plain decoding's, bit for bit, attached or detached", "[speculative][api]") {
+    // The logits of the last evaluated position: after a token plain decoding produced, the distribution it was
+    // drawn from; after a drafted token the round also evaluated (its keys/values are committed), the next one.
+    // After a round they are the verifier's rows (the session points at them instead of copying a vocabulary per
+    // token); they must be the bits plain decoding computed for that position.
+    specula::Session plain = greedy_session(stories());
+    plain.append_text(kPrompt);
+    const size_t n_vocab = size_t(stories().n_vocab());
+    specula::GenerateOptions go(kTokens);
+    go.stop_at_eog = false;
+    std::vector<std::vector<float>> dist;  // [k]: the distribution token k was drawn from
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 49; ++i) {
+        tokens.push_back(plain.next(go).token);
+        REQUIRE(plain.logits() != nullptr);
+        dist.emplace_back(plain.logits(), plain.logits() + n_vocab);
+    }
+    specula::Session spec = greedy_session(stories());
+    specula::SpeculativeOptions o;
+    o.draft_model = &stories();
+    o.tree = specula::SpeculativeOptions::chain(4);
+    spec.set_speculative(o);
+    spec.append_text(kPrompt);
+    int32_t drafted = 0;
+    for (size_t k = 0; k < 48; ++k) {
+        if (k == 32) spec.clear_speculative();  // detached with a round's rows pending
+        const specula_token_event b = spec.next(go);
+        REQUIRE(b.token == tokens[k]);
+        if (b.drafted) ++drafted;
+        const float *lb = spec.logits();
+        REQUIRE(lb != nullptr);
+        CHECK(std::memcmp(lb, dist[k + (b.drafted ? 1 : 0)].data(), n_vocab * sizeof(float)) == 0);
+    }
+    CHECK(drafted > 0);
+}
+
 TEST_CASE("speculative: detaching returns to plain decoding", "[speculative][api]") {
     specula::Session session = greedy_session(stories());
     session.set_speculative([] {

@@ -165,7 +165,7 @@ bool Session::evaluate_pending() {
         if (take_cancel()) return false;
         const int32_t n = std::min<int32_t>(config_.n_batch, int32_t(target) - n_evaluated_);
         const double t0 = now_ms();
-        if (!runner_->eval(tokens_.data() + n_evaluated_, n, n_evaluated_, logits_.data(), false)) {
+        if (!runner_->eval(tokens_.data() + n_evaluated_, n, n_evaluated_, logits_for_eval(), false)) {
             take_cancel();
             return false;
         }
@@ -226,7 +226,7 @@ specula_status Session::step(StepResult &out) {
         const double t0 = now_ms();
         const int32_t n_past = int32_t(tokens_.size()) - 1;
         n_evaluated_ = std::min(n_evaluated_, n_past);
-        if (!runner_->eval(tokens_.data() + n_past, 1, n_past, logits_.data(), false)) {
+        if (!runner_->eval(tokens_.data() + n_past, 1, n_past, logits_for_eval(), false)) {
             take_cancel();
             finish(SPECULA_STOP_CANCELLED);
             return SPECULA_ERR_CANCELLED;
@@ -257,10 +257,11 @@ specula_status Session::step(StepResult &out) {
         const size_t i = ready_next_++;
         token = ready_[i].token;
         accepted = ready_[i].accepted;
-        std::copy_n(ready_row(i), size_t(n_vocab), logits_.data());
+        logits_row_ = ready_row(i);
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
     } else {
         const double t_sample = now_ms();
+        if (const float *row = logits_row_) std::copy_n(row, size_t(n_vocab), logits_for_eval());  // a drafter was detached
         token = sampler_.sample(logits_.data(), n_vocab, tokens_);
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
         decode_ms_ += now_ms() - t_sample;
@@ -277,7 +278,7 @@ specula_status Session::step(StepResult &out) {
         // Its keys/values were committed by the round: it counts as evaluated, and the logits after it are
         // the next row of the round.
         ++n_evaluated_;
-        std::copy_n(ready_row(ready_next_), size_t(n_vocab), logits_.data());
+        logits_row_ = ready_row(ready_next_);
     }
     out.drafted = accepted;
     ++n_generated_;
@@ -333,13 +334,14 @@ void Session::finish_run(specula_stop_reason reason, StepResult &out) {
 void Session::fill_top_logits(int32_t k, StepResult &out) const {
     const int32_t n_vocab = model_->hparams().n_vocab;
     k = std::min(k, n_vocab);
+    const float *logits = current_logits();
     std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
     for (int32_t i = 0; i < n_vocab; ++i) ids[size_t(i)] = i;
     std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-        return logits_[size_t(a)] > logits_[size_t(b)] || (logits_[size_t(a)] == logits_[size_t(b)] && a < b);
+        return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
     });
     out.top_ids.assign(ids.begin(), ids.begin() + k);
-    for (int32_t id : out.top_ids) out.top_logits.push_back(logits_[size_t(id)]);
+    for (int32_t id : out.top_ids) out.top_logits.push_back(logits[size_t(id)]);
 }
 
 specula_stats Session::stats() const {
@@ -392,6 +394,10 @@ bool Session::speculate(int32_t choice) {
     const int32_t n_vocab = model_->hparams().n_vocab;
     const int32_t n_past = int32_t(tokens_.size()) - 1;
     n_evaluated_ = std::min(n_evaluated_, n_past);  // the root is (re-)evaluated as the tree's node 0
+    if (logits_row_) {  // the rows are about to be rewritten; the root's own logits come back with node 0
+        logits_row_ = nullptr;
+        logits_valid_ = false;
+    }
     tree_.reset(tokens_.back());
     // The round's tree: the tuner's choice (auto), or the configured one.
     const TreeChoice &round = tuner_ ? tuner_->choices()[size_t(choice)] : fixed_tree_;

@@ -199,7 +199,7 @@ public:
     int32_t shift_discard() const { return shift_discard_; }
 
     // Raw logits of the last evaluated position, or nullptr.
-    const float *logits() const { return logits_valid_ ? logits_.data() : nullptr; }
+    const float *logits() const { return logits_valid_ ? current_logits() : nullptr; }
 
 private:
     // Evaluates every context token without KV yet. Returns false if cancelled (progress is kept).
@@ -233,6 +233,15 @@ private:
     bool last_token_generated_ = false;  // the unevaluated tail is one generated token (decode, not prompt)
     std::vector<float> logits_;
     bool logits_valid_ = false;
+    // After a speculative round the logits of each emitted token's position are a row the verifier computed
+    // (ready_row): they are pointed at, not copied (a vocabulary of 128K floats is half a megabyte per token).
+    // Null when logits_ holds them. Valid until the next round rewrites tree_logits_.
+    const float *logits_row_ = nullptr;
+    const float *current_logits() const { return logits_row_ ? logits_row_ : logits_.data(); }
+    float *logits_for_eval() {  // the buffer an evaluation writes the logits into
+        logits_row_ = nullptr;
+        return logits_.data();
+    }
     StreamDecoder decoder_;
     StopStrings stops_;
     int32_t n_run_generated_ = 0;

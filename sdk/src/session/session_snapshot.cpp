@@ -156,7 +156,7 @@ Session::PreparedSnapshot Session::prepare_snapshot(const SnapshotOptions &optio
         ByteWriter w;
         w.put<int32_t>(n_evaluated_);
         w.put<uint8_t>(logits_valid_ ? 1 : 0);
-        if (logits_valid_) w.put_raw(logits_.data(), logits_.size() * sizeof(float));
+        if (logits_valid_) w.put_raw(current_logits(), logits_.size() * sizeof(float));
         w.put<uint8_t>(last_token_generated_ ? 1 : 0);
         if (full) {
             w.put<int32_t>(n_run_generated_);
@@ -403,6 +403,7 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
     if (tuner_) tuner_->context_grew(int32_t(tokens_.size()));
     n_evaluated_ = n_evaluated;
     logits_valid_ = logits_valid;
+    logits_row_ = nullptr;  // the loaded rows replace the round's
     if (logits_valid) logits_ = std::move(logits);
     last_token_generated_ = last_generated;
     decoder_.reset();
