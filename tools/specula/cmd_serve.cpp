@@ -27,7 +27,7 @@ namespace {
 struct ServeArgs {
     specula_serve::ServeConfig config;
     std::string spec = "ngram";
-    std::string tree;
+    std::string tree = "auto";
     std::string ngram_nodes = "auto";
     bool no_mmap = false;
     size_t max_body_mib = 16;
@@ -45,13 +45,16 @@ int run_serve(ServeArgs &a) {
             throw UsageError("--ngram-nodes: expected auto or a number in [0, 1024], got '" + a.ngram_nodes + "'");
         }
     }
-    if (!a.tree.empty()) {
+    if (a.tree == "fixed") {
+        c.fixed_tree = true;
+    } else if (a.tree != "auto") {
         try {
             c.tree = specula_apps::parse_tree_widths(a.tree);
         } catch (const std::invalid_argument &e) {
             throw UsageError(e.what());
         }
         if (c.draft.empty() && c.draft_model.empty()) throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
+        c.fixed_tree = true;
     }
     c.max_body_bytes = a.max_body_mib << 20;
     c.model_path = resolve_model_path(c.model_path);
@@ -148,8 +151,10 @@ Command add_serve_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::IsMember({"none", "ngram"}));
     cmd->add_option("--ngram-nodes", a.ngram_nodes, "Tree nodes for n-gram candidates: auto (measured at start: what pays on "
                                                      "this model and machine) or a number")->capture_default_str();
-    cmd->add_option("--tree", a.tree, "Draft tree: nodes per level for --draft / --draft-model, always drafted (default: auto, each round the "
-                                      "tree expected to be fastest, plain decoding included)");
+    cmd->add_option("--tree", a.tree, "Draft tree: auto (each round the tree expected to be fastest, plain decoding included), fixed "
+                                      "(always the default tree and the n-gram nodes), or nodes per level for --draft / --draft-model, "
+                                      "always drafted")
+        ->capture_default_str();
     return Command{cmd, [args] { return run_serve(*args); }};
 }
 
