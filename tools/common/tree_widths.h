@@ -1,5 +1,6 @@
-// Header-only parser of a draft tree written as level widths ("4,16,16,16,16"; a chain: "1,1,1,1"), shared by the
-// apps (the CLI's --tree and the benchmarks' --tree), which see only the public API.
+// Header-only parser of a draft tree written as level widths ("4,16,16,16,16"; a chain: "1,1,1,1"), and of the
+// --tree option around it (auto, fixed or widths), shared by the apps (the CLI's generate and serve, the
+// benchmarks), which see only the public API.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,19 @@ inline std::vector<int32_t> parse_tree_widths(const std::string &text, const std
     if (widths.empty() || widths.size() > 32 || (!text.empty() && text.back() == ','))
         throw std::invalid_argument(option + ": expected 1 to 32 comma-separated level widths, e.g. 4,16,16,16,16 (a chain: 1,1,1,1)");
     return widths;
+}
+
+// The apps' --tree: "auto" (each round the session chooses the tree), "fixed" (the library's default tree every
+// round) or level widths (that tree every round). Throws std::invalid_argument as parse_tree_widths.
+struct TreeOption {
+    bool fixed = false;
+    std::vector<int32_t> widths;  // empty: the library's default tree
+};
+
+inline TreeOption parse_tree_option(const std::string &text, const std::string &option = "--tree") {
+    if (text == "auto") return {};
+    if (text == "fixed") return {true, {}};
+    return {true, parse_tree_widths(text, option)};
 }
 
 }  // namespace specula_apps

@@ -30,7 +30,7 @@ struct ServeConfig {
     std::string draft;             // LongSpec draft file
     std::string draft_model;       // independent draft model of the same vocabulary
     std::vector<int32_t> tree;     // draft tree widths; empty: the library's default
-    bool fixed_tree = false;       // draft the same tree every round (--tree fixed or widths), instead of auto
+    bool fixed_tree = false;       // draft the same tree (widths, or the default) every round instead of auto
     std::string chat_template;     // a built-in template name or Jinja text; empty: the model's own
 };
 

@@ -59,7 +59,7 @@ SlotPool::SlotPool(const specula::Model &model, const ServeConfig &config) : max
             spec.draft_model = draft_model ? &draft_model : nullptr;
             spec.ngram = ngram;
             spec.tree = config.tree;
-            if (config.fixed_tree || !config.tree.empty()) spec.tree_mode = SPECULA_TREE_FIXED;
+            if (config.fixed_tree) spec.tree_mode = SPECULA_TREE_FIXED;
             if (ngram && ngram_nodes >= 0) spec.ngram_nodes = ngram_nodes;
             slot->session.set_speculative(spec);
         }

@@ -73,10 +73,10 @@ struct GenerateArgs {
     std::vector<CLI::Option *> sampler_opts;  // to tell whether any sampling option was given
 };
 
-// "4,16,16,16,16" (tools/common/tree_widths.h), as a usage error.
-std::vector<int32_t> parse_tree(const std::string &text) {
+// --tree auto|fixed|4,16,16,16,16 (tools/common/tree_widths.h), as a usage error.
+specula_apps::TreeOption parse_tree(const std::string &text) {
     try {
-        return specula_apps::parse_tree_widths(text);
+        return specula_apps::parse_tree_option(text);
     } catch (const std::invalid_argument &e) {
         throw UsageError(e.what());
     }
@@ -137,15 +137,10 @@ int run_generate(GenerateArgs &a) {
 
     const bool ngram = a.spec == "ngram";
     const bool model_drafter = !a.draft.empty() || !a.draft_model.empty();
-    std::vector<int32_t> tree;
-    specula_tree_mode tree_mode = SPECULA_TREE_AUTO;
-    if (a.tree == "fixed") {
-        tree_mode = SPECULA_TREE_FIXED;
-    } else if (a.tree != "auto") {
-        tree = parse_tree(a.tree);
-        tree_mode = SPECULA_TREE_FIXED;
-        if (!model_drafter) throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
-    }
+    const specula_apps::TreeOption tree_option = parse_tree(a.tree);
+    const std::vector<int32_t> &tree = tree_option.widths;
+    const specula_tree_mode tree_mode = tree_option.fixed ? SPECULA_TREE_FIXED : SPECULA_TREE_AUTO;
+    if (!tree.empty() && !model_drafter) throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
     if (a.ngram_nodes >= 0 && !ngram) throw UsageError("--ngram-nodes needs --spec ngram");
 
     // Sampling without --seed: a fresh seed per run, like most CLIs; --seed makes runs reproducible. (A resumed

@@ -45,17 +45,15 @@ int run_serve(ServeArgs &a) {
             throw UsageError("--ngram-nodes: expected auto or a number in [0, 1024], got '" + a.ngram_nodes + "'");
         }
     }
-    if (a.tree == "fixed") {
-        c.fixed_tree = true;
-    } else if (a.tree != "auto") {
-        try {
-            c.tree = specula_apps::parse_tree_widths(a.tree);
-        } catch (const std::invalid_argument &e) {
-            throw UsageError(e.what());
-        }
-        if (c.draft.empty() && c.draft_model.empty()) throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
-        c.fixed_tree = true;
+    try {
+        const specula_apps::TreeOption tree = specula_apps::parse_tree_option(a.tree);
+        c.tree = tree.widths;
+        c.fixed_tree = tree.fixed;
+    } catch (const std::invalid_argument &e) {
+        throw UsageError(e.what());
     }
+    if (!c.tree.empty() && c.draft.empty() && c.draft_model.empty())
+        throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
     c.max_body_bytes = a.max_body_mib << 20;
     c.model_path = resolve_model_path(c.model_path);
 
