@@ -47,6 +47,17 @@ specula::Session greedy_session(const specula::Model &model, int32_t n_ctx = 512
     return specula::Session(model, so, specula::SamplerOptions::greedy());
 }
 
+// stories260K drafting a chain of 4 for itself (every greedy guess right), the prompt appended.
+specula::Session chain_drafting_session() {
+    specula::Session session = greedy_session(stories());
+    specula::SpeculativeOptions o;
+    o.draft_model = &stories();
+    o.tree = specula::SpeculativeOptions::chain(4);
+    session.set_speculative(o);
+    session.append_text(kPrompt);
+    return session;
+}
+
 // What one generate call produced.
 struct Run {
     std::vector<int32_t> tokens;
@@ -412,12 +423,7 @@ TEST_CASE("speculative: greedy output equals plain greedy decoding with every dr
 }
 
 TEST_CASE("speculative: pull-style next reports drafted tokens and the same output", "[speculative][api]") {
-    specula::Session session = greedy_session(stories());
-    specula::SpeculativeOptions o;
-    o.draft_model = &stories();
-    o.tree = specula::SpeculativeOptions::chain(4);
-    session.set_speculative(o);
-    session.append_text(kPrompt);
+    specula::Session session = chain_drafting_session();
     std::vector<int32_t> tokens;
     int32_t drafted = 0;
     specula::GenerateOptions go(kTokens);
@@ -453,12 +459,7 @@ TEST_CASE("speculative: the logits after each token are plain decoding's, bit fo
         REQUIRE(plain.logits() != nullptr);
         dist.emplace_back(plain.logits(), plain.logits() + n_vocab);
     }
-    specula::Session spec = greedy_session(stories());
-    specula::SpeculativeOptions o;
-    o.draft_model = &stories();
-    o.tree = specula::SpeculativeOptions::chain(4);
-    spec.set_speculative(o);
-    spec.append_text(kPrompt);
+    specula::Session spec = chain_drafting_session();
     int32_t drafted = 0;
     for (size_t k = 0; k < 48; ++k) {
         if (k == 32) spec.clear_speculative();  // detached with a round's rows pending

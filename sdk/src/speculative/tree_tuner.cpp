@@ -356,9 +356,9 @@ int32_t TreeTuner::next() {
     const bool plain_best = choices_[size_t(best)].plain();
     const auto affordable = [&](int32_t i) {
         if (!plain_best) return true;
-        const TreeChoice &c = choices_[size_t(i)];
-        const double catch_up = c.shape.widths.empty() ? 0.0 : resume_ms(c) * kResumeRounds;
-        const double loss = expected_ms(i) + catch_up - resume_ms(c) - expected_tokens(i) / r[size_t(best)];
+        // expected_ms() carries a share of the catch-up (1 / kResumeRounds); the probe pays all of it.
+        const double resume = resume_ms(choices_[size_t(i)]);
+        const double loss = expected_ms(i) + resume * (kResumeRounds - 1.0) - expected_tokens(i) / r[size_t(best)];
         return explore_ms_ + std::max(0.0, loss) <= kExploreShare * total_ms_;
     };
     arms_[size_t(best)].backoff = kFirstBackoff;

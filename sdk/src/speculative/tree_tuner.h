@@ -18,15 +18,16 @@
 // Each round takes the shape with the highest E(T) / (draft(T) + verify(n(T))), plain decoding included: when
 // nothing pays, the session decodes plainly. Only shapes within reach of the measured curve are candidates: up to
 // kFirstReach nodes at first, then up to twice the most nodes a round has verified, so the curve is learned one
-// doubling at a time instead of from a guess about a tree eight times larger. A shape that is not the best is re-measured now and then (a probe,
-// with a back-off that doubles each time it is still not the best), so that the estimates follow the text and the
-// context length; what a shape measured fades with the rounds since, back toward its guess. While plain decoding
-// is the best measured choice, probes may lose at most 1% of the time, net (measured: a probe's time minus what
-// plain decoding would have taken for its tokens; a probe that gained gives credit), and a probe is made only if
-// what it is expected to lose, a drafter's catch-up included, fits; a shape that looks best on its guess alone
-// (not played yet, or not for long) is such a probe. A model drafter idle for a stretch must catch up before it drafts (a draft model
-// evaluates the tokens it missed): such a resume round is kept out of the draft-time fit and its excess, per token
-// caught up, is charged to the model shapes while the stretch lasts.
+// doubling at a time instead of from a guess about a tree eight times larger. A shape that is not the best is
+// re-measured now and then (a probe, with a back-off that doubles each time it is still not the best), so that the
+// estimates follow the text and the context length; what a shape measured fades with the rounds since, back
+// toward its guess. While plain decoding is the best measured choice, probes may lose at most 1% of the time, net
+// (measured: a probe's time minus what plain decoding would have taken for its tokens; a probe that gained gives
+// credit), and a probe is made only if what it is expected to lose, a drafter's catch-up included, fits; a shape
+// that looks best on its guess alone (not played yet, or not for long) is such a probe. A model drafter idle for a
+// stretch must catch up before it drafts (a draft model evaluates the tokens it missed): such a resume round is
+// kept out of the draft-time fit and its excess, per token caught up, is charged to the model shapes while the
+// stretch lasts.
 //
 // The tuner never sees tokens or the clock: the session reports each round's measured times and its accepted
 // length, so tests can drive it with any cost model.
