@@ -139,8 +139,7 @@ int main(int argc, char **argv) {
             std::printf("  verify %2d nodes %8.2f ms  = %5.2fx decode\n", tree.size(), v, v / decode);
         }
         if (draft) {
-            ThreadPool pool(threads);
-            auto drafter = make_longspec_drafter(draft, 69, pool);
+            auto drafter = r.make_longspec_drafter(draft, 69);
             std::vector<int32_t> tokens(size_t(ctx) + 1);
             for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = prompt[i % prompt.size()];
             for (const TreeShape &shape : {TreeShape{{1, 1, 1, 1}}, TreeShape{}}) {
@@ -151,7 +150,6 @@ int main(int argc, char **argv) {
                     DraftRequest req;
                     req.tokens = tokens;
                     req.n_target_kv = ctx;
-                    req.target_kv = &r.kv();
                     req.node_budget = 69;
                     req.shape = shape;
                     const double t0 = bench::now_s();

@@ -12,9 +12,9 @@
 //   resume   loading the file into a new session and producing the next token, against evaluating the context
 //            again and producing it: the point of snapshots.
 // Every resumed session is checked to give the same next 16 tokens as the original (greedy).
-#include "backends/cpu/types/half.h"
+#include "formats/half.h"
 #include "common/session_run.h"
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/timer.h"
 #include "machine_files.h"
 #include "model/model.h"

@@ -1,7 +1,7 @@
 #include "attention_kernels.h"
 
 #include "cpu_isa.h"
-#include "types/half.h"
+#include "formats/half.h"
 
 #include <cmath>
 #include <cstring>

@@ -9,9 +9,10 @@
 
 #include "attention_kernels.h"
 
-#include "backends/cpu/kv_shift.h"
+#include "backend/kv_shift.h"
+#include "backends/cpu/cpu_longspec_drafter.h"
 #include "backends/cpu/ops.h"
-#include "backends/cpu/types/type_kernels.h"
+#include "formats/type_kernels.h"
 #include "gguf/tensor_type.h"
 #include "model/model.h"
 
@@ -26,7 +27,6 @@ template <typename T> void ensure(std::vector<T> &v, size_t n) {
     if (v.size() < n) v.resize(n);
 }
 
-
 }  // namespace
 
 CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, KvType kv_type)
@@ -38,11 +38,20 @@ CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, ThreadPo
 CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, std::unique_ptr<ThreadPool> own_pool, ThreadPool *shared_pool,
                      KvType kv_type)
     : model_(std::move(model)),
+      weights_(CpuWeights::of(model_)),
       kv_(model_->hparams().n_layer, n_ctx, model_->hparams().n_embd_kv(), kv_type),
       own_pool_(std::move(own_pool)),
       pool_(own_pool_ ? own_pool_.get() : shared_pool),
       queries_(size_t(pool_->size())) {
     for (int t = 0; t < pool_->size(); ++t) block_attention_.emplace_back(model_->hparams().head_dim);  // in place: see BlockAttention
+}
+
+std::unique_ptr<Drafter> CpuRunner::make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) {
+    return make_cpu_longspec_drafter(std::move(draft), max_tree_nodes, *pool_, kv_);
+}
+
+std::unique_ptr<TargetRunner> CpuRunner::make_draft_runner(std::shared_ptr<const Model> draft, int32_t n_ctx) {
+    return std::make_unique<CpuRunner>(std::move(draft), n_ctx, *pool_);
 }
 
 bool CpuRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
@@ -57,7 +66,7 @@ bool CpuRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int3
 
 void CpuRunner::tree_logits(int32_t i, float *logits) {
     const int64_t d = model_->hparams().n_embd;
-    matmul(*pool_, model_->weights().output, hidden_.data() + int64_t(i) * d, 1, logits, quant_scratch_);
+    matmul(*pool_, weights_->matrix(model_->weights().output), hidden_.data() + int64_t(i) * d, 1, logits, quant_scratch_);
 }
 
 void CpuRunner::read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) {
@@ -115,9 +124,9 @@ bool CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
 
         // Attention block.
         for (int32_t i = 0; i < n; ++i) rmsnorm(xb + i * d, x + i * d, l.attn_norm.floats(), d, hp.norm_eps);
-        matmul(*pool_, l.wq, xb, n, q, quant_scratch_);
-        matmul(*pool_, l.wk, xb, n, k, quant_scratch_);
-        matmul(*pool_, l.wv, xb, n, v, quant_scratch_);
+        matmul(*pool_, weights_->matrix(l.wq), xb, n, q, quant_scratch_);
+        matmul(*pool_, weights_->matrix(l.wk), xb, n, k, quant_scratch_);
+        matmul(*pool_, weights_->matrix(l.wv), xb, n, v, quant_scratch_);
         for (int32_t i = 0; i < n; ++i) {
             if (l.bq) add(q + i * dq, l.bq.floats(), dq);
             if (l.bk) add(k + i * dkv, l.bk.floats(), dkv);
@@ -129,15 +138,15 @@ bool CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
             kv_.store(il, slot, k + i * dkv, v + i * dkv);
         }
         attention(il, n, n_past);
-        matmul(*pool_, l.wo, att_out_.data(), n, xb, quant_scratch_);
+        matmul(*pool_, weights_->matrix(l.wo), att_out_.data(), n, xb, quant_scratch_);
         add(x, xb, n * d);
 
         // Feed-forward block (SwiGLU).
         for (int32_t i = 0; i < n; ++i) rmsnorm(xb + i * d, x + i * d, l.ffn_norm.floats(), d, hp.norm_eps);
-        matmul(*pool_, l.ffn_gate, xb, n, ffn_gate_.data(), quant_scratch_);
-        matmul(*pool_, l.ffn_up, xb, n, ffn_up_.data(), quant_scratch_);
+        matmul(*pool_, weights_->matrix(l.ffn_gate), xb, n, ffn_gate_.data(), quant_scratch_);
+        matmul(*pool_, weights_->matrix(l.ffn_up), xb, n, ffn_up_.data(), quant_scratch_);
         swiglu(ffn_gate_.data(), ffn_up_.data(), n * dff);
-        matmul(*pool_, l.ffn_down, ffn_gate_.data(), n, xb, quant_scratch_);
+        matmul(*pool_, weights_->matrix(l.ffn_down), ffn_gate_.data(), n, xb, quant_scratch_);
         add(x, xb, n * d);
     }
 
@@ -149,7 +158,7 @@ bool CpuRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const 
         hidden_.assign(xb, xb + rows * d);
         return true;
     }
-    matmul(*pool_, w.output, xb, rows, logits, quant_scratch_);
+    matmul(*pool_, weights_->matrix(w.output), xb, rows, logits, quant_scratch_);
     return true;
 }
 

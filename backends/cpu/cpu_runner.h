@@ -5,8 +5,10 @@
 
 #include "backend/target_runner.h"
 #include "backends/cpu/block_attention.h"
+#include "backends/cpu/cpu_weights.h"
 #include "backends/cpu/kv_cache.h"
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
+#include "speculative/longspec_draft_file.h"
 
 #include <cstdint>
 #include <memory>
@@ -37,12 +39,15 @@ public:
     // bit-identical to plain decoding at once, so both modes run it.
     using TreeAttention = internal::TreeAttention;
     void set_tree_attention(TreeAttention) override {}
-    const KvCache &host_kv(int32_t, int32_t) override { return kv_; }
+    // The CPU LongSpec drafter (cpu_longspec_drafter.h), reading this runner's cache in place on its threads.
+    std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) override;
+    // A runner on this runner's threads (F16 cache): the draft model runs between the target's passes.
+    std::unique_ptr<TargetRunner> make_draft_runner(std::shared_ptr<const Model> draft, int32_t n_ctx) override;
 
     // The cache itself, for drafters that read the target's keys/values (LongSpec's cross-attention).
     const KvCache &kv() const { return kv_; }
     // The runner's threads, shared with drafters that run between its forward passes.
-    ThreadPool &pool() override { return *pool_; }
+    ThreadPool &pool() { return *pool_; }
 
     int32_t n_ctx() const override { return kv_.n_ctx(); }
     int n_threads() const { return pool_->size(); }
@@ -65,6 +70,7 @@ private:
     void list_tree_keys(int32_t n, int32_t n_past, const TreeBatch &tree);
 
     std::shared_ptr<const Model> model_;
+    std::shared_ptr<const CpuWeights> weights_;  // the model's packed matrices, shared by its CPU runners
     KvCache kv_;
     std::unique_ptr<ThreadPool> own_pool_;  // null when the threads are borrowed
     ThreadPool *pool_;

@@ -1,9 +1,8 @@
 #include "kv_view.h"
 
 #include "backends/cpu/cpu_isa.h"
-#include "backends/cpu/types/half.h"
-#include "backends/cpu/types/q8_0.h"
-#include "backends/cpu/types/type_kernels.h"
+#include "formats/half.h"
+#include "formats/q8_0.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,8 +14,6 @@
 
 namespace specula::internal {
 namespace {
-
-constexpr uint32_t kGgmlQ8_0 = 8;
 
 #ifdef SPECULA_KV_F16C
 // _mm256_cvtph_ps converts exactly (every half is a float), so it equals half_to_float bit for bit.
@@ -50,18 +47,6 @@ void q8_0_slice(const uint8_t *row, int32_t first, int32_t hd, float *dst) {
 }
 
 }  // namespace
-
-void kv_store_row(KvType type, const float *src, int64_t n, uint8_t *dst) {
-    switch (type) {
-    case KvType::F32: std::memcpy(dst, src, size_t(n) * sizeof(float)); return;
-    case KvType::F16: {
-        uint16_t *h = reinterpret_cast<uint16_t *>(dst);
-        for (int64_t i = 0; i < n; ++i) h[i] = float_to_half(src[i]);
-        return;
-    }
-    case KvType::Q8_0: cpu_type_kernels(kGgmlQ8_0)->from_float(src, dst, n); return;
-    }
-}
 
 void kv_load_head(const KvView &rows, int32_t first_slot, const int32_t *slots, int32_t count, int32_t first, int32_t hd, float *dst) {
     for (int32_t t = 0; t < count; ++t) {

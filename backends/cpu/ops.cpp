@@ -1,7 +1,7 @@
 #include "ops.h"
 
 #include "backends/cpu/packed/packed_matrix.h"
-#include "backends/cpu/types/type_kernels.h"
+#include "formats/type_kernels.h"
 #include "gguf/tensor_type.h"
 
 #include <algorithm>
@@ -16,39 +16,10 @@ void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float e
     for (int64_t i = 0; i < n; ++i) out[i] = (x[i] * scale) * weight[i];
 }
 
-void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int32_t pos, float *cos_t, float *sin_t) {
-    // theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i, computed by repeated multiplication as ggml does.
-    const int half = hp.rope_dim / 2;
-    const float theta_scale = std::pow(hp.rope_freq_base, -2.0f / float(hp.rope_dim));
-    float theta = float(pos);
-    for (int i = 0; i < half; ++i) {
-        const float factor = freq_factors.empty() ? 1.0f : freq_factors[size_t(i)];
-        const float t = hp.rope_freq_scale * (theta / factor);
-        cos_t[i] = std::cos(t);
-        sin_t[i] = std::sin(t);
-        theta *= theta_scale;
-    }
-}
-
 void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &freq_factors, int32_t pos) {
     float cos_t[1024], sin_t[1024];  // rope_dim <= head_dim <= 2048 is checked at load
     rope_angles(hp, freq_factors, pos, cos_t, sin_t);
     rope_rotate(x, n_heads, hp, cos_t, sin_t);
-}
-
-void rope_rotate(float *x, int n_heads, const HParams &hp, const float *cos_t, const float *sin_t) {
-    const int half = hp.rope_dim / 2;
-    for (int h = 0; h < n_heads; ++h) {
-        float *v = x + int64_t(h) * hp.head_dim;
-        for (int i = 0; i < half; ++i) {
-            // NORM pairs neighbours (2i, 2i+1); NEOX pairs the two halves (i, i + rope_dim/2).
-            const int a = hp.rope_type == RopeType::Norm ? 2 * i : i;
-            const int b = hp.rope_type == RopeType::Norm ? 2 * i + 1 : i + half;
-            const float x0 = v[a], x1 = v[b];
-            v[a] = x0 * cos_t[i] - x1 * sin_t[i];
-            v[b] = x0 * sin_t[i] + x1 * cos_t[i];
-        }
-    }
 }
 
 void swiglu(float *gate, const float *up, int64_t n) {
@@ -62,8 +33,8 @@ void add(float *x, const float *y, int64_t n) {
 namespace {
 
 // The packed path: the SIMD kernel over groups of 16 weight rows. x holds the converted activations.
-void matmul_packed(ThreadPool &pool, const WeightView &w, PackedGemmFn gemm, const PackedActs &x, float *y) {
-    const PackedView &v = w.packed->view();
+void matmul_packed(ThreadPool &pool, const WeightView &w, const PackedMatrix &packed, PackedGemmFn gemm, const PackedActs &x, float *y) {
+    const PackedView &v = packed.view();
     // About sixteen tasks per thread, each at least ~64K multiply-adds: with tasks claimed dynamically, the last
     // one to finish leaves the other threads idle for at most 1/16 of their share (four per thread cost ~10% of
     // decode speed on two threads).
@@ -75,11 +46,12 @@ void matmul_packed(ThreadPool &pool, const WeightView &w, PackedGemmFn gemm, con
 
 }  // namespace
 
-void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_rows_x, float *y, std::vector<uint8_t> &scratch) {
-    const TypeKernels &kw = *cpu_type_kernels(w.type);
-    const TypeKernels &kx = *cpu_type_kernels(kw.dot_type);
-    const size_t x_row_bytes = cpu_type_row_bytes(kx, w.cols);
-    PackedGemmFn gemm = w.packed != nullptr ? packed_gemm(w.type, active_cpu_isa()) : nullptr;
+void matmul(ThreadPool &pool, const CpuMatrix &m, const float *x, int64_t n_rows_x, float *y, std::vector<uint8_t> &scratch) {
+    const WeightView &w = m.w;
+    const TypeKernels &kw = *find_type_kernels(w.type);
+    const TypeKernels &kx = *find_type_kernels(kw.dot_type);
+    const size_t x_row_bytes = type_row_bytes(kx, w.cols);
+    PackedGemmFn gemm = m.packed != nullptr ? packed_gemm(w.type, active_cpu_isa()) : nullptr;
 
     // Convert the activations to the dot type, plus, for the packed kernels on Q8_0 activations, each block's sum
     // of int8 values (they undo the weights' +128 offset). Rows are independent, so a batch converts in parallel.
@@ -104,7 +76,7 @@ void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_row
         acts.block_sums = block_sums ? sums : nullptr;
         acts.sums_per_row = sums_per_row;
         acts.n = n_rows_x;
-        matmul_packed(pool, w, gemm, acts, y);
+        matmul_packed(pool, w, *m.packed, gemm, acts, y);
         return;
     }
 
@@ -124,6 +96,6 @@ void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_row
     });
 }
 
-void get_row(const WeightView &w, int64_t r, float *out) { cpu_type_kernels(w.type)->to_float(w.row(r), out, w.cols); }
+void get_row(const WeightView &w, int64_t r, float *out) { find_type_kernels(w.type)->to_float(w.row(r), out, w.cols); }
 
 }  // namespace specula::internal

@@ -2,8 +2,10 @@
 // that results agree with llama.cpp to float rounding. Every other backend is tested against these.
 #pragma once
 
-#include "backends/cpu/thread_pool.h"
+#include "backends/cpu/cpu_weights.h"
+#include "core/thread_pool.h"
 #include "model/hparams.h"
+#include "model/rope.h"
 #include "model/weights.h"
 
 #include <cstdint>
@@ -17,11 +19,7 @@ void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float e
 // Rotary embedding of one row holding n_heads heads of head_dim values at absolute position `pos`. Only the
 // first hp.rope_dim values of each head rotate. freq_factors (rope_dim/2 values) may be empty.
 void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &freq_factors, int32_t pos);
-// The rope_dim / 2 rotation angles' cosines and sines at `pos` (what rope() applies; GPU backends tabulate them).
-void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int32_t pos, float *cos_t, float *sin_t);
-// Rotates each head's first rope_dim values by the given angles (rope() at rope_angles' position). A context shift
-// passes the angles of a negative position difference: rotations compose, so a key moves to an earlier position.
-void rope_rotate(float *x, int n_heads, const HParams &hp, const float *cos_t, const float *sin_t);
+// (rope_angles and rope_rotate, the pieces it is made of, are the core's: model/rope.h.)
 
 // gate = silu(gate) * up, element-wise.
 void swiglu(float *gate, const float *up, int64_t n);
@@ -29,8 +27,10 @@ void swiglu(float *gate, const float *up, int64_t n);
 void add(float *x, const float *y, int64_t n);
 
 // Y[m][r] = dot(W row r, X[m]) for m < n_rows_x, r < W.rows. X rows have W.cols floats, Y rows W.rows floats.
-// Activations are first converted to the weight type's dot type (scratch holds them), as ggml does.
-void matmul(ThreadPool &pool, const WeightView &w, const float *x, int64_t n_rows_x, float *y, std::vector<uint8_t> &scratch);
+// Activations are first converted to the weight type's dot type (scratch holds them), as ggml does. The packed
+// SIMD kernel runs when m has a packed copy (cpu_weights.h) and the active level a kernel for it; otherwise the
+// scalar reference kernels read the mapped bytes.
+void matmul(ThreadPool &pool, const CpuMatrix &m, const float *x, int64_t n_rows_x, float *y, std::vector<uint8_t> &scratch);
 
 // Dequantizes row `r` of W into out (W.cols floats): an embedding lookup.
 void get_row(const WeightView &w, int64_t r, float *out);

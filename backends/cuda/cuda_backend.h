@@ -1,8 +1,8 @@
-// The CUDA backend's entry points for the rest of the library (sdk/src/backend/backend_choice.cpp). Only compiled
-// when the build has CUDA (SPECULA_HAVE_CUDA); this header itself needs no CUDA headers.
+// The CUDA backend's registry entry (backends/registry.cpp) and its runner factory. Only compiled when the build
+// has CUDA (SPECULA_HAVE_CUDA); this header itself needs no CUDA headers.
 #pragma once
 
-#include "backend/target_runner.h"
+#include "backend/backend_registry.h"
 
 #include <memory>
 
@@ -12,7 +12,9 @@ class Model;
 
 namespace specula::internal::cuda {
 
+BackendDesc cuda_backend();
+
 // A runner for `model` on `device`. Throws Error with the reason it cannot (no device, not enough memory, ...).
-std::unique_ptr<TargetRunner> make_cuda_runner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, int device);
+std::unique_ptr<TargetRunner> make_cuda_runner(std::shared_ptr<const Model> model, int32_t n_ctx, int device);
 
 }  // namespace specula::internal::cuda

@@ -9,7 +9,7 @@
 // nodes, n_ctx's chunk count bound), so allocated_bytes() is the same at any context length.
 #include "backends/cuda/cuda_runner.h"
 
-#include "backends/cpu/types/half.h"
+#include "formats/half.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "speculative/longspec_draft_file.h"
@@ -278,7 +278,7 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Drafter> CudaRunner::make_device_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) {
+std::unique_ptr<Drafter> CudaRunner::make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) {
     return std::make_unique<CudaLongSpecDrafter>(std::move(draft), max_tree_nodes, *this);
 }
 

@@ -7,8 +7,9 @@
 // committed prefix followed by its ancestors. TreeAttention::Hybrid runs LongSpec's split form instead.
 #include "backends/cuda/cuda_runner.h"
 
-#include "backends/cpu/kv_shift.h"
-#include "backends/cpu/ops.h"
+#include "backend/kv_shift.h"
+#include "core/log.h"
+#include "model/rope.h"
 #include "model/model.h"
 
 #include <algorithm>
@@ -37,8 +38,8 @@ struct ScratchPlan {
 
 }  // namespace
 
-CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, int device)
-    : model_(std::move(model)), device_(device), n_ctx_(n_ctx), pool_(n_threads) {
+CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int device)
+    : model_(std::move(model)), device_(device), n_ctx_(n_ctx) {
     const HParams &hp = model_->hparams();
     require(hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "CUDA: head_dim " + std::to_string(hp.head_dim) + " > 256 is not supported");
     check(cudaSetDevice(device_), "cudaSetDevice");
@@ -163,7 +164,6 @@ bool CudaRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int
 bool CudaRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, Output output, float *logits, bool all_logits) {
     check(cudaSetDevice(device_), "cudaSetDevice");
     const int32_t n_vocab = model_->hparams().n_vocab;
-    invalidate_mirror(n_past + (tree ? tree->offset : 0));
     if (n <= 0) return true;
     if (output == Output::KeepHidden) {
         const size_t bytes = size_t(n) * size_t(model_->hparams().n_embd) * 4;
@@ -374,7 +374,6 @@ void CudaRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t 
     for (int32_t i = 0; i < n; ++i)
         copy_kv_slot(kv_k_.as<__half>(), kv_v_.as<__half>(), hp.n_layer, layer_stride, hp.n_embd_kv(), n_past + nodes[i], n_past + i, stream_);
     check(cudaStreamSynchronize(stream_), "commit tree path");
-    invalidate_mirror(n_past);
 }
 
 void CudaRunner::shift_kv(int32_t keep, int32_t discard, int32_t n_used) {
@@ -395,30 +394,16 @@ void CudaRunner::write_kv(int32_t layer, int kind, int32_t first, int32_t n, con
     __half *dst = (kind == 0 ? kv_k_ : kv_v_).as<__half>() + offset;
     check(cudaStreamSynchronize(stream_), "KV write");
     check(cudaMemcpy(dst, src, size_t(n) * dkv * 2, cudaMemcpyHostToDevice), "cudaMemcpy (KV write)");
-    invalidate_mirror(first);
 }
 
-const KvCache &CudaRunner::host_kv(int32_t layer, int32_t n_slots) {
-    const HParams &hp = model_->hparams();
-    require(layer >= 0 && layer < hp.n_layer && n_slots >= 0 && n_slots <= n_ctx_, SPECULA_ERR_INTERNAL, "CUDA: host_kv out of range");
-    if (!mirror_ || mirror_layer_ != layer) {
-        mirror_ = std::make_unique<KvCache>(layer, 1, n_ctx_, hp.n_embd_kv(), KvType::F16);
-        mirror_layer_ = layer;
-        mirror_valid_ = 0;
+std::unique_ptr<TargetRunner> CudaRunner::make_draft_runner(std::shared_ptr<const Model> draft, int32_t n_ctx) {
+    try {
+        return std::make_unique<CudaRunner>(std::move(draft), n_ctx, device_);
+    } catch (const Error &e) {
+        if (e.status() != SPECULA_ERR_OUT_OF_MEMORY && e.status() != SPECULA_ERR_UNSUPPORTED) throw;
+        log(SPECULA_LOG_INFO, "CUDA: the draft model runs on the CPU (%s)", e.what());
+        return nullptr;
     }
-    if (n_slots > mirror_valid_) {
-        check(cudaSetDevice(device_), "cudaSetDevice");
-        const size_t dkv = size_t(hp.n_embd_kv()), count = size_t(n_slots - mirror_valid_) * dkv;
-        const size_t offset = (size_t(layer) * size_t(n_ctx_) + size_t(mirror_valid_)) * dkv;
-        // The mirror keeps the device's F16 rows as they are (the CPU drafter reads F16 caches).
-        check(cudaMemcpyAsync(mirror_->k_row(layer, mirror_valid_), kv_k_.as<__half>() + offset, count * 2, cudaMemcpyDeviceToHost, stream_),
-              "cudaMemcpyAsync (KV mirror)");
-        check(cudaMemcpyAsync(mirror_->v_row(layer, mirror_valid_), kv_v_.as<__half>() + offset, count * 2, cudaMemcpyDeviceToHost, stream_),
-              "cudaMemcpyAsync (KV mirror)");
-        check(cudaStreamSynchronize(stream_), "KV mirror");
-        mirror_valid_ = n_slots;
-    }
-    return *mirror_;
 }
 
 }  // namespace specula::internal::cuda

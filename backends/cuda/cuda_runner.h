@@ -5,8 +5,6 @@
 #pragma once
 
 #include "backend/target_runner.h"
-#include "backends/cpu/kv_cache.h"
-#include "backends/cpu/thread_pool.h"
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/device_weights.h"
 
@@ -24,7 +22,7 @@ class CudaRunner final : public TargetRunner {
 public:
     // Throws Error(OUT_OF_MEMORY) (with the sizes) when the device cannot hold weights + cache + scratch,
     // Error(UNSUPPORTED) for shapes the kernels do not handle (head_dim > 256), Error(INTERNAL) for CUDA errors.
-    CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads, int device);
+    CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int device);
     ~CudaRunner() override;
 
     const char *backend() const override { return "cuda"; }
@@ -36,9 +34,11 @@ public:
     // Through the host (read_kv / write_kv): a shift moves a window once per thousands of tokens.
     void shift_kv(int32_t keep, int32_t discard, int32_t n_used) override;
     void set_tree_attention(TreeAttention mode) override { tree_attention_ = mode; }
-    const KvCache &host_kv(int32_t layer, int32_t n_slots) override;
-    ThreadPool &pool() override { return pool_; }
-    std::unique_ptr<Drafter> make_device_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) override;
+    // The device LongSpec drafter (cuda_longspec_drafter.cpp): reads the target's cache on the device in place.
+    std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) override;
+    // A CudaRunner for the draft model on the same device, or nullptr when the device cannot hold it (then the
+    // session runs the draft model on the CPU).
+    std::unique_ptr<TargetRunner> make_draft_runner(std::shared_ptr<const Model> draft, int32_t n_ctx) override;
     int32_t n_ctx() const override { return n_ctx_; }
     size_t kv_bytes() const override { return kv_k_.bytes() + kv_v_.bytes(); }
     KvType kv_type() const override { return KvType::F16; }
@@ -80,9 +80,6 @@ private:
     // One batch of at most kMaxRows rows, enqueued on the stream (no synchronisation).
     bool enqueue_batch(const int32_t *tokens, int32_t n, int32_t n_past, const TreeBatch *tree, int32_t first_row, Output output,
                        bool all_logits, bool capturing);
-    void invalidate_mirror(int32_t from_slot) {
-        if (mirror_valid_ > from_slot) mirror_valid_ = from_slot;
-    }
 
     int32_t kv_width() const;
     static constexpr int32_t kMaxRows = 256;
@@ -91,7 +88,6 @@ private:
     int device_;
     int32_t n_ctx_;
     std::shared_ptr<const DeviceWeights> weights_;
-    ThreadPool pool_;
     TreeAttention tree_attention_ = TreeAttention::Exact;
     AttentionShape shape_;
     cudaStream_t stream_ = nullptr;
@@ -106,9 +102,6 @@ private:
     PinnedBuffer host_ints_, host_logits_, host_mask_;
     std::vector<int32_t> int_staging_;
 
-    // The host mirror of one layer for drafters: slots [0, mirror_valid_) are current.
-    std::unique_ptr<KvCache> mirror_;
-    int32_t mirror_layer_ = -1, mirror_valid_ = 0;
 };
 
 }  // namespace specula::internal::cuda

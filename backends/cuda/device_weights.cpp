@@ -1,7 +1,7 @@
 #include "backends/cuda/device_weights.h"
 
-#include "backends/cpu/types/half.h"
-#include "backends/cpu/types/type_kernels.h"
+#include "formats/half.h"
+#include "formats/type_kernels.h"
 #include "gguf/tensor_type.h"
 #include "model/model.h"
 
@@ -101,7 +101,7 @@ DeviceMatrix DeviceUploads::matrix(const WeightView &w) {
         check(cudaMemcpy2D(buf.as(), size_t(m.ld) * 2, w.data, w.row_bytes, size_t(w.cols) * 2, size_t(w.rows), cudaMemcpyHostToDevice),
               "cudaMemcpy2D (F16 weights)");
     } else {
-        const TypeKernels *k = cpu_type_kernels(w.type);
+        const TypeKernels *k = find_type_kernels(w.type);
         require(k != nullptr, SPECULA_ERR_UNSUPPORTED, std::string("CUDA: cannot convert weights of type ") + tensor_type_name(w.type));
         // Convert a few MiB of rows at a time on the host, then copy them up.
         const int64_t batch = std::max<int64_t>(1, (int64_t(8) << 20) / (m.ld * 2));

@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "bench_cuda: no CUDA device: %s\n", reason.c_str());
             return 2;
         }
-        const cuda::DeviceInfo &dev = devices[0];
+        const DeviceInfo &dev = devices[0];
         const auto model = Model::load(a.model, LoadOptions{});
         const HParams &hp = model->hparams();
         const std::vector<int32_t> widths = specula_apps::parse_tree_widths(a.tree);
@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
 
         for (const int32_t ctx : parse_list(a.contexts)) {
             const int32_t n_ctx = ctx + tree.size() + a.decode + 8;
-            CudaRunner runner(model, n_ctx, a.threads, 0);
+            CudaRunner runner(model, n_ctx, 0);
             std::vector<int32_t> prompt(static_cast<size_t>(ctx));
             for (int32_t &t : prompt) t = int32_t(rng() % uint32_t(hp.n_vocab));
             std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
             double draft_level_s = 0;
             size_t drafter_bytes = 0;
             if (draft) {
-                auto drafter = runner.make_device_longspec_drafter(draft, tree.size() - 1);
+                auto drafter = runner.make_longspec_drafter(draft, tree.size() - 1);
                 std::vector<int32_t> context(prompt.begin(), prompt.end());
                 context.resize(static_cast<size_t>(n_past), 0);  // the decoded tokens' ids do not matter here
                 context.push_back(token);
@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
             std::fflush(stdout);
         }
         std::printf("\nweights on the device: %.2f GiB; decode GB/s counts the weights plus the K/V the step attends.\n",
-                    double(CudaRunner(model, 64, 1, 0).weight_bytes()) / double(1ull << 30));
+                    double(CudaRunner(model, 64, 0).weight_bytes()) / double(1ull << 30));
     } catch (const std::exception &e) {
         std::fprintf(stderr, "bench_cuda: %s\n", e.what());
         return 1;

@@ -2,7 +2,7 @@
 // result is bit-identical whatever else shares the launch.
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/kernels/kernels.h"
-#include "backends/cpu/types/half.h"
+#include "formats/half.h"
 
 #include <catch2/catch.hpp>
 

@@ -96,8 +96,8 @@ SessionConfig on(BackendKind kind) {
     c.n_threads = 2;
     c.backend.kind = BackendKind::Cpu;
     if (kind == BackendKind::Cuda)
-        c.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, int threads) -> std::unique_ptr<TargetRunner> {
-            return std::make_unique<CudaRunner>(std::move(m), n_ctx, threads, 0);
+        c.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) -> std::unique_ptr<TargetRunner> {
+            return std::make_unique<CudaRunner>(std::move(m), n_ctx, 0);
         };
     return c;
 }
@@ -112,7 +112,7 @@ TEST_CASE("cuda logits match the CPU reference on every fixture model both batch
         const int32_t n_vocab = model->hparams().n_vocab, n = kTokens;
         const std::vector<int32_t> prompt = prompt_for(*model, n);
         CpuRunner cpu(model, 256, 2);
-        CudaRunner gpu(model, 256, 2, 0);
+        CudaRunner gpu(model, 256, 0);
         std::vector<float> ref(size_t(n) * n_vocab), got(ref.size()), step(static_cast<size_t>(n_vocab));
         cpu.eval(prompt.data(), n, 0, ref.data(), true);
         REQUIRE(gpu.eval(prompt.data(), n, 0, got.data(), true));
@@ -137,7 +137,7 @@ TEST_CASE("cuda logits match the CPU reference on every fixture model both batch
         INFO("same top-1 " << same_top1 << "/" << n);
         if (f.tolerance <= 2e-3) CHECK(same_top1 == n);  // trained F32 models: no flips at all
         // Decoding token by token gives the same logits as the batch, bit for bit (batch invariance).
-        CudaRunner gpu2(model, 256, 2, 0);
+        CudaRunner gpu2(model, 256, 0);
         for (int32_t i = 0; i < n; ++i) {
             REQUIRE(gpu2.eval(prompt.data() + i, 1, i, step.data(), false));
             INFO("position " << i);
@@ -164,7 +164,7 @@ TEST_CASE("cuda: in exact mode a tree node has the logits of decoding its path b
     }
     for (const bool graphs : {true, false}) {
         setenv("SPECULA_CUDA_GRAPHS", graphs ? "1" : "0", 1);
-        CudaRunner tree_runner(model, 256, 2, 0), plain(model, 256, 2, 0);
+        CudaRunner tree_runner(model, 256, 0), plain(model, 256, 0);
         unsetenv("SPECULA_CUDA_GRAPHS");
         std::vector<float> scratch(static_cast<size_t>(n_vocab)), tree_rows(size_t(n) * n_vocab), lazy(static_cast<size_t>(n_vocab));
         REQUIRE(tree_runner.eval(prompt.data(), n_past, 0, scratch.data(), false));
@@ -310,7 +310,7 @@ TEST_CASE("cuda: the committed trained draft is lossless on CUDA and accepts sev
 
 TEST_CASE("cuda: a raised cancel flag stops the pass between launches and the runner recovers", "[cuda]") {
     const auto model = load("models/stories260K.gguf");
-    CudaRunner r(model, 256, 2, 0);
+    CudaRunner r(model, 256, 0);
     std::atomic<bool> flag{true};
     r.set_cancel_flag(&flag);
     const std::vector<int32_t> prompt = prompt_for(*model, 16);
@@ -318,36 +318,36 @@ TEST_CASE("cuda: a raised cancel flag stops the pass between launches and the ru
     CHECK_FALSE(r.eval(prompt.data(), 16, 0, logits.data(), false));
     flag = false;
     REQUIRE(r.eval(prompt.data(), 16, 0, logits.data(), false));
-    CudaRunner fresh(model, 256, 2, 0);
+    CudaRunner fresh(model, 256, 0);
     REQUIRE(fresh.eval(prompt.data(), 16, 0, ref.data(), false));
     CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * 4) == 0);
 }
 
-TEST_CASE("cuda: the host mirror of a layer equals the CPU cache to F16 rounding (1e-2 after 5 layers of F16 KV)", "[cuda]") {
+TEST_CASE("cuda: the cache's rows equal the CPU cache to F16 rounding (1e-2 after 5 layers of F16 KV)", "[cuda]") {
     const auto model = load("models/stories260K.gguf");
-    CudaRunner gpu(model, 256, 2, 0);
+    CudaRunner gpu(model, 256, 0);
     CpuRunner cpu(model, 256, 2, KvType::F32);
     const std::vector<int32_t> prompt = prompt_for(*model, 30);
     std::vector<float> logits(static_cast<size_t>(model->hparams().n_vocab));
     REQUIRE(gpu.eval(prompt.data(), 30, 0, logits.data(), false));
     cpu.eval(prompt.data(), 30, 0, logits.data(), false);
     const int32_t layer = model->hparams().n_layer - 1, dkv = model->hparams().n_embd_kv();
-    const KvCache &m = gpu.host_kv(layer, 20);
-    const KvCache &m2 = gpu.host_kv(layer, 30);  // only slots 20..29 are copied now
-    REQUIRE(&m == &m2);
-    REQUIRE(m.type() == KvType::F16);
+    REQUIRE(gpu.kv_type() == KvType::F16);
+    std::vector<uint8_t> rows(size_t(30) * size_t(dkv) * 2);
     std::vector<float> got(static_cast<size_t>(dkv)), want(static_cast<size_t>(dkv));
-    for (int32_t slot = 0; slot < 30; ++slot)
-        for (const bool keys : {true, false}) {
-            kv_load_head(keys ? m.keys(layer) : m.values(layer), slot, nullptr, 1, 0, dkv, got.data());
+    for (const bool keys : {true, false}) {
+        gpu.read_kv(layer, keys ? 0 : 1, 0, 30, rows.data());
+        for (int32_t slot = 0; slot < 30; ++slot) {
+            kv_load_row(KvType::F16, rows.data() + size_t(slot) * size_t(dkv) * 2, dkv, got.data());
             kv_load_head(keys ? cpu.kv().keys(layer) : cpu.kv().values(layer), slot, nullptr, 1, 0, dkv, want.data());
             for (int32_t e = 0; e < dkv; ++e) REQUIRE(std::fabs(got[size_t(e)] - want[size_t(e)]) <= 1e-2f * (1.0f + std::fabs(want[size_t(e)])));
         }
+    }
 }
 
 TEST_CASE("cuda: eval_argmax returns the greedy token without copying logits", "[cuda]") {
     const auto model = load("models/stories260K.gguf");
-    CudaRunner a(model, 256, 2, 0), b(model, 256, 2, 0);
+    CudaRunner a(model, 256, 0), b(model, 256, 0);
     const std::vector<int32_t> prompt = prompt_for(*model, 12);
     std::vector<float> logits(static_cast<size_t>(model->hparams().n_vocab));
     int32_t next = -1;
@@ -362,14 +362,14 @@ TEST_CASE("cuda emulated: a device without room refuses the session with the siz
     const auto model = load("models/stories260K.gguf");
     setenv("SPECULA_CUDA_EMULATION_MEMORY_MB", "300", 1);
     try {
-        CudaRunner r(model, 1 << 20, 1, 0);
+        CudaRunner r(model, 1 << 20, 0);
         FAIL("a 1M-token session fit in 300 MiB");
     } catch (const Error &e) {
         CHECK(e.status() == SPECULA_ERR_OUT_OF_MEMORY);
         CHECK(std::string(e.what()).find("not enough device memory") != std::string::npos);
         CHECK(std::string(e.what()).find("n_ctx 1048576") != std::string::npos);
     }
-    CudaRunner small(model, 256, 1, 0);  // a small context still fits
+    CudaRunner small(model, 256, 0);  // a small context still fits
     unsetenv("SPECULA_CUDA_EMULATION_MEMORY_MB");
     CHECK(small.n_ctx() == 256);
 }
@@ -381,7 +381,7 @@ TEST_CASE("cuda emulated: without a device the factory says why", "[cuda]") {
     CHECK(cuda::list_devices(&reason).empty());
     CHECK(reason.find("no usable CUDA device") != std::string::npos);
     try {
-        cuda::make_cuda_runner(model, 256, 1, 0);
+        cuda::make_cuda_runner(model, 256, 0);
         FAIL("a runner without a device");
     } catch (const Error &e) {
         CHECK(e.status() == SPECULA_ERR_UNSUPPORTED);
@@ -389,7 +389,7 @@ TEST_CASE("cuda emulated: without a device the factory says why", "[cuda]") {
     }
     unsetenv("SPECULA_CUDA_EMULATION_DEVICES");
     CHECK(!cuda::list_devices(&reason).empty());
-    CHECK_THROWS_AS(cuda::make_cuda_runner(model, 256, 1, 3), Error);  // no device 3
+    CHECK_THROWS_AS(cuda::make_cuda_runner(model, 256, 3), Error);  // no device 3
 }
 #endif
 
@@ -403,21 +403,18 @@ TEST_CASE("cuda: the device LongSpec drafter's logits match the CPU drafter's", 
     const int32_t n_vocab = model->hparams().n_vocab;
     const std::vector<int32_t> context = prompt_for(*model, 41);
     CpuRunner cpu(model, 256, 2);
-    CudaRunner gpu(model, 256, 2, 0);
+    CudaRunner gpu(model, 256, 0);
     std::vector<float> scratch(static_cast<size_t>(n_vocab));
     cpu.eval(context.data(), 40, 0, scratch.data(), false);
     REQUIRE(gpu.eval(context.data(), 40, 0, scratch.data(), false));
-    auto cpu_drafter = make_longspec_drafter(draft, 68, cpu.pool());
-    auto gpu_drafter = gpu.make_device_longspec_drafter(draft, 68);
+    auto cpu_drafter = cpu.make_longspec_drafter(draft, 68);
+    auto gpu_drafter = gpu.make_longspec_drafter(draft, 68);  // reads the device cache in place
     REQUIRE(gpu_drafter != nullptr);
-    CHECK(gpu_drafter->target_kv_layer() == -1);  // reads the device cache in place: no host mirror
     DraftRequest req;
     req.tokens = context;
     req.n_target_kv = 40;
-    req.target_kv = &cpu.kv();
     std::vector<float> a(static_cast<size_t>(n_vocab)), b(a.size());
     REQUIRE(cpu_drafter->root_logits(req, a.data()));
-    req.target_kv = nullptr;
     REQUIRE(gpu_drafter->root_logits(req, b.data()));
     double worst = 0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));

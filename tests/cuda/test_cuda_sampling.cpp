@@ -23,8 +23,8 @@ SessionConfig cuda_session() {
     SessionConfig sc;
     sc.n_ctx = 256;
     sc.n_threads = 1;
-    sc.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, int threads) -> std::unique_ptr<TargetRunner> {
-        return std::make_unique<CudaRunner>(std::move(m), n_ctx, threads, 0);
+    sc.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) -> std::unique_ptr<TargetRunner> {
+        return std::make_unique<CudaRunner>(std::move(m), n_ctx, 0);
     };
     return sc;
 }
@@ -35,7 +35,7 @@ void fit_on_cuda(ResidualRule rule, const TreeShape &shape, bool expect_pass) {
     if (!test_fixtures::have_fixture(target) || !test_fixtures::have_fixture(draft)) return;
     const auto model = Model::load(target.string(), LoadOptions{});
     const std::vector<int32_t> prompt = model->vocab().tokenize("Once upon a time, there was a", true, false);
-    CudaRunner runner(model, 256, 1, 0);
+    CudaRunner runner(model, 256, 0);
     const auto joint = exact_joint(model, runner, prompt);
     SpeculativeConfig spec;
     spec.draft_model = Model::load(draft.string(), LoadOptions{});

@@ -43,8 +43,8 @@ SessionConfig on_cuda(bool cuda, KvType cpu_kv = KvType::F16) {
     c.backend.kind = BackendKind::Cpu;
     c.backend.kv_type = cpu_kv;
     if (cuda)
-        c.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, int threads) -> std::unique_ptr<TargetRunner> {
-            return std::make_unique<CudaRunner>(std::move(m), n_ctx, threads, 0);
+        c.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) -> std::unique_ptr<TargetRunner> {
+            return std::make_unique<CudaRunner>(std::move(m), n_ctx, 0);
         };
     return c;
 }

@@ -2,7 +2,7 @@
 // reference's bits, since decode and tree verification both use them and speculation is bit-exact.
 #include "backends/cpu/attention_kernels.h"
 #include "backends/cpu/cpu_isa.h"
-#include "backends/cpu/types/half.h"
+#include "formats/half.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// The context shift (backends/cpu/kv_shift.h, session.h ContextShift): moved keys equal the keys evaluated at
+// The context shift (backend/kv_shift.h, session.h ContextShift): moved keys equal the keys evaluated at
 // their new positions (in layer 0, where a row depends only on its token and position), kept rows stay as they
 // were, and generation through many shifts is lossless: greedy speculative output equals plain greedy output with
 // the same policy, for every drafter and KV type, and speculation goes on accepting after each shift.

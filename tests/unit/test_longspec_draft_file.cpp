@@ -6,7 +6,7 @@
 
 #include "common/fixture_files.h"
 #include "core/error.h"
-#include "backends/cpu/types/half.h"
+#include "formats/half.h"
 #include "gguf/file_bytes.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"

@@ -4,8 +4,8 @@
 // bits, not a tolerance -- which also proves a token's logits do not depend on the batch it is computed in.
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/packed/packed_matrix.h"
-#include "backends/cpu/types/half.h"
-#include "backends/cpu/types/type_kernels.h"
+#include "formats/half.h"
+#include "formats/type_kernels.h"
 #include "gguf/tensor_type.h"
 
 #include <catch2/catch.hpp>
@@ -86,8 +86,8 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
                         w.cols = cols;
                         w.rows = rows;
                         w.row_bytes = size_t(nblocks) * size_t(c.type_size);
-                        const TypeKernels &kw = *cpu_type_kernels(c.type);
-                        const TypeKernels &kx = *cpu_type_kernels(kw.dot_type);
+                        const TypeKernels &kw = *find_type_kernels(c.type);
+                        const TypeKernels &kx = *find_type_kernels(kw.dot_type);
                         std::unique_ptr<PackedMatrix> packed = PackedMatrix::pack(w);
                         PackedGemmFn gemm = packed_gemm(c.type, isa);
                         REQUIRE(gemm != nullptr);
@@ -97,7 +97,7 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
                             std::normal_distribution<float> value(0.0f, 1.0f);
                             std::vector<float> x(size_t(n * cols));
                             for (float &v : x) v = value(rng) * (std::uniform_int_distribution<int>(0, 30)(rng) == 0 ? 20.0f : 1.0f);
-                            const size_t xrow = cpu_type_row_bytes(kx, cols);
+                            const size_t xrow = type_row_bytes(kx, cols);
                             std::vector<uint8_t> xq(xrow * size_t(n));
                             for (int64_t m = 0; m < n; ++m) kx.from_float(x.data() + m * cols, xq.data() + size_t(m) * xrow, cols);
                             std::vector<int32_t> sums(size_t(n * (cols / 32)));

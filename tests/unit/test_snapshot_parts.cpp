@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include "backends/cpu/cpu_runner.h"
-#include "backends/cpu/thread_pool.h"
-#include "backends/cpu/types/half.h"
+#include "core/thread_pool.h"
+#include "formats/half.h"
 #include "common/error_status.h"
 #include "core/error.h"
 #include "model/fingerprint.h"
@@ -107,13 +107,12 @@ SnapshotHeader header_for(const FakeCache &c, int32_t chunk_slots) {
     return h;
 }
 
-DraftTree draft_with(Drafter &d, const std::vector<int32_t> &tokens, const KvCache *kv, int32_t budget, TreeShape shape) {
+DraftTree draft_with(Drafter &d, const std::vector<int32_t> &tokens, int32_t budget, TreeShape shape) {
     DraftTree tree;
     tree.reset(tokens.back());
     DraftRequest request;
     request.tokens = tokens;
     request.n_target_kv = int32_t(tokens.size()) - 1;
-    request.target_kv = kv;
     request.node_budget = budget;
     request.shape = shape;
     d.draft(request, tree);
@@ -257,10 +256,10 @@ TEST_CASE("drafter state: the LongSpec ring is saved and loaded verbatim and dra
     REQUIRE(runner.eval(tokens.data(), int32_t(tokens.size()) - 1, 0, logits.data(), false));
     const TreeShape shape = TreeShape{{4, 8, 8}};
 
-    auto a = make_longspec_drafter(draft, 64, runner.pool());
-    draft_with(*a, tokens, &runner.kv(), 21, shape);
+    auto a = runner.make_longspec_drafter(draft, 64);
+    draft_with(*a, tokens, 21, shape);
     const std::vector<uint8_t> state = a->save_state();
-    auto b = make_longspec_drafter(draft, 64, runner.pool());
+    auto b = runner.make_longspec_drafter(draft, 64);
     CHECK(b->save_state() != state);  // a fresh ring
     CHECK(b->check_state(state, int32_t(tokens.size())) == 0);
     b->load_state(state);
@@ -270,7 +269,7 @@ TEST_CASE("drafter state: the LongSpec ring is saved and loaded verbatim and dra
         const int32_t next = tokens[size_t(step) % tokens.size()];
         REQUIRE(runner.eval(&tokens.back(), 1, int32_t(tokens.size()) - 1, logits.data(), false));
         tokens.push_back(next);
-        CHECK(layout(draft_with(*a, tokens, &runner.kv(), 21, shape)) == layout(draft_with(*b, tokens, &runner.kv(), 21, shape)));
+        CHECK(layout(draft_with(*a, tokens, 21, shape)) == layout(draft_with(*b, tokens, 21, shape)));
     }
     // Refused: a state for a longer context, a truncated state, another draft's ring.
     CHECK(error_status([&] { b->check_state(state, 3); }) == SPECULA_ERR_FORMAT);
@@ -290,8 +289,8 @@ TEST_CASE("drafter state: n-gram tables rebuilt from the context draft exactly a
     bool rewound = false;
     for (size_t n = 10; n < text.size(); n += 1 + rng() % 7) {
         tokens.assign(text.begin(), text.begin() + ptrdiff_t(n));
-        const auto expected = layout(draft_with(*a, tokens, nullptr, 40, TreeShape::chain(1)));
-        if (b) CHECK(layout(draft_with(*b, tokens, nullptr, 40, TreeShape::chain(1))) == expected);
+        const auto expected = layout(draft_with(*a, tokens, 40, TreeShape::chain(1)));
+        if (b) CHECK(layout(draft_with(*b, tokens, 40, TreeShape::chain(1))) == expected);
         if (n > 500 && n < 520) {  // snapshot here; later also across a rewind
             b = make_ngram_drafter(config);
             const std::vector<uint8_t> state = a->save_state();
@@ -316,7 +315,7 @@ TEST_CASE("a draft model evaluates the prompt when the session does (prefill), o
     ThreadPool pool(1);
     std::vector<int32_t> tokens = model->vocab().tokenize("Once upon a time, there was", true, false);
     const std::span<const int32_t> committed(tokens.data(), tokens.size() - 1);
-    auto d = make_model_drafter(model, *model, 128, pool);
+    auto d = make_model_drafter(model, *model, std::make_unique<CpuRunner>(model, 128, pool));
     CHECK(d->prefill(committed) == int32_t(committed.size()));
     CHECK(d->own_cache_slots() == int32_t(committed.size()));
     CHECK(d->prefill(committed) == 0);  // nothing new
@@ -324,7 +323,7 @@ TEST_CASE("a draft model evaluates the prompt when the session does (prefill), o
     CHECK(d->prefill(committed) == int32_t(committed.size()) - 3);
     // The round after a prefill drafts from the cache it filled: the same tree as a drafter that caught up itself.
     DraftTree a, b;
-    auto fresh = make_model_drafter(model, *model, 128, pool);
+    auto fresh = make_model_drafter(model, *model, std::make_unique<CpuRunner>(model, 128, pool));
     DraftRequest request;
     request.tokens = tokens;
     request.n_target_kv = int32_t(committed.size());
@@ -335,7 +334,7 @@ TEST_CASE("a draft model evaluates the prompt when the session does (prefill), o
     d->draft(request, a);
     fresh->draft(request, b);
     CHECK(a.tokens() == b.tokens());
-    auto m = make_merged_drafter(make_model_drafter(model, *model, 128, pool), make_ngram_drafter({}), 4);
+    auto m = make_merged_drafter(make_model_drafter(model, *model, std::make_unique<CpuRunner>(model, 128, pool)), make_ngram_drafter({}), 4);
     CHECK(m->prefill(committed) == int32_t(committed.size()));
     CHECK(make_ngram_drafter({})->prefill(committed) == -1);
 }
@@ -343,21 +342,21 @@ TEST_CASE("a draft model evaluates the prompt when the session does (prefill), o
 TEST_CASE("drafter state: a draft model's cache position, its rows travel as KV chunks", "[snapshot][unit]") {
     const auto model = stories();
     ThreadPool pool(1);
-    auto d = make_model_drafter(model, *model, 128, pool);
+    auto d = make_model_drafter(model, *model, std::make_unique<CpuRunner>(model, 128, pool));
     std::vector<int32_t> tokens = model->vocab().tokenize("Once upon a time, there was", true, false);
-    draft_with(*d, tokens, nullptr, 4, TreeShape::chain(3));
+    draft_with(*d, tokens, 4, TreeShape::chain(3));
     REQUIRE(d->own_cache() != nullptr);
     CHECK(d->own_cache_slots() == int32_t(tokens.size()) - 1);
     const std::vector<uint8_t> state = d->save_state();
-    auto e = make_model_drafter(model, *model, 128, pool);
+    auto e = make_model_drafter(model, *model, std::make_unique<CpuRunner>(model, 128, pool));
     CHECK(e->check_state(state, int32_t(tokens.size())) == int32_t(tokens.size()) - 1);
     CHECK(error_status([&] { e->check_state(state, 2); }) == SPECULA_ERR_FORMAT);
     e->load_state(state);
     CHECK(e->own_cache_slots() == d->own_cache_slots());
     // Merged with n-grams: both states, and the draft model's cache.
-    auto m = make_merged_drafter(make_model_drafter(model, *model, 128, pool), make_ngram_drafter({}), 4);
-    draft_with(*m, tokens, nullptr, 8, TreeShape::chain(3));
-    auto m2 = make_merged_drafter(make_model_drafter(model, *model, 128, pool), make_ngram_drafter({}), 4);
+    auto m = make_merged_drafter(make_model_drafter(model, *model, std::make_unique<CpuRunner>(model, 128, pool)), make_ngram_drafter({}), 4);
+    draft_with(*m, tokens, 8, TreeShape::chain(3));
+    auto m2 = make_merged_drafter(make_model_drafter(model, *model, std::make_unique<CpuRunner>(model, 128, pool)), make_ngram_drafter({}), 4);
     CHECK(m2->check_state(m->save_state(), int32_t(tokens.size())) == int32_t(tokens.size()) - 1);
     CHECK(m2->own_cache() != nullptr);
 }

@@ -1,8 +1,9 @@
 // The pieces of speculative decoding on their own: tree bookkeeping, beam search, the verifier's rules on
 // hand-made distributions, the two tree-attention modes on a real model, and the LongSpec draft's memory.
+#include "backends/cpu/cpu_longspec_drafter.h"
 #include "backends/cpu/cpu_runner.h"
 #include "backends/cpu/kv_cache.h"
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "common/fixture_files.h"
 #include "core/error.h"
 #include "speculative/beam_tree.h"
@@ -190,9 +191,8 @@ TEST_CASE("the LongSpec draft allocates the same bytes at context 1K and 64K", "
         std::vector<int32_t> tokens(size_t(contexts[c]));
         for (int32_t &x : tokens) x = tok(rng);
         ThreadPool pool(2);
-        auto drafter = make_longspec_drafter(draft, 68, pool);
+        auto drafter = make_cpu_longspec_drafter(draft, 68, pool, kv);
         DraftRequest req;
-        req.target_kv = &kv;
         req.node_budget = 69;
         DraftTree tree;
         for (int round = 0; round < 3; ++round) {  // a few rounds as the context grows

@@ -1,6 +1,6 @@
 // The packed kernels for AVX-512 with VNNI (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni): one
 // 512-bit lane per row of a 16-row group. Each function reproduces, lane by lane, the integer sums and the float
-// operations of the scalar reference kernel in backends/cpu/types/ (named beside it), so results are bit-identical.
+// operations of the scalar reference kernel in formats/ (named beside it), so results are bit-identical.
 // Only <immintrin.h> and plain structs here: see packed_gemm.h for why.
 #include "packed_gemm.h"
 

@@ -1,8 +1,8 @@
 #include "packed_matrix.h"
 
-#include "backends/cpu/types/k_quants.h"
-#include "backends/cpu/types/q4_0.h"
-#include "backends/cpu/types/q8_0.h"
+#include "formats/k_quants.h"
+#include "formats/q4_0.h"
+#include "formats/q8_0.h"
 #include "core/error.h"
 #include "gguf/tensor_type.h"
 
@@ -204,14 +204,6 @@ PackedGemmFn packed_gemm(uint32_t type, CpuIsa isa) {
     case CpuIsa::Scalar: break;
     }
     return nullptr;
-}
-
-bool pack_for_active_isa(WeightView &w, std::vector<std::unique_ptr<PackedMatrix>> &store) {
-    const CpuIsa isa = active_cpu_isa();
-    if (isa == CpuIsa::Scalar || !w || !PackedMatrix::packable(w.type) || packed_gemm(w.type, isa) == nullptr) return false;
-    store.push_back(PackedMatrix::pack(w));
-    w.packed = store.back().get();
-    return true;
 }
 
 }  // namespace specula::internal

@@ -32,11 +32,6 @@ private:
     std::unique_ptr<uint8_t, Free> storage_;
 };
 
-// Packs w for the active SIMD level when a packed kernel exists for its type: the copy is appended to `store`
-// (which owns it) and w.packed points at it. Returns false, leaving w as it was, at the scalar level or for types
-// without packed kernels. Shared by the target's weights (Model) and the LongSpec draft's.
-bool pack_for_active_isa(WeightView &w, std::vector<std::unique_ptr<PackedMatrix>> &store);
-
 // The sum of each Q8_0 block's 32 int8 values of one converted activation row of `cols` values
 // (PackedActs::block_sums: the kernels undo the weights' +128 offset with it).
 void q8_0_block_sums(const uint8_t *xq, int64_t cols, int32_t *sums);

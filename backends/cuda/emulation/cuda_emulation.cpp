@@ -1,6 +1,6 @@
 #include "cuda_emulation.h"
 
-#include "backends/cpu/types/half.h"
+#include "formats/half.h"
 
 #include <atomic>
 #include <cstdlib>

@@ -1,15 +1,20 @@
-// C shims for device enumeration (sdk/src/backend/backend_choice.h).
+// C shims for device enumeration: the backend registry's device lists (sdk/src/backend/backend_registry.h).
 #include "api/handles.h"
-#include "backend/backend_choice.h"
+#include "backend/backend_registry.h"
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 using namespace specula::internal;
 
 namespace {
 
-bool is_gpu_backend(int32_t backend) { return backend == SPECULA_BACKEND_CUDA; }
+// The registry's kind of a specula_backend value that names a GPU backend (one with devices), built in or not.
+std::optional<BackendKind> gpu_kind(int32_t backend) {
+    if (backend == SPECULA_BACKEND_CUDA) return BackendKind::Cuda;
+    return std::nullopt;
+}
 
 }  // namespace
 
@@ -17,22 +22,23 @@ extern "C" {
 
 int32_t specula_device_count(int32_t backend) {
     return guarded_value<int32_t>(0, [&] {
-        if (!is_gpu_backend(backend)) return int32_t(0);
-        return int32_t(list_gpu_devices(BackendKind::Cuda, nullptr).size());
+        const std::optional<BackendKind> kind = gpu_kind(backend);
+        return kind ? int32_t(list_devices(*kind, nullptr).size()) : int32_t(0);
     });
 }
 
 specula_status specula_device_get_info(int32_t backend, int32_t index, specula_device_info *info, specula_error **err) {
     return guarded(err, [&] {
         require_arg(info != nullptr && info->struct_size >= sizeof(uint32_t), "info is NULL or its struct_size is unset");
-        require_arg(is_gpu_backend(backend), "backend has no devices to list (only SPECULA_BACKEND_CUDA does)");
+        const std::optional<BackendKind> kind = gpu_kind(backend);
+        require_arg(kind.has_value(), "backend has no devices to list (only SPECULA_BACKEND_CUDA does)");
         std::string reason;
-        const std::vector<GpuDevice> devices = list_gpu_devices(BackendKind::Cuda, &reason);
+        const std::vector<DeviceInfo> devices = list_devices(*kind, &reason);
         require_arg(index >= 0 && size_t(index) < devices.size(),
                     ("device index " + std::to_string(index) + " is out of range: " + std::to_string(devices.size()) + " device(s)" +
                      (devices.empty() ? " (" + reason + ")" : std::string()))
                         .c_str());
-        const GpuDevice &d = devices[size_t(index)];
+        const DeviceInfo &d = devices[size_t(index)];
         specula_device_info full{};
         full.struct_size = info->struct_size;
         full.backend = backend;
@@ -51,8 +57,9 @@ specula_status specula_backend_check(int32_t backend, specula_error **err) {
     return guarded(err, [&] {
         require_arg(backend >= SPECULA_BACKEND_AUTO && backend <= SPECULA_BACKEND_CUDA, "backend is not a specula_backend value");
         if (backend == SPECULA_BACKEND_CPU) return;
+        const std::optional<BackendKind> kind = backend == SPECULA_BACKEND_AUTO ? BackendKind::Cuda : gpu_kind(backend);
         std::string reason;
-        const bool any = !list_gpu_devices(BackendKind::Cuda, &reason).empty();
+        const bool any = !list_devices(*kind, &reason).empty();
         require(any, SPECULA_ERR_UNSUPPORTED, "CUDA: " + reason);
     });
 }

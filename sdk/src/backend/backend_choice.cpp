@@ -1,66 +1,61 @@
 #include "backend/backend_choice.h"
 
-#include "backends/cpu/cpu_runner.h"
 #include "core/error.h"
 #include "core/log.h"
 
-#ifdef SPECULA_HAVE_CUDA
-#include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cuda_devices.h"
-#endif
+#include <vector>
 
 namespace specula::internal {
+namespace {
 
-bool built_with_cuda() {
-#ifdef SPECULA_HAVE_CUDA
-    return true;
-#else
-    return false;
-#endif
+// Why a GPU backend of a kind this build lacks cannot run a session.
+std::string not_built_reason(BackendKind kind) {
+    std::string why;
+    list_devices(kind, &why);
+    return kind == BackendKind::Cuda ? "CUDA: " + why : std::string(backend_kind_name(kind)) + ": " + why;
 }
 
-std::vector<GpuDevice> list_gpu_devices(BackendKind kind, std::string *reason) {
-    std::vector<GpuDevice> out;
-    if (kind != BackendKind::Cuda) {
-        if (reason) *reason = "not a GPU backend";
-        return out;
-    }
-#ifdef SPECULA_HAVE_CUDA
-    for (const cuda::DeviceInfo &d : cuda::list_devices(reason))
-        out.push_back(GpuDevice{d.index, d.name, d.total_memory, d.free_memory, d.compute_major, d.compute_minor, d.multiprocessors,
-                                d.peak_bandwidth_gbs});
-#else
-    if (reason) *reason = "this build has no CUDA backend (configure with -DSPECULA_CUDA=ON and the CUDA toolkit)";
-#endif
-    return out;
-}
+}  // namespace
 
-std::unique_ptr<TargetRunner> make_target_runner(std::shared_ptr<const Model> model, int32_t n_ctx, int n_threads,
+std::unique_ptr<TargetRunner> make_target_runner(std::shared_ptr<const Model> model, int32_t n_ctx, ThreadPool &pool,
                                                  const BackendChoice &choice, std::string &note) {
     note.clear();
-    const KvType cpu_kv = choice.kv_type.value_or(KvType::F16);
-    if (choice.kind == BackendKind::Cpu) return std::make_unique<CpuRunner>(std::move(model), n_ctx, n_threads, cpu_kv);
+    RunnerRequest request{model, n_ctx, &pool, choice.device, choice.kv_type};
+    const BackendDesc *cpu = find_backend(BackendKind::Cpu);
+    require(cpu != nullptr, SPECULA_ERR_INTERNAL, "backends: this build has no CPU backend");
+    if (choice.kind == BackendKind::Cpu) return cpu->make_runner(request);
     require(choice.device >= 0, SPECULA_ERR_INVALID_ARGUMENT, "session: device index must be >= 0");
-    std::string reason;
-#ifdef SPECULA_HAVE_CUDA
-    if (choice.kv_type && *choice.kv_type != KvType::F16) {
-        reason = std::string("CUDA: keeps its KV cache in F16 only (asked for ") + kv_type_name(*choice.kv_type) + ")";
-        require(choice.allow_fallback, SPECULA_ERR_UNSUPPORTED, reason);
+
+    // The GPU backends to try: the one asked for, or (Auto) every kind the ABI knows, in the registry's order.
+    std::vector<BackendKind> tries;
+    if (choice.kind != BackendKind::Auto) {
+        tries.push_back(choice.kind);
     } else {
-        try {
-            return cuda::make_cuda_runner(model, n_ctx, n_threads, choice.device);
-        } catch (const Error &e) {
-            if (!choice.allow_fallback || (choice.kind == BackendKind::Cuda && e.status() == SPECULA_ERR_INVALID_ARGUMENT)) throw;
-            reason = e.what();
-        }
+        for (const BackendDesc &b : builtin_backends())
+            if (b.has_devices) tries.push_back(b.kind);
+        if (find_backend(BackendKind::Cuda) == nullptr) tries.insert(tries.begin(), BackendKind::Cuda);  // say why not
     }
-#else
-    reason = "CUDA: this build has no CUDA backend (configure with -DSPECULA_CUDA=ON and the CUDA toolkit)";
-    require(choice.allow_fallback || choice.kind == BackendKind::Auto, SPECULA_ERR_UNSUPPORTED, reason);
-#endif
-    note = reason + "; running on the CPU";
-    log(choice.kind == BackendKind::Cuda ? SPECULA_LOG_WARN : SPECULA_LOG_INFO, "%s", note.c_str());
-    return std::make_unique<CpuRunner>(std::move(model), n_ctx, n_threads, cpu_kv);
+    std::string reasons;
+    for (BackendKind kind : tries) {
+        std::string reason;
+        if (const BackendDesc *b = find_backend(kind); b != nullptr) {
+            try {
+                return b->make_runner(request);
+            } catch (const Error &e) {
+                // A device index that does not exist is the caller's mistake when they named the backend.
+                if (!choice.allow_fallback || (choice.kind == kind && e.status() == SPECULA_ERR_INVALID_ARGUMENT)) throw;
+                reason = e.what();
+            }
+        } else {
+            reason = not_built_reason(kind);
+            require(choice.allow_fallback || choice.kind == BackendKind::Auto, SPECULA_ERR_UNSUPPORTED, reason);
+        }
+        reasons += (reasons.empty() ? "" : "; ") + reason;
+    }
+    std::unique_ptr<TargetRunner> runner = cpu->make_runner(request);
+    note = reasons + "; running on the CPU";
+    log(choice.kind == BackendKind::Auto ? SPECULA_LOG_INFO : SPECULA_LOG_WARN, "%s", note.c_str());
+    return runner;
 }
 
 }  // namespace specula::internal

@@ -13,9 +13,8 @@
 
 namespace specula::internal {
 
-class KvCache;
 class LongSpecDraft;
-class ThreadPool;
+class Model;
 
 // How tree nodes attend on the CUDA backend (the CPU has one path that is both: backends/cpu/block_attention.h).
 // Exact (default): each node's softmax runs over the committed prefix and then its
@@ -29,7 +28,7 @@ class TargetRunner {
 public:
     virtual ~TargetRunner() = default;
 
-    // "cpu" or "cuda".
+    // The backend's name in its registry entry (backend/backend_registry.h): "cpu", "cuda".
     virtual const char *backend() const = 0;
 
     // Evaluates n tokens that occupy KV slots (and positions) [n_past, n_past + n); each attends causally to
@@ -52,7 +51,7 @@ public:
     // every layer. nodes must be strictly increasing with nodes[i] >= i (parents precede children).
     virtual void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) = 0;
 
-    // Context shift (backends/cpu/kv_shift.h): drops slots [keep, keep + discard) of every layer and moves slots
+    // Context shift (backend/kv_shift.h): drops slots [keep, keep + discard) of every layer and moves slots
     // [keep + discard, n_used) down by discard, keys re-rotated to their new positions. Anything derived from the
     // moved rows (a GPU's host mirror) is invalid afterwards. The caller guarantees keep + discard <= n_used <= n_ctx.
     virtual void shift_kv(int32_t keep, int32_t discard, int32_t n_used) = 0;
@@ -61,19 +60,16 @@ public:
     // A flag another thread may raise to stop a forward pass between launches (the session's cancel flag).
     void set_cancel_flag(const std::atomic<bool> *flag) { cancel_ = flag; }
 
-    // Keys/values of slots [0, n_slots) of `layer` in host memory, for drafters that read the target's cache
-    // (LongSpec's cross-attention). The CPU backend returns its cache; a GPU backend keeps a host mirror of the
-    // layer and copies only the slots changed since the last call. Valid until the next call on the runner.
-    virtual const KvCache &host_kv(int32_t layer, int32_t n_slots) = 0;
-    // CPU threads for drafters that run between the target's forward passes.
-    virtual ThreadPool &pool() = 0;
-    // A LongSpec drafter that runs on this backend's device and reads the target's cache in place, or nullptr:
-    // then the session uses the CPU drafter, which reads host_kv().
-    virtual std::unique_ptr<Drafter> make_device_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) {
-        (void)draft;
-        (void)max_tree_nodes;
-        return nullptr;
-    }
+    // The drafters of this backend. They run between the target's passes on the same device and threads, so a
+    // drafter may use the runner's device, stream and threads. A LongSpec drafter reads the target's cache of the
+    // draft's cross-attention layer where this runner keeps it (the CPU's memory, a GPU's), in place: nothing of
+    // the target's cache goes through the session. max_tree_nodes: the most drafted nodes (root excluded) any
+    // request will ask for.
+    virtual std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) = 0;
+    // A runner for an independent draft model on this backend (its device, its threads), or nullptr when this
+    // backend cannot hold it (the session then runs the draft model on the CPU). Throws like a target runner's
+    // constructor for a model it refuses.
+    virtual std::unique_ptr<TargetRunner> make_draft_runner(std::shared_ptr<const Model> draft, int32_t n_ctx) = 0;
 
     virtual int32_t n_ctx() const = 0;
     // Bytes of the target's KV cache (on whatever memory the backend keeps it).

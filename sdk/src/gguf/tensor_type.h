@@ -1,5 +1,5 @@
 // ggml tensor types as they appear in GGUF files: ids, names and block layouts (format facts only).
-// Which types a backend can compute with is the backend's business (backends/cpu/types/).
+// Which types a backend can compute with is the backend's business (formats/).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 #include "model/fingerprint.h"
 
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

@@ -1,6 +1,5 @@
 #include "model.h"
 
-#include "backends/cpu/packed/packed_matrix.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -27,28 +26,6 @@ const char *file_type_name(int64_t ftype) {
 
 Model::~Model() = default;
 
-// Repacks every matrix the forward pass multiplies by for the SIMD kernels, once per model; sessions share the
-// packed copies as they share the mapped file. Nothing is packed at the scalar level (SPECULA_CPU_ISA=scalar or
-// a CPU without AVX2), which then runs the reference kernels on the mapped bytes.
-void Model::pack_weights() {
-    auto pack = [&](WeightView &w) {
-        if (!pack_for_active_isa(w, packed_)) return;
-        // The packed copy serves every matrix product; the mapped original is read again only for embedding rows
-        // (tied output) or by nothing, so its pages need not stay resident beside the copy.
-        if (&w != &weights_.output || !weights_.tied_output) file_.bytes().release_pages(w.data, size_t(w.rows) * w.row_bytes);
-    };
-    for (LayerWeights &l : weights_.layers)
-        for (WeightView *w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) pack(*w);
-    // A tied output shares the embedding's bytes; only the output needs packing (embedding rows are gathered).
-    pack(weights_.output);
-}
-
-size_t Model::packed_bytes() const {
-    size_t n = 0;
-    for (const auto &p : packed_) n += p->bytes();
-    return n;
-}
-
 std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOptions &options) {
     const double t0 = now_ms();
     // Progress: reading the bytes is 0..0.8 of the work without mmap; parsing and binding the rest.
@@ -68,7 +45,6 @@ std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOpti
     } else {
         model->hparams_ = read_hparams(file);
         model->weights_ = bind_weights(file, model->hparams_);
-        model->pack_weights();
     }
     report(0.9f);
     model->vocab_ = Vocab::load(file);
@@ -94,9 +70,8 @@ std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOpti
         if (const char *name = file_type_name(*file.get_int("general.file_type"))) model->weight_type_ = name;
     report(1.0f);
     model->load_ms_ = now_ms() - t0;
-    log(SPECULA_LOG_INFO, "loaded %s: %s, %d layers, n_embd %d, vocab %d, %s, %.1f ms, CPU kernels %s (%zu bytes packed)", path.c_str(),
-        model->hparams_.arch_name.c_str(), model->hparams_.n_layer, model->hparams_.n_embd, model->hparams_.n_vocab, model->weight_type_,
-        model->load_ms_, cpu_isa_name(active_cpu_isa()), model->packed_bytes());
+    log(SPECULA_LOG_INFO, "loaded %s: %s, %d layers, n_embd %d, vocab %d, %s, %.1f ms", path.c_str(), model->hparams_.arch_name.c_str(),
+        model->hparams_.n_layer, model->hparams_.n_embd, model->hparams_.n_vocab, model->weight_type_, model->load_ms_);
     return model;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "gguf/gguf_file.h"
+#include "model/backend_cache.h"
 #include "model/fingerprint.h"
 #include "model/hparams.h"
 #include "model/weights.h"
@@ -35,23 +36,22 @@ public:
     uint64_t n_params() const { return n_params_; }
     double load_ms() const { return load_ms_; }
     bool vocab_only() const { return vocab_only_; }
-    // Bytes of the weights repacked for the CPU backend's SIMD kernels (0 when none are).
-    size_t packed_bytes() const;
     // XXH3-128 of the whole GGUF file (model/fingerprint.h), computed on first use (on pool's threads when given).
     const Fingerprint &fingerprint(ThreadPool *pool = nullptr) const {
         return fingerprint_.get(file_.bytes().data(), file_.bytes().size(), pool);
     }
 
+    // Data backends derive from the weights and keep while the model lives (the CPU's packed matrices).
+    const BackendCache &backend_cache() const { return backend_cache_; }
+
     ~Model();
 
 private:
     Model() = default;
-    void pack_weights();
 
     GgufFile file_;
     HParams hparams_;
     ModelWeights weights_;
-    std::vector<std::unique_ptr<PackedMatrix>> packed_;  // the packed copies the weight views point to
     Vocab vocab_;
     std::string name_;
     const char *weight_type_ = "";
@@ -59,6 +59,7 @@ private:
     double load_ms_ = 0;
     bool vocab_only_ = false;
     LazyFingerprint fingerprint_;
+    BackendCache backend_cache_;
 };
 
 }  // namespace specula::internal

@@ -1,6 +1,6 @@
 #include "synthetic_model.h"
 
-#include "backends/cpu/types/half.h"
+#include "formats/half.h"
 #include "core/error.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"

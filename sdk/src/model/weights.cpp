@@ -1,6 +1,6 @@
 #include "weights.h"
 
-#include "backends/cpu/types/type_kernels.h"
+#include "formats/type_kernels.h"
 #include "core/error.h"
 #include "model/rope_scaling.h"
 #include "gguf/gguf_file.h"
@@ -27,7 +27,7 @@ WeightView bind_tensor(const GgufFile &file, const std::string &name, int64_t co
     require(shape_ok, SPECULA_ERR_FORMAT,
             "model: tensor '" + name + "' has shape " + shape_text(*t) + ", expected [" + std::to_string(cols) +
                 (vector ? "" : ", " + std::to_string(rows)) + "]");
-    require(cpu_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
+    require(find_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
             "model: tensor '" + name + "' has type " + tensor_type_name(t->type) + ", which the CPU backend does not support yet");
     // Norm weights and biases are read as plain floats.
     require(!vector || t->type == uint32_t(TensorType::F32), SPECULA_ERR_UNSUPPORTED,

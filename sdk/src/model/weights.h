@@ -10,16 +10,12 @@
 
 namespace specula::internal {
 
-class PackedMatrix;
-
 struct WeightView {
     const uint8_t *data = nullptr;
     uint32_t type = 0;      // ggml type id
     int64_t cols = 0;       // ne0
     int64_t rows = 1;       // ne1
     size_t row_bytes = 0;
-    // The same matrix repacked for the CPU backend's SIMD kernels (owned by the Model), or nullptr.
-    const PackedMatrix *packed = nullptr;
 
     explicit operator bool() const { return data != nullptr; }
     const uint8_t *row(int64_t r) const { return data + size_t(r) * row_bytes; }

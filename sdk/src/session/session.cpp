@@ -1,11 +1,12 @@
 #include "session.h"
 
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "speculative/longspec_drafter.h"
 #include "speculative/model_drafter.h"
 #include "speculative/verifier.h"
+#include "speculative/vocab_compat.h"
 
 #include <algorithm>
 #include <thread>
@@ -30,9 +31,9 @@ int choose_threads(int32_t requested) {
 Session::Session(std::shared_ptr<const Model> model, const SessionConfig &config, const SamplerConfig &sampler)
     : model_(std::move(model)),
       config_(config),
-      runner_(config.make_runner ? config.make_runner(model_, choose_n_ctx(*model_, config.n_ctx), choose_threads(config.n_threads))
-                                 : make_target_runner(model_, choose_n_ctx(*model_, config.n_ctx), choose_threads(config.n_threads),
-                                                      config.backend, backend_note_)),
+      pool_(std::make_unique<ThreadPool>(choose_threads(config.n_threads))),
+      runner_(config.make_runner ? config.make_runner(model_, choose_n_ctx(*model_, config.n_ctx), *pool_)
+                                 : make_target_runner(model_, choose_n_ctx(*model_, config.n_ctx), *pool_, config.backend, backend_note_)),
       sampler_(sampler) {
     runner_->set_cancel_flag(&cancel_requested_);
     require(config_.n_batch > 0 && config_.n_batch <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "session: n_batch must be in [1, 4096]");
@@ -73,10 +74,20 @@ void Session::set_speculative(const SpeculativeConfig &config) {
     const int32_t budget = 1 + model_nodes + (config.ngram ? config.ngram_nodes : 0);
     std::unique_ptr<Drafter> primary;
     if (config.longspec) {
-        primary = runner_->make_device_longspec_drafter(config.longspec, budget - 1);
-        if (!primary) primary = make_longspec_drafter(config.longspec, budget - 1, runner_->pool());
+        primary = runner_->make_longspec_drafter(config.longspec, budget - 1);
     }
-    if (config.draft_model) primary = make_model_drafter(config.draft_model, *model_, n_ctx(), runner_->pool());
+    if (config.draft_model) {
+        check_draft_vocab(*model_, *config.draft_model);
+        // On the target's backend when it can hold the draft model, else on the CPU with the session's threads.
+        std::unique_ptr<TargetRunner> draft_runner = runner_->make_draft_runner(config.draft_model, n_ctx());
+        if (!draft_runner) {
+            BackendChoice cpu;
+            cpu.kind = BackendKind::Cpu;
+            std::string note;
+            draft_runner = make_target_runner(config.draft_model, n_ctx(), *pool_, cpu, note);
+        }
+        primary = make_model_drafter(config.draft_model, *model_, std::move(draft_runner));
+    }
     std::unique_ptr<Drafter> drafter;
     if (config.ngram) {
         std::unique_ptr<Drafter> ngram = make_ngram_drafter(config.ngram_config);
@@ -362,11 +373,6 @@ specula_stats Session::stats() const {
     return s;
 }
 
-const KvCache *Session::drafter_target_kv(int32_t n_slots) {
-    const int32_t layer = drafter_ ? drafter_->target_kv_layer() : -1;
-    return layer >= 0 ? &runner_->host_kv(layer, n_slots) : nullptr;
-}
-
 bool Session::draft_logits(float *logits) {
     require(drafter_ != nullptr, SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the session has no drafter attached");
     require(!tokens_.empty(), SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the context is empty");
@@ -374,7 +380,6 @@ bool Session::draft_logits(float *logits) {
     DraftRequest request;
     request.tokens = tokens_;
     request.n_target_kv = int32_t(tokens_.size()) - 1;
-    request.target_kv = drafter_target_kv(request.n_target_kv);
     request.shape = spec_.shape;
     require(drafter_->root_logits(request, logits), SPECULA_ERR_UNSUPPORTED,
             std::string("draft logits: the '") + drafter_->name() + "' drafter has no single next-token distribution");
@@ -407,7 +412,6 @@ bool Session::speculate(int32_t choice) {
         DraftRequest request;
         request.tokens = tokens_;
         request.n_target_kv = n_past;
-        request.target_kv = drafter_target_kv(n_past);
         request.shape = round.shape;
         request.node_budget = budget;
         request.sampler = sampler_.greedy() ? nullptr : &sampler_;

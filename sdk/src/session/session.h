@@ -8,6 +8,7 @@
 
 #include "backend/backend_choice.h"
 #include "backend/target_runner.h"
+#include "core/thread_pool.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "speculative/draft_tree.h"
@@ -35,7 +36,7 @@ namespace specula::internal {
 // What generation does when the context is full (docs/long-outputs.md). Off: the run stops with
 // SPECULA_STOP_CONTEXT_FULL. On: the session drops `discard` tokens after the first `keep` (StreamingLLM's attention
 // sinks, or a system prompt) from the context and the target's cache, moves the newer ones down (keys re-rotated,
-// backends/cpu/kv_shift.h) and goes on: TokenSwift's window of sinks plus recent tokens, llama.cpp's context shift.
+// backend/kv_shift.h) and goes on: TokenSwift's window of sinks plus recent tokens, llama.cpp's context shift.
 // The shift happens when a produced token finds the context full, with every context token evaluated; a
 // speculative round never drafts past the end of the cache, so plain and speculative decoding shift at the same
 // token with the same cache and greedy speculative output stays equal to plain output under the same policy.
@@ -53,7 +54,7 @@ struct SessionConfig {
     ContextShift shift;
     // Internal: builds the target's runner instead of `backend` (tests run the CUDA backend's CPU emulation
     // through a real session this way).
-    std::function<std::unique_ptr<TargetRunner>(std::shared_ptr<const Model>, int32_t n_ctx, int n_threads)> make_runner;
+    std::function<std::unique_ptr<TargetRunner>(std::shared_ptr<const Model>, int32_t n_ctx, ThreadPool &pool)> make_runner;
 };
 
 struct GenerateConfig {
@@ -125,8 +126,9 @@ public:
     // Bytes of the target's KV cache.
     size_t kv_bytes() const { return runner_->kv_bytes(); }
     KvType kv_type() const { return runner_->kv_type(); }
-    // The session's threads (between calls, for work such as hashing a model for its fingerprint).
-    ThreadPool &pool() { return runner_->pool(); }
+    // The session's threads: the CPU backend computes on them, drafters that run on the CPU share them, and
+    // between calls they hash a model for its fingerprint or compress a snapshot.
+    ThreadPool &pool() { return *pool_; }
     // Context tokens whose keys/values are in the cache.
     int32_t n_evaluated() const { return n_evaluated_; }
     // The target's runner, for benchmarks and tests that look below the session (e.g. at the cache's rows).
@@ -208,8 +210,6 @@ private:
     // (ContextShift), from the context, the target's cache and the drafters.
     void shift_context();
     bool take_cancel() { return cancel_requested_.exchange(false, std::memory_order_relaxed); }
-    // The target's cache as the drafter reads it (its cross-attention layer), or nullptr.
-    const KvCache *drafter_target_kv(int32_t n_slots);
     void reset_stream();
     void fill_top_logits(int32_t k, StepResult &out) const;
     // One draft + verify round of the tuner's choice `choice` (auto; -1: the configured tree): fills ready_ with the
@@ -225,6 +225,7 @@ private:
     std::shared_ptr<const Model> model_;
     SessionConfig config_;
     std::string backend_note_;
+    std::unique_ptr<ThreadPool> pool_;  // before runner_ (and drafter_): they compute on it
     std::unique_ptr<TargetRunner> runner_;
     Sampler sampler_;
     GenerateConfig run_;

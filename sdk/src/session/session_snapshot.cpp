@@ -12,7 +12,7 @@
 // are decoded again in the second (bounded memory, twice the decompression).
 #include "session/session.h"
 
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "snapshot/byte_stream.h"
@@ -117,7 +117,7 @@ uint64_t Session::PreparedSnapshot::bound() const {
 
 Session::PreparedSnapshot Session::prepare_snapshot(const SnapshotOptions &options) {
     const HParams &hp = model_->hparams();
-    ThreadPool &pool = runner_->pool();
+    ThreadPool &pool = *pool_;
     const bool full = options.scope == SnapshotScope::Full;
     const int32_t n_vocab = hp.n_vocab;
     PreparedSnapshot parts;
@@ -208,7 +208,7 @@ Session::PreparedSnapshot Session::prepare_snapshot(const SnapshotOptions &optio
 
 SnapshotReport Session::write_snapshot(const PreparedSnapshot &prepared, const std::function<void(const void *, size_t)> &sink) {
     const SnapshotHeader &h = prepared.header;
-    SnapshotWriter out(sink, prepared.options.level, runner_->pool());
+    SnapshotWriter out(sink, prepared.options.level, *pool_);
     out.write_header(h);
     out.write_section(kTagTokens, prepared.tokens);
     out.write_section(kTagSession, prepared.session);
@@ -228,7 +228,7 @@ SnapshotReport Session::save_snapshot(const SnapshotOptions &options, const std:
 
 int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_tokens) {
     const HParams &hp = model_->hparams();
-    ThreadPool &pool = runner_->pool();
+    ThreadPool &pool = *pool_;
     const int32_t n_vocab = hp.n_vocab;
 
     // ---- pass 1: decode and check everything; nothing of the session changes ----

@@ -1,6 +1,6 @@
 #include "snapshot/prompt_cache.h"
 
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/log.h"

@@ -1,6 +1,6 @@
 #include "snapshot/snapshot_file.h"
 
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/error.h"
 #include "snapshot/byte_stream.h"
 

@@ -15,7 +15,6 @@
 
 namespace specula::internal {
 
-class KvCache;
 class Sampler;
 class TargetRunner;
 
@@ -24,8 +23,8 @@ struct DraftRequest {
     // The whole context. tokens.back() is the root: generated, not yet evaluated by the target.
     std::span<const int32_t> tokens;
     // The target's KV cache holds positions [0, n_target_kv) (= tokens.size() - 1): the committed tokens.
-    // LongSpec's cross-attention reads the last layer of it, and never anything at or beyond n_target_kv.
-    const KvCache *target_kv = nullptr;
+    // LongSpec's cross-attention reads one layer of it (where its backend keeps it: TargetRunner::
+    // make_longspec_drafter), and never anything at or beyond n_target_kv.
     int32_t n_target_kv = 0;
     // Level widths of the tree to build (beam search), and the most nodes the tree may have, root included.
     TreeShape shape;
@@ -58,7 +57,7 @@ public:
         (void)committed;
         return -1;
     }
-    // The session shifted its full context (backends/cpu/kv_shift.h): tokens [keep, keep + discard) were dropped
+    // The session shifted its full context (backend/kv_shift.h): tokens [keep, keep + discard) were dropped
     // and the later ones moved down by discard. By default the drafter forgets what it derived from tokens after
     // `keep` and catches up from the new context on its next round; a drafter with its own cache of the whole
     // context shifts that cache the same way instead.
@@ -68,9 +67,6 @@ public:
     }
     // Bytes the drafter holds now (buffers, caches, tables), for memory reports and tests.
     virtual size_t allocated_bytes() const = 0;
-    // The target layer whose keys/values the drafter reads through DraftRequest::target_kv, or -1 when it reads
-    // none (the session then passes no cache; a GPU backend copies only this layer to the host).
-    virtual int32_t target_kv_layer() const { return -1; }
     // The drafter's raw next-token logits at the root (request.tokens.back()), exactly as the first step of
     // draft() computes them, into n_vocab floats. For tools and tests (a trainer checks its own forward pass
     // against this). Returns false for drafters without one such distribution (n-gram tables, merged drafters).

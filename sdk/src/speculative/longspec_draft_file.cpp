@@ -1,8 +1,7 @@
 #include "longspec_draft_file.h"
 
-#include "backends/cpu/packed/packed_matrix.h"
-#include "backends/cpu/types/half.h"
-#include "backends/cpu/types/type_kernels.h"
+#include "formats/half.h"
+#include "formats/type_kernels.h"
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
 #include "speculative/vocab_compat.h"
@@ -164,7 +163,7 @@ WeightView bind_tensor(const GgufFile &file, const std::string &name, int64_t co
     // The format fixes norms and biases as F32 (they are read as plain floats), so another type is a malformed file.
     require(!vector || t->type == uint32_t(TensorType::F32), SPECULA_ERR_FORMAT,
             "longspec draft: vector tensor '" + name + "' must be F32, not " + tensor_type_name(t->type));
-    require(cpu_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
+    require(find_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
             "longspec draft: tensor '" + name + "' has type " + tensor_type_name(t->type) +
                 ", which the CPU backend does not support yet");
     WeightView w;
@@ -264,21 +263,8 @@ std::shared_ptr<const LongSpecDraft> LongSpecDraft::load(const std::string &path
     w.ffn_down = bind_tensor(file, "blk.0.ffn_down.weight", f, d, false);
 
     for (const TensorInfo &t : file.tensors()) draft->n_params_ += uint64_t(t.n_elements());
-    draft->pack_weights();
     draft->target_ = std::move(target);
     return draft;
-}
-
-void LongSpecDraft::pack_weights() {
-    LongSpecWeights &w = weights_;
-    for (WeightView *v : {&w.wq, &w.wk, &w.wv, &w.wo, &w.cross_wq, &w.cross_wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down})
-        if (pack_for_active_isa(*v, packed_)) file_.bytes().release_pages(v->data, size_t(v->rows) * v->row_bytes);
-}
-
-size_t LongSpecDraft::packed_bytes() const {
-    size_t n = 0;
-    for (const auto &p : packed_) n += p->bytes();
-    return n;
 }
 
 void write_random_longspec_draft(const Model &target, const std::string &path, const RandomDraftOptions &options) {

@@ -75,8 +75,8 @@ public:
     const std::shared_ptr<const Model> &target_ptr() const { return target_; }
     const GgufFile &file() const { return file_; }
     uint64_t n_params() const { return n_params_; }
-    // Bytes of the SIMD-packed copies of the draft's matrices (0 at the scalar level).
-    size_t packed_bytes() const;
+    // Data backends derive from the draft's weights and keep while it lives (the CPU's packed matrices).
+    const BackendCache &backend_cache() const { return backend_cache_; }
     // XXH3-128 of the whole draft file (model/fingerprint.h), computed on first use.
     const Fingerprint &fingerprint(ThreadPool *pool = nullptr) const {
         return fingerprint_.get(file_.bytes().data(), file_.bytes().size(), pool);
@@ -84,16 +84,13 @@ public:
 
 private:
     LongSpecDraft() = default;
-    // Packs the layer's matrices for the active SIMD level, as Model::pack_weights does for the target: the draft
-    // runs five forward passes per round, so its matrix products are worth the same kernels.
-    void pack_weights();
     GgufFile file_;
-    std::vector<std::unique_ptr<PackedMatrix>> packed_;  // the packed copies the weight views point to
     std::shared_ptr<const Model> target_;
     LongSpecDraftConfig config_;
     LongSpecWeights weights_;
     uint64_t n_params_ = 0;
     LazyFingerprint fingerprint_;
+    BackendCache backend_cache_;
 };
 
 struct RandomDraftOptions {

@@ -25,8 +25,6 @@
 
 namespace specula::internal {
 
-class ThreadPool;
-
 // The ring as snapshots keep it (every LongSpec drafter's save_state): how far it has caught up on the context, the
 // position each slot holds (-1: none yet) and the slots' self-attention keys and values, in the element type the
 // drafter keeps them (F32 on the CPU, F16 on a GPU).
@@ -42,8 +40,8 @@ struct LongSpecRing {
     static LongSpecRing decode(std::span<const uint8_t> bytes, KvType type, int32_t slots, int32_t row_width, int32_t n_tokens);
 };
 
-// What every LongSpec drafter does with its layer, whatever computes it (the CPU here, the GPU in
-// backends/cuda/cuda_longspec_drafter.cpp): a round catches up on the context, then either builds a beam tree
+// What every LongSpec drafter does with its layer, whatever computes it (the CPU: backends/cpu/
+// cpu_longspec_drafter.cpp, CUDA: backends/cuda/cuda_longspec_drafter.cpp): a round catches up on the context, then either builds a beam tree
 // scored level by level (speculative/beam_tree.h) or scores the root alone.
 class LongSpecDrafterBase : public Drafter {
 public:
@@ -77,9 +75,7 @@ private:
     DraftTree root_tree_;  // root_logits' one-node tree
 };
 
-// max_tree_nodes: the most drafted nodes (root excluded) any request will ask for. pool: shared with the
-// target's runner (drafting and verifying alternate).
-std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes,
-                                               ThreadPool &pool);
+// Each backend makes its LongSpec drafter (TargetRunner::make_longspec_drafter): the CPU's in
+// backends/cpu/cpu_longspec_drafter.cpp, the CUDA backend's in backends/cuda/cuda_longspec_drafter.cpp.
 
 }  // namespace specula::internal

@@ -1,6 +1,6 @@
 #include "model_drafter.h"
 
-#include "backends/cpu/cpu_runner.h"
+#include "backend/target_runner.h"
 #include "core/error.h"
 #include "snapshot/byte_stream.h"
 #include "speculative/beam_tree.h"
@@ -13,8 +13,8 @@ namespace {
 
 class ModelDrafter final : public Drafter {
 public:
-    ModelDrafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, ThreadPool &pool)
-        : draft_(std::move(draft)), runner_(draft_, n_ctx, pool), target_vocab_(target.hparams().n_vocab) {
+    ModelDrafter(std::shared_ptr<const Model> draft, const Model &target, std::unique_ptr<TargetRunner> runner)
+        : draft_(std::move(draft)), runner_(std::move(runner)), target_vocab_(target.hparams().n_vocab) {
         check_draft_vocab(target, *draft_);
         logits_.resize(size_t(draft_->hparams().n_vocab));
     }
@@ -24,10 +24,10 @@ public:
     // The draft model's cache shifts like the target's, instead of evaluating the whole window again.
     void shift(int32_t keep, int32_t discard) override {
         if (n_done_ < keep + discard) return rewind(keep);
-        runner_.shift_kv(keep, discard, n_done_);
+        runner_->shift_kv(keep, discard, n_done_);
         n_done_ -= discard;
     }
-    size_t allocated_bytes() const override { return runner_.kv_bytes() + logits_.capacity() * sizeof(float); }
+    size_t allocated_bytes() const override { return runner_->kv_bytes() + logits_.capacity() * sizeof(float); }
 
     // The draft model's cache holds the committed tokens [0, n_done): its rows travel in the snapshot's KV chunks
     // (own_cache), the state is how many.
@@ -39,7 +39,7 @@ public:
     int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override {
         ByteReader r(state, "snapshot: draft model state");
         const int32_t n_done = r.get<int32_t>();
-        r.check(n_done >= 0 && n_done <= n_tokens && n_done <= runner_.n_ctx(), "its cache holds " + std::to_string(n_done) + " tokens of " + std::to_string(n_tokens));
+        r.check(n_done >= 0 && n_done <= n_tokens && n_done <= runner_->n_ctx(), "its cache holds " + std::to_string(n_done) + " tokens of " + std::to_string(n_tokens));
         r.expect_end();
         return n_done;
     }
@@ -47,7 +47,7 @@ public:
         ByteReader r(state, "snapshot: draft model state");
         n_done_ = r.get<int32_t>();
     }
-    TargetRunner *own_cache() override { return &runner_; }
+    TargetRunner *own_cache() override { return runner_.get(); }
     int32_t own_cache_slots() const override { return n_done_; }
 
     int32_t prefill(std::span<const int32_t> committed) override {
@@ -60,7 +60,7 @@ public:
         const int32_t n_past = int32_t(request.tokens.size()) - 1;  // committed tokens; the root is a tree node
         sync(request.tokens.data(), n_past);
         DraftRequest bounded = request;
-        bounded.node_budget = std::min(request.node_budget, runner_.n_ctx() - n_past);
+        bounded.node_budget = std::min(request.node_budget, runner_->n_ctx() - n_past);
         if (bounded.node_budget <= 1) return;
         const int32_t draft_vocab = draft_->hparams().n_vocab;
         build_beam_tree(bounded, tree, std::min(draft_vocab, target_vocab_), draft_vocab, target_vocab_,
@@ -68,7 +68,7 @@ public:
                             positions_.resize(size_t(count));
                             for (int32_t i = 0; i < count; ++i) positions_[size_t(i)] = n_past + t.depth(first + i);
                             t.ancestor_mask_rows(first, count, mask_);
-                            runner_.eval_tree(t.tokens().data() + first, count, n_past, first, positions_.data(), mask_.data(), logits);
+                            runner_->eval_tree(t.tokens().data() + first, count, n_past, first, positions_.data(), mask_.data(), logits);
                         });
     }
 
@@ -77,13 +77,13 @@ private:
     void sync(const int32_t *tokens, int32_t n_past) {
         while (n_done_ < n_past) {
             const int32_t n = std::min<int32_t>(64, n_past - n_done_);
-            runner_.eval(tokens + n_done_, n, n_done_, logits_.data(), false);
+            runner_->eval(tokens + n_done_, n, n_done_, logits_.data(), false);
             n_done_ += n;
         }
     }
 
     std::shared_ptr<const Model> draft_;
-    CpuRunner runner_;
+    std::unique_ptr<TargetRunner> runner_;  // on the target's backend when it can hold the draft model
     int32_t target_vocab_;
     int32_t n_done_ = 0;  // committed tokens whose keys/values the draft cache holds
     std::vector<float> logits_;
@@ -110,7 +110,6 @@ public:
         secondary_->shift(keep, discard);
     }
     size_t allocated_bytes() const override { return primary_->allocated_bytes() + secondary_->allocated_bytes(); }
-    int32_t target_kv_layer() const override { return primary_->target_kv_layer(); }
 
     // Both drafters' states, each with its length.
     std::vector<uint8_t> save_state() const override {
@@ -148,8 +147,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, ThreadPool &pool) {
-    return std::make_unique<ModelDrafter>(std::move(draft), target, n_ctx, pool);
+std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, const Model &target, std::unique_ptr<TargetRunner> runner) {
+    require(runner != nullptr, SPECULA_ERR_INTERNAL, "draft model: no runner");
+    return std::make_unique<ModelDrafter>(std::move(draft), target, std::move(runner));
 }
 
 std::unique_ptr<Drafter> make_merged_drafter(std::unique_ptr<Drafter> primary, std::unique_ptr<Drafter> secondary, int32_t primary_budget) {

@@ -11,11 +11,12 @@
 
 namespace specula::internal {
 
-class ThreadPool;
+class TargetRunner;
 
-// Throws Error(INCOMPATIBLE) when the vocabularies differ (vocab_compat.h). The draft runs on the target's threads
-// (`pool`, which must outlive the drafter): it only runs between the target's passes.
-std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, const Model &target, int32_t n_ctx, ThreadPool &pool);
+// Throws Error(INCOMPATIBLE) when the vocabularies differ (vocab_compat.h). `runner` evaluates the draft model
+// (TargetRunner::make_draft_runner: on the target's backend and threads, since it only runs between the target's
+// passes); its n_ctx bounds the context the drafter follows.
+std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, const Model &target, std::unique_ptr<TargetRunner> runner);
 
 // The primary drafter's tree, then the secondary's candidates merged into it (shared prefixes become one
 // branch) up to the node budget: LongSpec or a draft model plus n-gram reuse in one verification pass.

@@ -1,5 +1,7 @@
-// Per-tensor-type kernels of the CPU backend, looked up by ggml type id. Adding a type (the K-quants come next)
-// means adding one file that registers a TypeKernels entry in type_registry.cpp.
+// The reference arithmetic of each tensor type, looked up by ggml type id: dequantize, quantize and a scalar dot
+// product, written as plain loops bit-exact with ggml's reference code. Backend-neutral (part of the core): loaders
+// and snapshots convert with it, the CPU backend computes with it, and every backend's kernels are tested against
+// it. Adding a type means adding one file that registers a TypeKernels entry in type_registry.cpp.
 //
 // As in ggml, each weight type names the `dot_type` its activations are converted to before a dot product:
 // F32/F16/BF16 -> F32, Q8_0/Q4_0 -> Q8_0, K-quants -> Q8_K (llama.cpp quantizes activations for quantized
@@ -24,10 +26,10 @@ struct TypeKernels {
     float (*vec_dot)(int64_t n, const void *row, const void *x);
 };
 
-// Kernels for a type, or nullptr if the CPU backend cannot compute with it.
-const TypeKernels *cpu_type_kernels(uint32_t type);
+// The reference arithmetic of a type, or nullptr for a type Specula cannot compute with.
+const TypeKernels *find_type_kernels(uint32_t type);
 
 // Bytes needed to hold n elements of a type (n a multiple of its block size).
-size_t cpu_type_row_bytes(const TypeKernels &kernels, int64_t n);
+size_t type_row_bytes(const TypeKernels &kernels, int64_t n);
 
 }  // namespace specula::internal

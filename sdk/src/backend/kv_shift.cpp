@@ -1,7 +1,7 @@
 #include "kv_shift.h"
 
-#include "backends/cpu/kv_view.h"
-#include "backends/cpu/ops.h"
+#include "backend/kv_rows.h"
+#include "model/rope.h"
 
 #include <algorithm>
 
@@ -26,10 +26,9 @@ void shift_kv_rows(TargetRunner &runner, const HParams &hp, const std::vector<fl
             runner.read_kv(layer, 1, from, n, bytes.data());
             runner.write_kv(layer, 1, from - discard, n, bytes.data());
             runner.read_kv(layer, 0, from, n, bytes.data());
-            const KvView rows{bytes.data(), type, row_bytes};
-            kv_load_head(rows, 0, nullptr, n, 0, width, floats.data());
             for (int32_t i = 0; i < n; ++i) {
                 float *key = floats.data() + size_t(i) * size_t(width);
+                kv_load_row(type, bytes.data() + size_t(i) * row_bytes, width, key);
                 rope_rotate(key, hp.n_head_kv, hp, cos_t.data(), sin_t.data());
                 kv_store_row(type, key, width, bytes.data() + size_t(i) * row_bytes);
             }

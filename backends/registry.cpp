@@ -1,0 +1,22 @@
+// The one place that names the backends of this build (backend/backend_registry.h): a backend is added here and
+// in CMake, and nowhere in the core. The order is the order AUTO tries them in: GPU backends first, the CPU last.
+#include "backend/backend_registry.h"
+
+#include "backends/cpu/cpu_backend.h"
+#ifdef SPECULA_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
+
+namespace specula::internal {
+
+std::span<const BackendDesc> builtin_backends() {
+    static const BackendDesc kBackends[] = {
+#ifdef SPECULA_HAVE_CUDA
+        cuda::cuda_backend(),
+#endif
+        cpu_backend(),
+    };
+    return kBackends;
+}
+
+}  // namespace specula::internal

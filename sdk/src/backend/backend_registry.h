@@ -1,0 +1,59 @@
+// The registry of backends, in the manner of ggml-backend's (ggml/src/ggml-backend-reg.cpp): each backend built
+// into the library is one BackendDesc, with its device list and the factory of its target runner (whose drafters
+// the runner makes: TargetRunner::make_longspec_drafter, make_draft_runner). The core finds backends only here;
+// it includes no backend's header, and adding a backend adds an entry, not a change to the core.
+//
+// builtin_backends() is defined in one place outside the core, backends/registry.cpp, which names every backend
+// this build has (an explicit list, not static self-registration: a static library drops objects nothing refers
+// to, and an explicit list keeps the order AUTO tries them in plain sight).
+#pragma once
+
+#include "backend/device_info.h"
+#include "backend/kv_type.h"
+#include "backend/target_runner.h"
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace specula::internal {
+
+class Model;
+class ThreadPool;
+
+// Every backend the C ABI can name (specula_backend), built into this library or not.
+enum class BackendKind { Auto, Cpu, Cuda };
+
+// What a backend's factory is asked to make: a runner for `model` with n_ctx slots on `device`, computing on
+// `pool`'s threads where it computes on the CPU (the pool belongs to the session and outlives the runner).
+struct RunnerRequest {
+    std::shared_ptr<const Model> model;
+    int32_t n_ctx = 0;
+    ThreadPool *pool = nullptr;
+    int32_t device = 0;
+    std::optional<KvType> kv_type;  // unset: the backend's default (F16 everywhere)
+};
+
+struct BackendDesc {
+    BackendKind kind;
+    const char *name;  // "cpu", "cuda": TargetRunner::backend() of its runners
+    bool has_devices;  // a GPU backend whose devices are listed and chosen by index (the CPU has none)
+    // The devices usable now, or an empty list with *reason set (no driver, no device, ...). Thread-safe.
+    std::vector<DeviceInfo> (*devices)(std::string *reason);
+    // A runner, or Error with the reason it cannot: UNSUPPORTED (no such device, a KV type it does not keep),
+    // INVALID_ARGUMENT (a device index that does not exist), OUT_OF_MEMORY (with the sizes).
+    std::unique_ptr<TargetRunner> (*make_runner)(const RunnerRequest &request);
+};
+
+// The backends of this build, in the order AUTO tries them: GPU backends first, the CPU last (always present).
+std::span<const BackendDesc> builtin_backends();
+// The entry of a kind, or nullptr when this build does not have it.
+const BackendDesc *find_backend(BackendKind kind);
+// "cpu", "cuda" (also for kinds this build lacks).
+const char *backend_kind_name(BackendKind kind);
+// The devices of a backend, or an empty list with *reason set (also when the build lacks the backend).
+std::vector<DeviceInfo> list_devices(BackendKind kind, std::string *reason);
+
+}  // namespace specula::internal

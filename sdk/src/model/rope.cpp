@@ -1,0 +1,36 @@
+#include "model/rope.h"
+
+#include <cmath>
+
+namespace specula::internal {
+
+void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int32_t pos, float *cos_t, float *sin_t) {
+    // theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i, computed by repeated multiplication as ggml does.
+    const int half = hp.rope_dim / 2;
+    const float theta_scale = std::pow(hp.rope_freq_base, -2.0f / float(hp.rope_dim));
+    float theta = float(pos);
+    for (int i = 0; i < half; ++i) {
+        const float factor = freq_factors.empty() ? 1.0f : freq_factors[size_t(i)];
+        const float t = hp.rope_freq_scale * (theta / factor);
+        cos_t[i] = std::cos(t);
+        sin_t[i] = std::sin(t);
+        theta *= theta_scale;
+    }
+}
+
+void rope_rotate(float *x, int n_heads, const HParams &hp, const float *cos_t, const float *sin_t) {
+    const int half = hp.rope_dim / 2;
+    for (int h = 0; h < n_heads; ++h) {
+        float *v = x + int64_t(h) * hp.head_dim;
+        for (int i = 0; i < half; ++i) {
+            // NORM pairs neighbours (2i, 2i+1); NEOX pairs the two halves (i, i + rope_dim/2).
+            const int a = hp.rope_type == RopeType::Norm ? 2 * i : i;
+            const int b = hp.rope_type == RopeType::Norm ? 2 * i + 1 : i + half;
+            const float x0 = v[a], x1 = v[b];
+            v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+            v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+        }
+    }
+}
+
+}  // namespace specula::internal
