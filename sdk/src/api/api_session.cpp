@@ -209,7 +209,7 @@ specula_status specula_session_generate(specula_session *session, const specula_
             result = s.step(step);
             const bool produced = step.token != SPECULA_TOKEN_NULL;
             if ((produced || !step.text.empty()) && on_token != nullptr) {
-                session->last_stats = full_stats(s);
+                session->last_stats = s.stats();
                 specula_token_event ev{};
                 ev.struct_size = sizeof ev;
                 fill_event(&ev, step, &session->last_stats);
@@ -232,7 +232,7 @@ specula_status specula_session_next(specula_session *session, const specula_gene
         Session &s = session_of(session);
         s.configure_run(to_config(opts));
         const specula_status result = s.step(session->last_step);
-        session->last_stats = full_stats(s);
+        session->last_stats = s.stats();
         fill_event(event, session->last_step, &session->last_stats);
         if (result != SPECULA_OK)
             throw Error(result, result == SPECULA_ERR_CANCELLED ? "generation cancelled" : "the context is full (n_ctx " + std::to_string(s.n_ctx()) + ")");
@@ -246,7 +246,7 @@ void specula_session_cancel(specula_session *session) {
 specula_status specula_session_stats(const specula_session *session, specula_stats *stats, specula_error **err) {
     return guarded(err, [&] {
         require_arg(stats != nullptr && stats->struct_size >= sizeof(uint32_t), "stats is NULL or its struct_size is unset");
-        const specula_stats full = full_stats(session_of(const_cast<specula_session *>(session)));
+        const specula_stats full = session_of(const_cast<specula_session *>(session)).stats();
         const uint32_t size = stats->struct_size;
         std::memcpy(stats, &full, std::min<size_t>(size, sizeof full));
         stats->struct_size = size;

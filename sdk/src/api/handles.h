@@ -104,23 +104,6 @@ template <typename T> T read_options(const T *user, const T &defaults, const cha
     return out;
 }
 
-// The session's stats with the speculative counters (which the core keeps apart) filled in.
-inline specula_stats full_stats(const Session &session) {
-    specula_stats s = session.stats();
-    const SpeculativeStats &sp = session.speculative_stats();
-    s.n_spec_rounds = sp.rounds;
-    s.n_drafted = sp.drafted;
-    s.n_accepted = sp.accepted;
-    s.tau = sp.rounds > 0 ? double(sp.produced) / sp.rounds : 0.0;
-    s.draft_ms = sp.draft_ms;
-    s.verify_ms = sp.verify_ms;
-    const size_t n_depth = sizeof s.accepted_at_depth / sizeof s.accepted_at_depth[0];
-    for (size_t d = 0; d < n_depth; ++d) s.accepted_at_depth[d] = d < sp.accepted_at_depth.size() ? sp.accepted_at_depth[d] : 0;
-    s.drafter_bytes = session.drafter_bytes();
-    s.n_restored_tokens = session.n_restored_tokens();
-    return s;
-}
-
 // Two-call pattern for text outputs.
 inline void copy_text(const std::string &text, char *buf, size_t buf_size, size_t *len) {
     if (len != nullptr) *len = text.size();

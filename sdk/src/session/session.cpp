@@ -3,10 +3,6 @@
 #include "core/thread_pool.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "speculative/longspec_drafter.h"
-#include "speculative/model_drafter.h"
-#include "speculative/verifier.h"
-#include "speculative/vocab_compat.h"
 
 #include <algorithm>
 #include <thread>
@@ -56,51 +52,7 @@ void Session::set_sampler(const SamplerConfig &config) {
 }
 
 void Session::set_speculative(const SpeculativeConfig &config) {
-    require(!(config.longspec && config.draft_model), SPECULA_ERR_INVALID_ARGUMENT,
-            "speculative: choose a LongSpec draft or an independent draft model, not both");
-    require(config.ngram_nodes >= 0 && config.ngram_nodes <= 1024, SPECULA_ERR_INVALID_ARGUMENT,
-            "speculative: n-gram nodes must be in [0, 1024]");
-    require(config.shape.depth() >= 1 && config.shape.depth() <= 32 && config.shape.max_nodes() <= 4096,
-            SPECULA_ERR_INVALID_ARGUMENT, "speculative: the tree shape must have 1 to 32 levels and at most 4096 nodes");
-    if (config.longspec)
-        require(config.longspec->target_ptr().get() == model_.get(), SPECULA_ERR_INCOMPATIBLE,
-                "speculative: the LongSpec draft was loaded for another model; load it with this session's model");
-    const bool model_drafter = config.longspec || config.draft_model;
-    std::unique_ptr<TreeTuner> tuner;
-    if (config.auto_tree && (model_drafter || config.ngram))
-        tuner = std::make_unique<TreeTuner>(model_drafter, config.shape_is_bound ? &config.shape : nullptr, config.ngram,
-                                            config.ngram_nodes);
-    const int32_t model_nodes = !model_drafter ? 0 : tuner ? tuner->max_model_nodes() : config.shape.max_nodes();
-    const int32_t budget = 1 + model_nodes + (config.ngram ? config.ngram_nodes : 0);
-    std::unique_ptr<Drafter> primary;
-    if (config.longspec) {
-        primary = runner_->make_longspec_drafter(config.longspec, budget - 1);
-    }
-    if (config.draft_model) {
-        check_draft_vocab(*model_, *config.draft_model);
-        // On the target's backend when it can hold the draft model, else on the CPU with the session's threads.
-        std::unique_ptr<TargetRunner> draft_runner = runner_->make_draft_runner(config.draft_model, n_ctx());
-        if (!draft_runner) {
-            BackendChoice cpu;
-            cpu.kind = BackendKind::Cpu;
-            std::string note;
-            draft_runner = make_target_runner(config.draft_model, n_ctx(), *pool_, cpu, note);
-        }
-        primary = make_model_drafter(config.draft_model, *model_, std::move(draft_runner));
-    }
-    std::unique_ptr<Drafter> drafter;
-    if (config.ngram) {
-        std::unique_ptr<Drafter> ngram = make_ngram_drafter(config.ngram_config);
-        drafter = primary ? make_merged_drafter(std::move(primary), std::move(ngram), 1 + model_nodes) : std::move(ngram);
-    } else {
-        drafter = std::move(primary);
-    }
-    drafter_ = std::move(drafter);
-    tuner_ = std::move(tuner);
-    if (tuner_) tuner_->context_grew(int32_t(tokens_.size()));
-    fixed_tree_ = TreeChoice{model_drafter ? config.shape : TreeShape{std::vector<int32_t>{}}, config.ngram ? config.ngram_nodes : 0};
-    spec_ = config;
-    drop_ready();
+    spec_.attach(config, *model_, *runner_, *pool_, int32_t(tokens_.size()));
 }
 
 void Session::append_tokens(const int32_t *tokens, size_t n) {
@@ -113,7 +65,7 @@ void Session::append_tokens(const int32_t *tokens, size_t n) {
     if (n == 0) return;
     drop_ready();
     tokens_.insert(tokens_.end(), tokens, tokens + n);
-    if (tuner_) tuner_->context_grew(int32_t(n));
+    if (spec_.tuner()) spec_.tuner()->context_grew(int32_t(n));
     last_token_generated_ = false;
     n_run_generated_ = 0;
     run_first_token_ = true;
@@ -130,7 +82,7 @@ void Session::rewind(int32_t n_tokens) {
             "rewind to " + std::to_string(n_tokens) + " is outside [0, " + std::to_string(tokens_.size()) + "]");
     tokens_.resize(size_t(n_tokens));
     drop_ready();
-    if (drafter_) drafter_->rewind(n_tokens);
+    if (spec_.attached()) spec_.drafter()->rewind(n_tokens);
     // KV slots beyond n_tokens are simply overwritten later. If the cut removes evaluated tokens, the last kept
     // token is evaluated again so that the next step has its logits; otherwise the KV cache and the logits of
     // the last evaluated position stay as they are.
@@ -170,7 +122,7 @@ bool Session::evaluate() {
 
 bool Session::evaluate_pending() {
     // With a drafter the last token is left pending: it is the root of the next speculation tree.
-    const size_t target = drafter_ ? tokens_.size() - 1 : tokens_.size();
+    const size_t target = spec_.attached() ? tokens_.size() - 1 : tokens_.size();
     bool prompt = false;
     while (size_t(n_evaluated_) < target) {
         if (take_cancel()) return false;
@@ -193,13 +145,13 @@ bool Session::evaluate_pending() {
     }
     // A draft model evaluates the prompt too, as part of prompt processing (as llama.cpp's speculative decoding
     // does): the first round would otherwise pay for it, and --tree auto would weigh a prefill against one round.
-    if (prompt && drafter_) {
+    if (prompt && spec_.attached()) {
         const double t0 = now_ms();
-        const int32_t n = drafter_->prefill(std::span<const int32_t>(tokens_.data(), target));
+        const int32_t n = spec_.drafter()->prefill(std::span<const int32_t>(tokens_.data(), target));
         if (n >= 0) {
             const double ms = now_ms() - t0;
             prompt_ms_ += ms;
-            if (tuner_) tuner_->caught_up(n, ms);
+            if (spec_.tuner()) spec_.tuner()->caught_up(n, ms);
         }
     }
     return true;
@@ -231,8 +183,8 @@ specula_status Session::step(StepResult &out) {
     bool accepted = false;
     // Auto tree: when the tuner expects nothing to pay, this round is a plain decoding step (the pending root is
     // evaluated as plain decoding evaluates a token, and the next token sampled from its logits).
-    const int32_t choice = drafter_ && tuner_ && ready_next_ >= ready_.size() ? tuner_->next() : -1;
-    const bool plain_round = choice >= 0 && tuner_->choices()[size_t(choice)].plain();
+    const int32_t choice = spec_.attached() && !spec_.has_ready() ? spec_.next_choice() : -1;
+    const bool plain_round = spec_.plain(choice);
     if (plain_round) {
         const double t0 = now_ms();
         const int32_t n_past = int32_t(tokens_.size()) - 1;
@@ -248,15 +200,9 @@ specula_status Session::step(StepResult &out) {
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
         const double ms = now_ms() - t0;
         decode_ms_ += ms;
-        tuner_->record(choice, 1, 0.0, ms, 0);
-        SpeculativeStats &st = spec_stats_;
-        ++st.rounds;
-        ++st.plain_rounds;
-        ++st.produced;
-        st.verify_ms += ms;
-        st.tree = "auto:plain";
-    } else if (drafter_) {
-        if (ready_next_ >= ready_.size()) {
+        spec_.record_plain(choice, ms);
+    } else if (spec_.attached()) {
+        if (!spec_.has_ready()) {
             const double t_round = now_ms();
             const bool done = speculate(choice);
             decode_ms_ += now_ms() - t_round;
@@ -265,10 +211,10 @@ specula_status Session::step(StepResult &out) {
                 return SPECULA_ERR_CANCELLED;
             }
         }
-        const size_t i = ready_next_++;
-        token = ready_[i].token;
-        accepted = ready_[i].accepted;
-        logits_row_ = ready_row(i);
+        logits_row_ = spec_.row(spec_.next_index());
+        const SpeculativeRound::Ready next = spec_.take();
+        token = next.token;
+        accepted = next.accepted;
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
     } else {
         const double t_sample = now_ms();
@@ -289,7 +235,7 @@ specula_status Session::step(StepResult &out) {
         // Its keys/values were committed by the round: it counts as evaluated, and the logits after it are
         // the next row of the round.
         ++n_evaluated_;
-        logits_row_ = ready_row(ready_next_);
+        logits_row_ = spec_.row(spec_.next_index());
     }
     out.drafted = accepted;
     ++n_generated_;
@@ -318,11 +264,11 @@ void Session::shift_context() {
     // A produced token finds the context full only once the cache holds all of it: plain decoding evaluated the
     // last token to sample this one, and a round's accepted tokens sit in slots below n_ctx (its tree never passes
     // the cache's end), so only its bonus token can arrive here.
-    require(n_evaluated_ == n && ready_next_ >= ready_.size(), SPECULA_ERR_INTERNAL, "context shift: the context is not fully evaluated");
+    require(n_evaluated_ == n && !spec_.has_ready(), SPECULA_ERR_INTERNAL, "context shift: the context is not fully evaluated");
     runner_->shift_kv(keep, discard, n);
     tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + discard);
     n_evaluated_ -= discard;
-    if (drafter_) drafter_->shift(keep, discard);
+    if (spec_.attached()) spec_.drafter()->shift(keep, discard);
     ++n_shifts_;
     n_discarded_ += discard;
 }
@@ -370,105 +316,47 @@ specula_stats Session::stats() const {
     s.n_restored_tokens = n_restored_tokens_;
     s.n_context_shifts = n_shifts_;
     s.n_discarded_tokens = n_discarded_;
+    const SpeculativeStats &sp = spec_.stats();
+    s.n_spec_rounds = sp.rounds;
+    s.n_drafted = sp.drafted;
+    s.n_accepted = sp.accepted;
+    s.tau = sp.rounds > 0 ? double(sp.produced) / sp.rounds : 0.0;
+    s.draft_ms = sp.draft_ms;
+    s.verify_ms = sp.verify_ms;
+    const size_t n_depth = sizeof s.accepted_at_depth / sizeof s.accepted_at_depth[0];
+    for (size_t d = 0; d < n_depth; ++d) s.accepted_at_depth[d] = d < sp.accepted_at_depth.size() ? sp.accepted_at_depth[d] : 0;
+    s.drafter_bytes = drafter_bytes();
     return s;
 }
 
 bool Session::draft_logits(float *logits) {
-    require(drafter_ != nullptr, SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the session has no drafter attached");
+    require(spec_.attached(), SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the session has no drafter attached");
     require(!tokens_.empty(), SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the context is empty");
     if (!evaluate_pending()) return false;
     DraftRequest request;
     request.tokens = tokens_;
     request.n_target_kv = int32_t(tokens_.size()) - 1;
-    request.shape = spec_.shape;
-    require(drafter_->root_logits(request, logits), SPECULA_ERR_UNSUPPORTED,
-            std::string("draft logits: the '") + drafter_->name() + "' drafter has no single next-token distribution");
+    request.shape = spec_.config().shape;
+    require(spec_.drafter()->root_logits(request, logits), SPECULA_ERR_UNSUPPORTED,
+            std::string("draft logits: the '") + spec_.drafter()->name() + "' drafter has no single next-token distribution");
     return true;
 }
 
-// One speculative round. The context ends with a pending token (the root); every earlier token is evaluated.
-//  1. the drafter proposes a tree under the root, within the node budget and the room left in the context;
-//  2. the target evaluates root + tree in one pass with hybrid tree attention (tree slots follow the context);
-//  3. the verifier walks the tree with the session's sampler (exact: see verifier.h);
-//  4. the accepted path's keys/values are moved, in every layer, to the slots right after the root, so the
-//     cache holds exactly the committed tokens again. (LongSpec's reference moves only the last layer and
-//     re-feeds the accepted tokens next round; on the CPU a copy of a few rows per layer is cheaper than
-//     recomputing them, and the cache never holds stale rows.)
-// The accepted tokens and the bonus token are queued in ready_ and emitted one per step.
+// A round (SpeculativeRound::run) re-evaluates the pending root as the tree's node 0 and rewrites the rows the
+// session's logits may point at; afterwards the cache holds every committed token and the root's logits are row 0.
 bool Session::speculate(int32_t choice) {
-    const int32_t n_vocab = model_->hparams().n_vocab;
     const int32_t n_past = int32_t(tokens_.size()) - 1;
-    n_evaluated_ = std::min(n_evaluated_, n_past);  // the root is (re-)evaluated as the tree's node 0
-    if (logits_row_) {  // the rows are about to be rewritten; the root's own logits come back with node 0
+    n_evaluated_ = std::min(n_evaluated_, n_past);
+    if (logits_row_) {
         logits_row_ = nullptr;
         logits_valid_ = false;
     }
-    tree_.reset(tokens_.back());
-    // The round's tree: the tuner's choice (auto), or the configured one.
-    const TreeChoice &round = tuner_ ? tuner_->choices()[size_t(choice)] : fixed_tree_;
-    const int32_t budget = std::min(1 + round.max_nodes(), n_ctx() - n_past);
-    const double t0 = now_ms();
-    if (budget > 1) {
-        DraftRequest request;
-        request.tokens = tokens_;
-        request.n_target_kv = n_past;
-        request.shape = round.shape;
-        request.node_budget = budget;
-        request.sampler = sampler_.greedy() ? nullptr : &sampler_;
-        request.history_window = sampler_.history_window();
-        if (sampler_.has_logit_processing())
-            request.process_logits = [this, n_vocab](float *logits, std::span<const int32_t> history) {
-                sampler_.process_logits(logits, n_vocab, history);
-            };
-        drafter_->draft(request, tree_);
-        require(tree_.size() <= budget, SPECULA_ERR_INTERNAL, "speculative: the drafter exceeded its node budget");
-    }
-    const double t1 = now_ms();
-    const int32_t n_nodes = tree_.size();
-    tree_positions_.resize(size_t(n_nodes));
-    for (int32_t i = 0; i < n_nodes; ++i) tree_positions_[size_t(i)] = n_past + tree_.depth(i);
-    tree_.ancestor_mask(tree_mask_);
-    // Only the rows the verifier visits get the LM head (at most depth + 1 of the tree's nodes).
-    if (!runner_->eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, tree_positions_.data(), tree_mask_.data(), nullptr)) {
+    if (!spec_.run(choice, tokens_, *runner_, sampler_, n_ctx())) {
         take_cancel();
         return false;
     }
-    tree_logits_.resize(size_t(n_nodes) * size_t(n_vocab));
-    tree_row_ready_.assign(size_t(n_nodes), 0);
-    const auto row = [&](int32_t node) {
-        float *r = tree_logits_.data() + size_t(node) * size_t(n_vocab);
-        if (!tree_row_ready_[size_t(node)]) {
-            runner_->tree_logits(node, r);
-            tree_row_ready_[size_t(node)] = 1;
-        }
-        return static_cast<const float *>(r);
-    };
-    const VerifyOutcome outcome = verify_tree(tree_, row, n_vocab, sampler_, tokens_, spec_.residual_rule);
-    path_nodes_.assign(1, 0);
-    path_nodes_.insert(path_nodes_.end(), outcome.path.begin(), outcome.path.end());
-    runner_->commit_tree_path(n_past, path_nodes_.data(), int32_t(path_nodes_.size()));
     n_evaluated_ = n_past + 1;
     logits_valid_ = true;
-
-    ready_.clear();
-    ready_next_ = 0;
-    for (int32_t node : outcome.path) ready_.push_back({tree_.token(node), true});
-    ready_.push_back({outcome.bonus, false});
-
-    const double t2 = now_ms();
-    if (tuner_) tuner_->record(choice, n_nodes, t1 - t0, t2 - t1, int32_t(outcome.path.size()));
-
-    SpeculativeStats &st = spec_stats_;
-    ++st.rounds;
-    if (n_nodes == 1) ++st.plain_rounds;
-    st.tree = (tuner_ ? "auto:" : "") + round.to_string();
-    st.drafted += n_nodes - 1;
-    st.accepted += int32_t(outcome.path.size());
-    st.produced += int32_t(outcome.path.size()) + 1;
-    if (st.accepted_at_depth.size() < outcome.path.size()) st.accepted_at_depth.resize(outcome.path.size(), 0);
-    for (size_t d = 0; d < outcome.path.size(); ++d) ++st.accepted_at_depth[d];
-    st.draft_ms += t1 - t0;
-    st.verify_ms += t2 - t1;
     return true;
 }
 

@@ -11,13 +11,7 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
-#include "speculative/draft_tree.h"
-#include "speculative/drafter.h"
-#include "speculative/longspec_draft_file.h"
-#include "speculative/ngram_drafter.h"
-#include "speculative/tree_shape.h"
-#include "speculative/tree_tuner.h"
-#include "speculative/verifier.h"
+#include "session/speculative_round.h"
 #include "session/stop_strings.h"
 #include "snapshot/snapshot_file.h"
 #include "tokenizer/stream_decoder.h"
@@ -62,33 +56,6 @@ struct GenerateConfig {
     bool stop_at_eog = true;
     std::vector<std::string> stop_strings;
     int32_t top_logits = 0;
-};
-
-// Speculative decoding for a session: which drafter(s) and what tree. With none of longspec / draft_model /
-// ngram set, generation is plain autoregressive.
-struct SpeculativeConfig {
-    std::shared_ptr<const LongSpecDraft> longspec;  // a LongSpec draft loaded for this session's model
-    std::shared_ptr<const Model> draft_model;       // an independent draft model (vocabulary must match)
-    bool ngram = false;                             // n-gram drafting (alone, or merged into the tree above)
-    NgramConfig ngram_config;
-    TreeShape shape;            // beam widths per level for the model drafters; [4,16,16,16,16] by default
-    int32_t ngram_nodes = 16;   // nodes reserved for n-gram candidates (alone: the whole tree budget)
-    // Auto: each round drafts the tree a TreeTuner (speculative/tree_tuner.h) expects to give the most tokens per
-    // second, plain decoding included; `ngram_nodes` bounds the n-gram share and, when shape_is_bound, `shape`
-    // bounds the model drafter's shapes (else the tuner's built-in ladder). Otherwise every round drafts `shape`.
-    bool auto_tree = false;
-    bool shape_is_bound = true;
-    // Only kExact is lossless; tests set kTargetResample to show the statistical test catches a biased verifier.
-    ResidualRule residual_rule = ResidualRule::kExact;
-};
-
-// Speculative counters since the session began.
-struct SpeculativeStats {
-    int32_t rounds = 0, drafted = 0, accepted = 0, produced = 0;
-    int32_t plain_rounds = 0;  // rounds that drafted nothing (auto: no tree paid)
-    double draft_ms = 0, verify_ms = 0;
-    std::string tree;          // the last round's tree (TreeChoice::to_string), "auto:" first when auto
-    std::vector<int32_t> accepted_at_depth;  // [d]: rounds whose accepted path reached depth d + 1
 };
 
 // How a snapshot is written (session_snapshot.cpp).
@@ -139,12 +106,12 @@ public:
     // Attaches (or, with an empty config, detaches) drafters. Throws Error(INCOMPATIBLE) for a draft made for
     // another model or a draft model with another vocabulary, Error(INVALID_ARGUMENT) for conflicting choices.
     void set_speculative(const SpeculativeConfig &config);
-    bool speculative() const { return drafter_ != nullptr; }
-    const char *drafter_name() const { return drafter_ ? drafter_->name() : ""; }
+    bool speculative() const { return spec_.attached(); }
+    const char *drafter_name() const { return spec_.attached() ? spec_.drafter()->name() : ""; }
     // The tuner choosing each round's tree (auto), or nullptr.
-    const TreeTuner *tree_tuner() const { return tuner_.get(); }
-    size_t drafter_bytes() const { return drafter_ ? drafter_->allocated_bytes() : 0; }
-    const SpeculativeStats &speculative_stats() const { return spec_stats_; }
+    const TreeTuner *tree_tuner() const { return spec_.tuner(); }
+    size_t drafter_bytes() const { return spec_.attached() ? spec_.drafter()->allocated_bytes() : 0; }
+    const SpeculativeStats &speculative_stats() const { return spec_.stats(); }
     // The attached drafter's raw logits for the token after the context (n_vocab floats), computed as the first
     // step of a speculative round computes them: the context's last token is the root, the target's KV holds
     // every token before it. Evaluates pending context first. Throws Error(INVALID_ARGUMENT) without a drafter
@@ -170,6 +137,7 @@ public:
     bool evaluate();
 
     void cancel() { cancel_requested_.store(true, std::memory_order_relaxed); }
+    // Every counter of specula_stats, the speculative ones included (SpeculativeRound keeps those).
     specula_stats stats() const;
 
     // Snapshots (session_snapshot.cpp; the layout is snapshot/snapshot_file.h). save_snapshot streams the state to
@@ -212,20 +180,17 @@ private:
     bool take_cancel() { return cancel_requested_.exchange(false, std::memory_order_relaxed); }
     void reset_stream();
     void fill_top_logits(int32_t k, StepResult &out) const;
-    // One draft + verify round of the tuner's choice `choice` (auto; -1: the configured tree): fills ready_ with the
-    // accepted tokens and the bonus token.
+    // One draft + verify round of the tuner's choice `choice` (auto; -1: the configured tree), around
+    // SpeculativeRound::run: fills its queue with the accepted tokens and the bonus token.
     bool speculate(int32_t choice);
     // The run ended (stop = why): flushes held-back text into out.text and resets the stream.
     void finish_run(specula_stop_reason reason, StepResult &out);
-    void drop_ready() {
-        ready_.clear();
-        ready_next_ = 0;
-    }
+    void drop_ready() { spec_.drop_ready(); }
 
     std::shared_ptr<const Model> model_;
     SessionConfig config_;
     std::string backend_note_;
-    std::unique_ptr<ThreadPool> pool_;  // before runner_ (and drafter_): they compute on it
+    std::unique_ptr<ThreadPool> pool_;  // before runner_ and spec_: they compute on it
     std::unique_ptr<TargetRunner> runner_;
     Sampler sampler_;
     GenerateConfig run_;
@@ -235,8 +200,8 @@ private:
     std::vector<float> logits_;
     bool logits_valid_ = false;
     // After a speculative round the logits of each emitted token's position are a row the verifier computed
-    // (ready_row): they are pointed at, not copied (a vocabulary of 128K floats is half a megabyte per token).
-    // Null when logits_ holds them. Valid until the next round rewrites tree_logits_.
+    // (SpeculativeRound::row): they are pointed at, not copied (a vocabulary of 128K floats is half a megabyte per
+    // token). Null when logits_ holds them. Valid until the next round rewrites its rows.
     const float *logits_row_ = nullptr;
     const float *current_logits() const { return logits_row_ ? logits_row_ : logits_.data(); }
     float *logits_for_eval() {  // the buffer an evaluation writes the logits into
@@ -250,29 +215,9 @@ private:
     double run_start_ms_ = 0;
     std::atomic<bool> cancel_requested_{false};
 
-    // Speculative decoding.
-    std::unique_ptr<Drafter> drafter_;
-    SpeculativeConfig spec_;
-    std::unique_ptr<TreeTuner> tuner_;  // auto: chooses each round's tree
-    TreeChoice fixed_tree_;             // otherwise every round's tree
-    DraftTree tree_;
-    std::vector<uint8_t> tree_mask_;
-    std::vector<int32_t> tree_positions_, path_nodes_;
-    std::vector<float> tree_logits_;
-    std::vector<uint8_t> tree_row_ready_;
-    // Tokens of the last round not yet emitted: entry i was drafted-and-accepted (its keys/values are already
-    // committed) or is the bonus. Entry i was sampled from the logits of path node i (path_nodes_[0] is the root),
-    // which the verifier computed: ready_row(i).
-    struct Ready {
-        int32_t token;
-        bool accepted;
-    };
-    std::vector<Ready> ready_;
-    size_t ready_next_ = 0;
-    const float *ready_row(size_t i) const {
-        return tree_logits_.data() + size_t(path_nodes_[i]) * size_t(model_->hparams().n_vocab);
-    }
-    SpeculativeStats spec_stats_;
+    // Speculative decoding: the drafters (made by runner_, so declared after it), the tuner, a round's buffers and
+    // its queue of tokens not emitted yet, the speculative stats.
+    SpeculativeRound spec_;
 
     // Stats.
     int32_t n_prompt_tokens_ = 0;

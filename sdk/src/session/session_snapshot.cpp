@@ -125,15 +125,15 @@ Session::PreparedSnapshot Session::prepare_snapshot(const SnapshotOptions &optio
 
     // The target's filled slots: the evaluated tokens and, in a Full snapshot, the accepted tokens of the last
     // round not emitted yet (their keys/values were committed by the round).
-    std::vector<Ready> pending;
-    if (full) pending.assign(ready_.begin() + ptrdiff_t(std::min(ready_next_, ready_.size())), ready_.end());
+    std::vector<SpeculativeRound::Ready> pending;
+    if (full) pending = spec_.pending();
     int32_t n_kv = n_evaluated_;
-    for (const Ready &r : pending) n_kv += r.accepted ? 1 : 0;
-    const bool drafter_state = full && drafter_ != nullptr;
+    for (const SpeculativeRound::Ready &r : pending) n_kv += r.accepted ? 1 : 0;
+    const bool drafter_state = full && spec_.attached();
 
     SnapshotHeader &h = parts.header;
     h.model = model_->fingerprint(&pool);
-    if (drafter_state) h.draft = draft_fingerprint(spec_, pool);
+    if (drafter_state) h.draft = draft_fingerprint(spec_.config(), pool);
     h.kv_type = runner_->kv_type();
     h.scope = options.scope;
     h.n_ctx = n_ctx();
@@ -179,17 +179,17 @@ Session::PreparedSnapshot Session::prepare_snapshot(const SnapshotOptions &optio
     w.put_string(sampler_.rng_state());
     parts.sampler = w.take();
 
-    TargetRunner *own = drafter_state ? drafter_->own_cache() : nullptr;
-    const int32_t own_slots = own ? drafter_->own_cache_slots() : 0;
+    TargetRunner *own = drafter_state ? spec_.drafter()->own_cache() : nullptr;
+    const int32_t own_slots = own ? spec_.drafter()->own_cache_slots() : 0;
     if (own != nullptr && own_slots > 0) {
         parts.own = own;
-        parts.own_plan = own_cache_plan(spec_, *own, own_slots);
+        parts.own_plan = own_cache_plan(spec_.config(), *own, own_slots);
     }
     ByteWriter sp;
-    sp.put_string(drafter_state ? drafter_->name() : "");
-    sp.put<uint8_t>(drafter_state && spec_.ngram ? 1 : 0);
-    if (drafter_state && spec_.ngram) put_ngram(sp, spec_.ngram_config);
-    const SpeculativeStats &st = spec_stats_;
+    sp.put_string(drafter_state ? spec_.drafter()->name() : "");
+    sp.put<uint8_t>(drafter_state && spec_.config().ngram ? 1 : 0);
+    if (drafter_state && spec_.config().ngram) put_ngram(sp, spec_.config().ngram_config);
+    const SpeculativeStats &st = spec_.stats();
     for (int32_t v : {st.rounds, st.drafted, st.accepted, st.produced}) sp.put<int32_t>(v);
     sp.put<double>(st.draft_ms);
     sp.put<double>(st.verify_ms);
@@ -198,9 +198,9 @@ Session::PreparedSnapshot Session::prepare_snapshot(const SnapshotOptions &optio
     for (size_t i = 0; i < pending.size(); ++i) {
         sp.put<int32_t>(pending[i].token);
         sp.put<uint8_t>(pending[i].accepted ? 1 : 0);
-        sp.put_raw(ready_row(ready_next_ + i), size_t(n_vocab) * sizeof(float));
+        sp.put_raw(spec_.row(spec_.next_index() + i), size_t(n_vocab) * sizeof(float));
     }
-    sp.put_array<uint8_t>(drafter_state ? drafter_->save_state() : std::vector<uint8_t>{});
+    sp.put_array<uint8_t>(drafter_state ? spec_.drafter()->save_state() : std::vector<uint8_t>{});
     sp.put<int32_t>(own_slots);
     parts.speculative = sp.take();
     return parts;
@@ -297,7 +297,7 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
     std::unique_ptr<Sampler> sampler;
     std::string drafter_name;
     SpeculativeStats spec_stats;
-    std::vector<Ready> ready;
+    std::vector<SpeculativeRound::Ready> ready;
     std::vector<float> ready_rows;
     std::vector<uint8_t> drafter_blob;
     int32_t own_slots = 0;
@@ -345,17 +345,17 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         const bool with_state = (h.flags & SnapshotHeader::kFlagDrafterState) != 0;
         r.check(with_state == !drafter_name.empty(), "the drafter flag and the drafter name disagree");
         if (with_state) {
-            const char *attached = drafter_ ? drafter_->name() : "";
+            const char *attached = spec_.attached() ? spec_.drafter()->name() : "";
             require(drafter_name == attached, SPECULA_ERR_INCOMPATIBLE,
-                    "snapshot: saved with the '" + drafter_name + "' drafter" + (drafter_ ? "; this session has '" + std::string(attached) + "'" : "; this session has none") +
+                    "snapshot: saved with the '" + drafter_name + "' drafter" + (spec_.attached() ? "; this session has '" + std::string(attached) + "'" : "; this session has none") +
                         ": attach the same drafters before loading (or save with the context scope)");
-            const Fingerprint draft_fp = draft_fingerprint(spec_, pool);
+            const Fingerprint draft_fp = draft_fingerprint(spec_.config(), pool);
             require(h.draft == draft_fp, SPECULA_ERR_INCOMPATIBLE,
                     "snapshot: saved with another draft (file fingerprint " + h.draft.hex() + "; this session's draft is " + draft_fp.hex() + ")");
-            require(has_ngram == spec_.ngram && (!has_ngram || ngram == spec_.ngram_config), SPECULA_ERR_INCOMPATIBLE,
+            require(has_ngram == spec_.config().ngram && (!has_ngram || ngram == spec_.config().ngram_config), SPECULA_ERR_INCOMPATIBLE,
                     "snapshot: saved with other n-gram drafting settings than this session's");
-            const int32_t expect_own = drafter_->check_state(drafter_blob, h.n_tokens);
-            r.check(own_slots == expect_own && (own_slots == 0 || drafter_->own_cache() != nullptr),
+            const int32_t expect_own = spec_.drafter()->check_state(drafter_blob, h.n_tokens);
+            r.check(own_slots == expect_own && (own_slots == 0 || spec_.drafter()->own_cache() != nullptr),
                     "the drafter's own cache holds " + std::to_string(own_slots) + " slots, its state says " + std::to_string(expect_own));
         } else {
             r.check(drafter_blob.empty() && own_slots == 0 && !has_ngram, "drafter state without the drafter flag");
@@ -367,9 +367,9 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
 
     // KV chunks: the target's, then a draft model's own cache.
     const std::vector<KvChunkId> plan = kv_chunk_plan(0, hp.n_layer, h.n_kv, h.chunk_slots);
-    TargetRunner *own = own_slots > 0 ? drafter_->own_cache() : nullptr;
+    TargetRunner *own = own_slots > 0 ? spec_.drafter()->own_cache() : nullptr;
     std::vector<KvChunkId> own_plan;
-    if (own != nullptr) own_plan = own_cache_plan(spec_, *own, own_slots);
+    if (own != nullptr) own_plan = own_cache_plan(spec_.config(), *own, own_slots);
     const std::span<const SectionView> rest = std::span<const SectionView>(parsed.sections).subspan(next);
     for (const SectionView &s : rest) require(s.tag == kTagKvChunk, SPECULA_ERR_FORMAT, "snapshot: an unexpected section after the KV chunks");
     require(rest.size() == plan.size() + own_plan.size(), SPECULA_ERR_FORMAT,
@@ -396,11 +396,11 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         // The rows were checked in pass 1, so only the backend can fail here (a device error). What the cache holds
         // is no longer known: the session is left with an empty context rather than an inconsistent one.
         rewind(0);
-        if (drafter_) drafter_->rewind(0);
+        if (spec_.attached()) spec_.drafter()->rewind(0);
         throw;
     }
     tokens_ = std::move(tokens);
-    if (tuner_) tuner_->context_grew(int32_t(tokens_.size()));
+    if (spec_.tuner()) spec_.tuner()->context_grew(int32_t(tokens_.size()));
     n_evaluated_ = n_evaluated;
     logits_valid_ = logits_valid;
     logits_row_ = nullptr;  // the loaded rows replace the round's
@@ -421,21 +421,16 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         prompt_ms_ = prompt_ms;
         decode_ms_ = decode_ms;
         ttft_ms_ = ttft_ms;
-        spec_stats_ = std::move(spec_stats);
         // The pending round: its rows become path nodes 0..k-1 of an otherwise empty tree.
-        ready_ = std::move(ready);
-        ready_next_ = 0;
-        tree_logits_ = std::move(ready_rows);
-        path_nodes_.resize(ready_.size());
-        for (size_t i = 0; i < ready_.size(); ++i) path_nodes_[i] = int32_t(i);
-        if (drafter_) {
+        spec_.restore(std::move(ready), std::move(ready_rows), n_vocab, std::move(spec_stats));
+        if (spec_.attached()) {
             if ((h.flags & SnapshotHeader::kFlagDrafterState) != 0)
-                drafter_->load_state(drafter_blob);
+                spec_.drafter()->load_state(drafter_blob);
             else
-                drafter_->rewind(0);  // no state saved: the drafters catch up from the restored context
+                spec_.drafter()->rewind(0);  // no state saved: the drafters catch up from the restored context
         }
     } else {
-        if (drafter_) drafter_->rewind(0);
+        if (spec_.attached()) spec_.drafter()->rewind(0);
         n_run_generated_ = 0;
         run_first_token_ = true;
         run_start_ms_ = now_ms();

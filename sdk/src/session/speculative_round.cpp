@@ -1,0 +1,156 @@
+#include "session/speculative_round.h"
+
+#include "backend/backend_choice.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "speculative/longspec_drafter.h"
+#include "speculative/model_drafter.h"
+#include "speculative/vocab_compat.h"
+
+#include <algorithm>
+
+namespace specula::internal {
+
+void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &target, TargetRunner &runner, ThreadPool &pool,
+                              int32_t n_tokens) {
+    require(!(config.longspec && config.draft_model), SPECULA_ERR_INVALID_ARGUMENT,
+            "speculative: choose a LongSpec draft or an independent draft model, not both");
+    require(config.ngram_nodes >= 0 && config.ngram_nodes <= 1024, SPECULA_ERR_INVALID_ARGUMENT,
+            "speculative: n-gram nodes must be in [0, 1024]");
+    require(config.shape.depth() >= 1 && config.shape.depth() <= 32 && config.shape.max_nodes() <= 4096,
+            SPECULA_ERR_INVALID_ARGUMENT, "speculative: the tree shape must have 1 to 32 levels and at most 4096 nodes");
+    if (config.longspec)
+        require(config.longspec->target_ptr().get() == &target, SPECULA_ERR_INCOMPATIBLE,
+                "speculative: the LongSpec draft was loaded for another model; load it with this session's model");
+    const bool model_drafter = config.longspec || config.draft_model;
+    std::unique_ptr<TreeTuner> tuner;
+    if (config.auto_tree && (model_drafter || config.ngram))
+        tuner = std::make_unique<TreeTuner>(model_drafter, config.shape_is_bound ? &config.shape : nullptr, config.ngram,
+                                            config.ngram_nodes);
+    const int32_t model_nodes = !model_drafter ? 0 : tuner ? tuner->max_model_nodes() : config.shape.max_nodes();
+    const int32_t budget = 1 + model_nodes + (config.ngram ? config.ngram_nodes : 0);
+    std::unique_ptr<Drafter> primary;
+    if (config.longspec) primary = runner.make_longspec_drafter(config.longspec, budget - 1);
+    if (config.draft_model) {
+        check_draft_vocab(target, *config.draft_model);
+        // On the target's backend when it can hold the draft model, else on the CPU with the session's threads.
+        std::unique_ptr<TargetRunner> draft_runner = runner.make_draft_runner(config.draft_model, runner.n_ctx());
+        if (!draft_runner) {
+            BackendChoice cpu;
+            cpu.kind = BackendKind::Cpu;
+            std::string note;
+            draft_runner = make_target_runner(config.draft_model, runner.n_ctx(), pool, cpu, note);
+        }
+        primary = make_model_drafter(config.draft_model, target, std::move(draft_runner));
+    }
+    std::unique_ptr<Drafter> drafter;
+    if (config.ngram) {
+        std::unique_ptr<Drafter> ngram = make_ngram_drafter(config.ngram_config);
+        drafter = primary ? make_merged_drafter(std::move(primary), std::move(ngram), 1 + model_nodes) : std::move(ngram);
+    } else {
+        drafter = std::move(primary);
+    }
+    drafter_ = std::move(drafter);
+    tuner_ = std::move(tuner);
+    if (tuner_) tuner_->context_grew(n_tokens);
+    fixed_tree_ = TreeChoice{model_drafter ? config.shape : TreeShape{std::vector<int32_t>{}}, config.ngram ? config.ngram_nodes : 0};
+    config_ = config;
+    n_vocab_ = target.hparams().n_vocab;
+    drop_ready();
+}
+
+void SpeculativeRound::record_plain(int32_t choice, double ms) {
+    tuner_->record(choice, 1, 0.0, ms, 0);
+    ++stats_.rounds;
+    ++stats_.plain_rounds;
+    ++stats_.produced;
+    stats_.verify_ms += ms;
+    stats_.tree = "auto:plain";
+}
+
+// One speculative round. The context ends with a pending token (the root); every earlier token is evaluated.
+//  1. the drafter proposes a tree under the root, within the node budget and the room left in the context;
+//  2. the target evaluates root + tree in one pass with hybrid tree attention (tree slots follow the context);
+//  3. the verifier walks the tree with the session's sampler (exact: see verifier.h);
+//  4. the accepted path's keys/values are moved, in every layer, to the slots right after the root, so the
+//     cache holds exactly the committed tokens again. (LongSpec's reference moves only the last layer and
+//     re-feeds the accepted tokens next round; on the CPU a copy of a few rows per layer is cheaper than
+//     recomputing them, and the cache never holds stale rows.)
+// The accepted tokens and the bonus token are queued and emitted one per step by the session.
+bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetRunner &runner, Sampler &sampler, int32_t n_ctx) {
+    const int32_t n_vocab = n_vocab_;
+    const int32_t n_past = int32_t(tokens.size()) - 1;
+    drop_ready();
+    tree_.reset(tokens.back());
+    // The round's tree: the tuner's choice (auto), or the configured one.
+    const TreeChoice &round = tuner_ ? tuner_->choices()[size_t(choice)] : fixed_tree_;
+    const int32_t budget = std::min(1 + round.max_nodes(), n_ctx - n_past);
+    const double t0 = now_ms();
+    if (budget > 1) {
+        DraftRequest request;
+        request.tokens = tokens;
+        request.n_target_kv = n_past;
+        request.shape = round.shape;
+        request.node_budget = budget;
+        request.sampler = sampler.greedy() ? nullptr : &sampler;
+        request.history_window = sampler.history_window();
+        if (sampler.has_logit_processing())
+            request.process_logits = [&sampler, n_vocab](float *logits, std::span<const int32_t> history) {
+                sampler.process_logits(logits, n_vocab, history);
+            };
+        drafter_->draft(request, tree_);
+        require(tree_.size() <= budget, SPECULA_ERR_INTERNAL, "speculative: the drafter exceeded its node budget");
+    }
+    const double t1 = now_ms();
+    const int32_t n_nodes = tree_.size();
+    positions_.resize(size_t(n_nodes));
+    for (int32_t i = 0; i < n_nodes; ++i) positions_[size_t(i)] = n_past + tree_.depth(i);
+    tree_.ancestor_mask(mask_);
+    // Only the rows the verifier visits get the LM head (at most depth + 1 of the tree's nodes).
+    if (!runner.eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, positions_.data(), mask_.data(), nullptr)) return false;
+    logits_.resize(size_t(n_nodes) * size_t(n_vocab));
+    row_ready_.assign(size_t(n_nodes), 0);
+    const auto row = [&](int32_t node) {
+        float *r = logits_.data() + size_t(node) * size_t(n_vocab);
+        if (!row_ready_[size_t(node)]) {
+            runner.tree_logits(node, r);
+            row_ready_[size_t(node)] = 1;
+        }
+        return static_cast<const float *>(r);
+    };
+    const VerifyOutcome outcome = verify_tree(tree_, row, n_vocab, sampler, tokens, config_.residual_rule);
+    path_.assign(1, 0);
+    path_.insert(path_.end(), outcome.path.begin(), outcome.path.end());
+    runner.commit_tree_path(n_past, path_.data(), int32_t(path_.size()));
+
+    for (int32_t node : outcome.path) ready_.push_back({tree_.token(node), true});
+    ready_.push_back({outcome.bonus, false});
+
+    const double t2 = now_ms();
+    if (tuner_) tuner_->record(choice, n_nodes, t1 - t0, t2 - t1, int32_t(outcome.path.size()));
+
+    SpeculativeStats &st = stats_;
+    ++st.rounds;
+    if (n_nodes == 1) ++st.plain_rounds;
+    st.tree = (tuner_ ? "auto:" : "") + round.to_string();
+    st.drafted += n_nodes - 1;
+    st.accepted += int32_t(outcome.path.size());
+    st.produced += int32_t(outcome.path.size()) + 1;
+    if (st.accepted_at_depth.size() < outcome.path.size()) st.accepted_at_depth.resize(outcome.path.size(), 0);
+    for (size_t d = 0; d < outcome.path.size(); ++d) ++st.accepted_at_depth[d];
+    st.draft_ms += t1 - t0;
+    st.verify_ms += t2 - t1;
+    return true;
+}
+
+void SpeculativeRound::restore(std::vector<Ready> ready, std::vector<float> rows, int32_t n_vocab, SpeculativeStats stats) {
+    stats_ = std::move(stats);
+    ready_ = std::move(ready);
+    next_ = 0;
+    logits_ = std::move(rows);
+    n_vocab_ = n_vocab;
+    path_.resize(ready_.size());
+    for (size_t i = 0; i < ready_.size(); ++i) path_[i] = int32_t(i);
+}
+
+}  // namespace specula::internal

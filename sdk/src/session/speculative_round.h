@@ -1,0 +1,120 @@
+// A session's speculative decoding (docs/speculative.md): the drafters the target's backend made, the tree tuner
+// (--tree auto), one round's buffers (tree, mask, positions, the verifier's rows), the queue of a round's tokens not
+// emitted yet, and the speculative counters. The Session owns the context, the target's runner and the sampler and
+// calls run() when its queue is empty; a round leaves the target's cache holding exactly the committed tokens.
+#pragma once
+
+#include "backend/target_runner.h"
+#include "sampling/sampler.h"
+#include "speculative/draft_tree.h"
+#include "speculative/drafter.h"
+#include "speculative/longspec_draft_file.h"
+#include "speculative/ngram_drafter.h"
+#include "speculative/tree_shape.h"
+#include "speculative/tree_tuner.h"
+#include "speculative/verifier.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace specula::internal {
+
+class Model;
+class ThreadPool;
+
+// Speculative decoding for a session: which drafter(s) and what tree. With none of longspec / draft_model /
+// ngram set, generation is plain autoregressive.
+struct SpeculativeConfig {
+    std::shared_ptr<const LongSpecDraft> longspec;  // a LongSpec draft loaded for this session's model
+    std::shared_ptr<const Model> draft_model;       // an independent draft model (vocabulary must match)
+    bool ngram = false;                             // n-gram drafting (alone, or merged into the tree above)
+    NgramConfig ngram_config;
+    TreeShape shape;            // beam widths per level for the model drafters; [4,16,16,16,16] by default
+    int32_t ngram_nodes = 16;   // nodes reserved for n-gram candidates (alone: the whole tree budget)
+    // Auto: each round drafts the tree a TreeTuner (speculative/tree_tuner.h) expects to give the most tokens per
+    // second, plain decoding included; `ngram_nodes` bounds the n-gram share and, when shape_is_bound, `shape`
+    // bounds the model drafter's shapes (else the tuner's built-in ladder). Otherwise every round drafts `shape`.
+    bool auto_tree = false;
+    bool shape_is_bound = true;
+    // Only kExact is lossless; tests set kTargetResample to show the statistical test catches a biased verifier.
+    ResidualRule residual_rule = ResidualRule::kExact;
+};
+
+// Speculative counters since the session began.
+struct SpeculativeStats {
+    int32_t rounds = 0, drafted = 0, accepted = 0, produced = 0;
+    int32_t plain_rounds = 0;  // rounds that drafted nothing (auto: no tree paid)
+    double draft_ms = 0, verify_ms = 0;
+    std::string tree;          // the last round's tree (TreeChoice::to_string), "auto:" first when auto
+    std::vector<int32_t> accepted_at_depth;  // [d]: rounds whose accepted path reached depth d + 1
+};
+
+class SpeculativeRound {
+public:
+    // One token of a round: drafted and accepted (its keys/values are committed already) or the bonus.
+    struct Ready {
+        int32_t token;
+        bool accepted;
+    };
+
+    // Attaches the drafters of `config` (or, empty, detaches them), made by the target's runner on its backend
+    // (a draft model that does not fit there runs on the CPU on `pool`). n_tokens: the context's length now.
+    // Throws Error(INCOMPATIBLE) for a draft made for another model or a draft model with another vocabulary,
+    // Error(INVALID_ARGUMENT) for conflicting choices; then nothing changes.
+    void attach(const SpeculativeConfig &config, const Model &target, TargetRunner &runner, ThreadPool &pool, int32_t n_tokens);
+    bool attached() const { return drafter_ != nullptr; }
+    Drafter *drafter() const { return drafter_.get(); }
+    TreeTuner *tuner() const { return tuner_.get(); }
+    const SpeculativeConfig &config() const { return config_; }
+    const SpeculativeStats &stats() const { return stats_; }
+
+    // The tree of the next round: the tuner's choice (auto), or -1 for the configured tree. Call with an empty
+    // queue only.
+    int32_t next_choice() { return tuner_ ? tuner_->next() : -1; }
+    // Whether the choice drafts nothing: the session then decodes plainly and reports it with record_plain().
+    bool plain(int32_t choice) const { return choice >= 0 && tuner_->choices()[size_t(choice)].plain(); }
+    void record_plain(int32_t choice, double ms);
+
+    // One round (see speculative_round.cpp) over the context `tokens`, whose last token is pending (the root) and
+    // every earlier one evaluated in the runner's cache. Fills the queue with the accepted tokens and the bonus
+    // token. False when cancelled during verification (nothing is queued; the cache holds the committed tokens).
+    bool run(int32_t choice, std::vector<int32_t> &tokens, TargetRunner &runner, Sampler &sampler, int32_t n_ctx);
+
+    // The queue. Entry i was sampled from row(i), logits the verifier computed (path node i; 0 is the root).
+    bool has_ready() const { return next_ < ready_.size(); }
+    const Ready &peek() const { return ready_[next_]; }
+    size_t next_index() const { return next_; }
+    Ready take() { return ready_[next_++]; }
+    const float *row(size_t i) const { return logits_.data() + size_t(path_[i]) * size_t(n_vocab_); }
+    void drop_ready() {
+        ready_.clear();
+        next_ = 0;
+    }
+
+    // Snapshots: the entries not emitted yet, and putting a saved queue (with its rows, n_vocab floats each) and
+    // the counters back.
+    std::vector<Ready> pending() const { return {ready_.begin() + ptrdiff_t(std::min(next_, ready_.size())), ready_.end()}; }
+    void restore(std::vector<Ready> ready, std::vector<float> rows, int32_t n_vocab, SpeculativeStats stats);
+    void set_stats(SpeculativeStats stats) { stats_ = std::move(stats); }
+
+private:
+    std::unique_ptr<Drafter> drafter_;
+    SpeculativeConfig config_;
+    std::unique_ptr<TreeTuner> tuner_;  // auto: chooses each round's tree
+    TreeChoice fixed_tree_;             // otherwise every round's tree
+    // One round's buffers, reused.
+    DraftTree tree_;
+    std::vector<uint8_t> mask_;
+    std::vector<int32_t> positions_, path_;  // path_: the root (0), then the accepted nodes
+    std::vector<float> logits_;              // the verifier's rows, n_vocab floats per tree node
+    std::vector<uint8_t> row_ready_;
+    int32_t n_vocab_ = 0;
+    std::vector<Ready> ready_;
+    size_t next_ = 0;
+    SpeculativeStats stats_;
+};
+
+}  // namespace specula::internal
