@@ -422,6 +422,37 @@ TEST_CASE("speculative: greedy output equals plain greedy decoding with every dr
     }
 }
 
+TEST_CASE("speculative: specula_session_accepted_at_depth reports every level, past the stats' 16", "[speculative][api]") {
+    // stories260K drafting a chain of 24 for itself: every greedy guess is right, so rounds reach depth 24.
+    specula::Session session = greedy_session(stories());
+    CHECK(specula_session_accepted_at_depth(session.get(), nullptr, 0) == 0);  // no round yet
+    CHECK(specula_session_accepted_at_depth(nullptr, nullptr, 0) == 0);
+    specula::SpeculativeOptions o;
+    o.draft_model = &stories();
+    o.tree = specula::SpeculativeOptions::chain(24);
+    session.set_speculative(o);
+    session.append_text(kPrompt);
+    const Run run = generate(session, 96);
+    const int32_t levels = specula_session_accepted_at_depth(session.get(), nullptr, 0);
+    CHECK(levels > 16);
+    CHECK(levels <= 24);
+    std::vector<int32_t> counts(32, -1);
+    CHECK(specula_session_accepted_at_depth(session.get(), counts.data(), int32_t(counts.size())) == levels);
+    int64_t sum = 0;
+    for (int32_t d = 0; d < levels; ++d) {
+        if (d < 16) CHECK(counts[size_t(d)] == run.stats.accepted_at_depth[d]);
+        if (d > 0) CHECK(counts[size_t(d)] <= counts[size_t(d - 1)]);
+        sum += counts[size_t(d)];
+    }
+    CHECK(counts[size_t(levels)] == -1);  // nothing written past the levels reached
+    CHECK(sum == run.stats.n_accepted);   // every accepted token is one level of one round
+    std::vector<int32_t> few(3, -1);
+    CHECK(specula_session_accepted_at_depth(session.get(), few.data(), 3) == levels);  // a short buffer: its first 3
+    CHECK(few[0] == counts[0]);
+    CHECK(few[2] == counts[2]);
+    CHECK(session.accepted_at_depth() == std::vector<int32_t>(counts.begin(), counts.begin() + levels));  // the wrapper
+}
+
 TEST_CASE("speculative: pull-style next reports drafted tokens and the same output", "[speculative][api]") {
     specula::Session session = chain_drafting_session();
     std::vector<int32_t> tokens;

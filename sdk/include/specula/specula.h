@@ -26,6 +26,53 @@
  *
  * Ownership: "borrowed" pointers returned by the library stay owned by the library; each comment says how
  * long they stay valid. Every *_destroy() accepts NULL.
+ *
+ * Usage (the whole program; tests/c/header_example.sh compiles and runs it against the library):
+ *
+ * --- example begin ---
+ * #include <specula/specula.h>
+ * #include <stdio.h>
+ * #include <string.h>
+ *
+ * static int32_t print_token(const specula_token_event *ev, void *user) {
+ *     (void)user;
+ *     fwrite(ev->text, 1, ev->text_len, stdout);
+ *     return 1;  // 0 would stop generation
+ * }
+ *
+ * int main(int argc, char **argv) {
+ *     if (argc < 2) return 2;
+ *     specula_error *err = NULL;
+ *     specula_model *model = NULL;
+ *     specula_session *session = NULL;
+ *     if (specula_model_load(argv[1], NULL, &model, &err) != SPECULA_OK) goto fail;
+ *     if (specula_session_create(model, NULL, NULL, &session, &err) != SPECULA_OK) goto fail;
+ *
+ *     // Lossless speculative decoding with n-gram drafts (a LongSpec draft: specula_draft_load, opts.draft).
+ *     specula_speculative_options spec;
+ *     specula_speculative_options_init(&spec);
+ *     spec.ngram = 1;
+ *     if (specula_session_set_speculative(session, &spec, &err) != SPECULA_OK) goto fail;
+ *
+ *     const char *prompt = "Once upon a time";
+ *     if (specula_session_append_text(session, prompt, strlen(prompt), SPECULA_TOKENIZE_ADD_SPECIAL, &err) != SPECULA_OK)
+ *         goto fail;
+ *     specula_generate_options gen;
+ *     specula_generate_options_init(&gen);
+ *     gen.max_tokens = 32;
+ *     if (specula_session_generate(session, &gen, print_token, NULL, NULL, &err) != SPECULA_OK) goto fail;
+ *     printf("\n");
+ *     specula_session_destroy(session);
+ *     specula_model_destroy(model);
+ *     return 0;
+ * fail:
+ *     fprintf(stderr, "error: %s\n", specula_error_message(err));
+ *     specula_error_destroy(err);
+ *     specula_session_destroy(session);
+ *     specula_model_destroy(model);
+ *     return 1;
+ * }
+ * --- example end ---
  */
 #ifndef SPECULA_H
 #define SPECULA_H
@@ -478,8 +525,8 @@ typedef struct specula_stats {
                                      no round ran */
     double draft_ms;              /* time spent drafting */
     double verify_ms;             /* time spent verifying (the target's tree pass and the acceptance walk) */
-    int32_t accepted_at_depth[16];/* [d]: rounds whose accepted path reached depth d + 1 (deeper levels are not
-                                     reported here) */
+    int32_t accepted_at_depth[16];/* [d]: rounds whose accepted path reached depth d + 1, for the first 16
+                                     levels; every level (up to 32): specula_session_accepted_at_depth() */
     size_t drafter_bytes;         /* memory the attached drafter holds now (buffers, caches, tables) */
     /* Since 0.6: */
     int32_t n_restored_tokens;    /* context tokens whose keys/values were restored from snapshots or a prompt
@@ -648,6 +695,11 @@ SPECULA_API specula_status specula_session_set_speculative(specula_session *sess
  * "auto:plain" (no tree paid: the round decoded plainly), "4,16,16,16,16+ngram:16". "" before the first round or
  * without drafters; NULL for a NULL session. Borrowed, valid until the next call on the session. */
 SPECULA_API const char *specula_session_tree_shape(const specula_session *session);
+/* Since 0.9. How deep the accepted paths of the speculative rounds reached, at every tree level the API accepts
+ * (up to 32; specula_stats.accepted_at_depth holds the first 16): counts[d] = rounds whose accepted path reached
+ * depth d + 1, for d < min(capacity, levels). Returns the number of levels any round reached (0 without rounds, or
+ * for a NULL session); call with counts = NULL and capacity = 0 to learn it. */
+SPECULA_API int32_t specula_session_accepted_at_depth(const specula_session *session, int32_t *counts, int32_t capacity);
 /* Name of the attached drafter ("ngram", "longspec", "draft-model", "longspec+ngram", ...), "" when none.
  * Borrowed, valid until the next specula_session_set_speculative or specula_session_destroy. */
 SPECULA_API const char *specula_session_drafter_name(const specula_session *session);

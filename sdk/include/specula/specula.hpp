@@ -567,6 +567,12 @@ public:
     std::string drafter_name() const { return specula_session_drafter_name(s_); }
     /// The tree the last speculative round drafted ("auto:1,1,1,1", "auto:plain", ...; specula_session_tree_shape).
     std::string tree_shape() const { return specula_session_tree_shape(s_); }
+    /// Rounds whose accepted path reached depth d + 1, for every level reached (specula_session_accepted_at_depth).
+    std::vector<int32_t> accepted_at_depth() const {
+        std::vector<int32_t> out(static_cast<size_t>(specula_session_accepted_at_depth(s_, nullptr, 0)));
+        specula_session_accepted_at_depth(s_, out.data(), static_cast<int32_t>(out.size()));
+        return out;
+    }
     /// The attached LongSpec draft's raw logits for the token after the context (specula_session_draft_logits).
     std::vector<float> draft_logits(int32_t n_vocab) {
         std::vector<float> out(static_cast<size_t>(n_vocab));

@@ -141,6 +141,16 @@ const char *specula_session_tree_shape(const specula_session *session) {
     return s.speculative() ? s.speculative_stats().tree.c_str() : "";
 }
 
+int32_t specula_session_accepted_at_depth(const specula_session *session, int32_t *counts, int32_t capacity) {
+    return guarded_value<int32_t>(0, [&] {
+        if (session == nullptr || session->session == nullptr) return int32_t(0);
+        const std::vector<int32_t> &depths = session->session->speculative_stats().accepted_at_depth;
+        if (counts != nullptr)
+            for (int32_t d = 0; d < capacity && size_t(d) < depths.size(); ++d) counts[d] = depths[size_t(d)];
+        return int32_t(depths.size());
+    });
+}
+
 specula_status specula_session_draft_logits(specula_session *session, float *logits, size_t capacity, specula_error **err) {
     return guarded(err, [&] {
         Session &s = session_of(session);

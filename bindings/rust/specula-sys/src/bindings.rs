@@ -276,6 +276,7 @@ pub type specula_tree_mode = :: std :: os :: raw :: c_uint ;
 extern "C" { pub fn specula_speculative_options_init (opts : * mut specula_speculative_options) ; }
 extern "C" { pub fn specula_session_set_speculative (session : * mut specula_session , opts : * const specula_speculative_options , err : * mut * mut specula_error) -> specula_status ; }
 extern "C" { pub fn specula_session_tree_shape (session : * const specula_session) -> * const :: std :: os :: raw :: c_char ; }
+extern "C" { pub fn specula_session_accepted_at_depth (session : * const specula_session , counts : * mut i32 , capacity : i32) -> i32 ; }
 extern "C" { pub fn specula_session_drafter_name (session : * const specula_session) -> * const :: std :: os :: raw :: c_char ; }
 extern "C" { pub fn specula_session_draft_logits (session : * mut specula_session , logits : * mut f32 , capacity : usize , err : * mut * mut specula_error) -> specula_status ; }
 pub const specula_snapshot_scope_SPECULA_SNAPSHOT_FULL : specula_snapshot_scope = 0 ;
