@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 namespace {
 
 std::unique_ptr<TargetRunner> make_runner(const RunnerRequest &r) {
@@ -28,4 +28,4 @@ std::unique_ptr<TargetRunner> make_cuda_runner(std::shared_ptr<const Model> mode
     return std::make_unique<CudaRunner>(std::move(model), n_ctx, device);
 }
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

@@ -1,13 +1,15 @@
 // Turns CUDA runtime errors into the library's Error (nothing in the backend aborts or prints).
 #pragma once
 
+#include "backends/cuda/cuda_namespace.h"
+
 #include "core/error.h"
 
 #include <cuda_runtime.h>
 
 #include <string>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 
 // Throws Error(OUT_OF_MEMORY) for allocation failures and Error(INTERNAL) for every other CUDA error, naming the
 // call that failed.
@@ -18,4 +20,4 @@ inline void check(cudaError_t status, const char *what) {
     throw Error(code, std::string("CUDA: ") + what + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

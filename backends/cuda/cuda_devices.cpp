@@ -2,7 +2,7 @@
 
 #include <cuda_runtime.h>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 
 std::vector<DeviceInfo> list_devices(std::string *reason) {
     std::vector<DeviceInfo> devices;
@@ -54,4 +54,4 @@ std::vector<DeviceInfo> list_devices(std::string *reason) {
     return devices;
 }
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

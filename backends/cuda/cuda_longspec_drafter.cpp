@@ -20,7 +20,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 namespace {
 
 constexpr int32_t kCrossChunks = 32;  // cross-attention splits the target's prefix into at most this many chunks
@@ -282,4 +282,4 @@ std::unique_ptr<Drafter> CudaRunner::make_longspec_drafter(std::shared_ptr<const
     return std::make_unique<CudaLongSpecDrafter>(std::move(draft), max_tree_nodes, *this);
 }
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

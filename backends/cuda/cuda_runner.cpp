@@ -18,7 +18,7 @@
 #include <cstring>
 #include <string>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
@@ -406,4 +406,4 @@ std::unique_ptr<TargetRunner> CudaRunner::make_draft_runner(std::shared_ptr<cons
     }
 }
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

@@ -4,6 +4,8 @@
 // decode step can be replayed as a CUDA graph.
 #pragma once
 
+#include "backends/cuda/cuda_namespace.h"
+
 #include "backend/target_runner.h"
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/device_weights.h"
@@ -16,7 +18,7 @@ namespace specula::internal {
 class Model;
 }
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 
 class CudaRunner final : public TargetRunner {
 public:
@@ -104,4 +106,4 @@ private:
 
 };
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

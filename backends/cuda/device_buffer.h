@@ -1,12 +1,14 @@
 // Owning handles for device and pinned host memory (cudaMalloc / cudaMallocHost; never managed memory).
 #pragma once
 
+#include "backends/cuda/cuda_namespace.h"
+
 #include "backends/cuda/cuda_check.h"
 
 #include <cstddef>
 #include <utility>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 
 class DeviceBuffer {
 public:
@@ -67,4 +69,4 @@ private:
     size_t bytes_ = 0;
 };
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

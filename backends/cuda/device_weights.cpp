@@ -9,7 +9,7 @@
 #include <map>
 #include <mutex>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 namespace {
 
 constexpr int64_t kTile = 16;
@@ -162,4 +162,4 @@ void DeviceWeights::upload(const Model &model) {
     }
 }
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

@@ -7,6 +7,8 @@
 // Norm weights and biases are F32.
 #pragma once
 
+#include "backends/cuda/cuda_namespace.h"
+
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -18,7 +20,7 @@ class Model;
 struct WeightView;
 }
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 
 struct DeviceLayer {
     const float *attn_norm = nullptr, *ffn_norm = nullptr;
@@ -65,4 +67,4 @@ private:
     DeviceUploads uploads_;
 };
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

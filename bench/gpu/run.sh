@@ -11,7 +11,8 @@
 # What it runs, in order (a failure is reported and the rest still runs; the exit status is the tests'):
 #   1. specula devices, nvidia-smi
 #   2. specula_cuda_tests: kernels vs host loops, CUDA vs CPU parity on the fixture models, bit-identical tree
-#      verification, lossless speculative decoding on CUDA, cancellation, the host KV mirror
+#      verification, lossless speculative decoding on CUDA, cancellation, the cache's rows; then
+#      specula_backend_ops_tests: every registered backend (CUDA on this device) against the CPU, op by op
 #   3. specula_api_tests "[speculative],[backend],[sessions],[snapshot]": the public API with the default backend (AUTO =
 #      CUDA here), snapshots included
 #   4. bench_draft_quality --backend cuda vs cpu on stories260K with its trained draft (speculative vs AR, one run each)
@@ -36,7 +37,7 @@ stage_fixtures() {
 build_all() {
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON || return 1
-    cmake --build "$build" -j"$(nproc)" --target specula_cli specula_cuda_tests specula_api_tests bench_cuda bench_draft_quality || return 1
+    cmake --build "$build" -j"$(nproc)" --target specula_cli specula_cuda_tests specula_backend_ops_tests specula_api_tests bench_cuda bench_draft_quality || return 1
 }
 
 if [ "${1:-}" = "--build-only" ]; then
@@ -67,6 +68,10 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem,power.
 
 echo "== CUDA tests"
 "$build/bin/specula_cuda_tests" -r compact 2>&1 | tee "$out/cuda-tests.txt" | tail -25
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== backend ops: every registered backend against the CPU"
+"$build/bin/specula_backend_ops_tests" -r compact 2>&1 | tee "$out/backend-ops.txt" | tail -5
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== API tests on the default backend"

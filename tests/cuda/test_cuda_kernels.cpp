@@ -12,7 +12,7 @@
 #include <vector>
 
 using namespace specula::internal;
-using namespace specula::internal::cuda;
+using namespace specula::internal::SPECULA_CUDA_NAMESPACE;
 
 namespace {
 

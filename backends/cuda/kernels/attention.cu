@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 namespace {
 
 constexpr int kWarp = 32;
@@ -226,4 +226,4 @@ void attention_merge(const float *partials, const float *tree_partials, const At
                                                                                                out, lse);
 }
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

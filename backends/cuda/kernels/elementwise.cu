@@ -4,7 +4,7 @@
 
 #include <cfloat>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 namespace {
 
 unsigned blocks_for(int64_t total, int threads) {
@@ -165,4 +165,4 @@ void argmax(const float *values, int32_t n, int32_t *out, cudaStream_t stream) {
     SPECULA_LAUNCH(argmax_kernel, 1, kArgmaxThreads, 0, stream)(values, n, out);
 }
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

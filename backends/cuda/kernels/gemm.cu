@@ -3,7 +3,7 @@
 
 #include <mma.h>
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 namespace {
 
 constexpr int kWarp = 32;
@@ -150,4 +150,4 @@ void gemm(const DeviceMatrix &w, const float *x, int32_t n, float *y, void *scra
     SPECULA_LAUNCH(sum_segments_kernel, grid_for(int64_t(n) * w.rows, 256), 256, 0, stream)(partial, n_seg, n, n_pad, w.rows, w.rows_alloc, y);
 }
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

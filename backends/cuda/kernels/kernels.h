@@ -8,6 +8,8 @@
 // and not cuBLAS: cuBLAS picks different kernels (and split-K) for different batch sizes.
 #pragma once
 
+#include "backends/cuda/cuda_namespace.h"
+
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -23,7 +25,7 @@
 #define SPECULA_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
 
-namespace specula::internal::cuda {
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 
 // ---- weights --------------------------------------------------------------------------------------------
 // A matrix on the device: `rows` output rows of `cols` inputs, stored row-major with `ld` elements per row
@@ -108,4 +110,4 @@ void attention_tree(const float *q, const __half *k_cache, const __half *v_cache
 void attention_merge(const float *partials, const float *tree_partials, const AttentionRows &rows, const AttentionShape &s,
                      float *out, float *lse, cudaStream_t stream);
 
-}  // namespace specula::internal::cuda
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

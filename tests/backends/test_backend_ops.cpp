@@ -1,0 +1,281 @@
+// Every backend against the CPU reference, one TargetRunner operation at a time, in the manner of llama.cpp's
+// tests/test-backend-ops.cpp: the same checks run on each backend the registry has a usable device for (the CPU
+// always; CUDA on a machine with a GPU) and, in test builds on x86-64, on the CUDA backend compiled against the CPU
+// emulator. A backend added to backends/registry.cpp (Vulkan next) is tested here without a line changed.
+//
+// Per backend and fixture model:
+//   - eval: a prompt batch, every row's logits, and decode steps after it, within the backend's tolerance of the
+//     CPU's (0 for the CPU itself: bit-identical);
+//   - eval_tree: each node's logits are bit-identical to decoding its path on the same backend (what makes greedy
+//     speculative decoding lossless), and commit_tree_path leaves the cache that decoding the path leaves;
+//   - read_kv / write_kv: rows copied into another runner continue decoding bit-identically;
+//   - shift_kv: equals the CPU's shift within tolerance;
+//   - make_longspec_drafter: the draft's root logits within tolerance of the CPU drafter's;
+//   - make_draft_runner: a runner (or none) that decodes as a fresh runner of the backend does.
+#include <catch2/catch.hpp>
+
+#include "backend/backend_registry.h"
+#include "backends/cpu/cpu_runner.h"
+#include "common/fixture_files.h"
+#include "common/test_inputs.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "speculative/draft_tree.h"
+#include "speculative/longspec_draft_file.h"
+
+#ifdef SPECULA_CUDA_EMULATION
+#include "backends/cuda/cuda_runner.h"
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace specula::internal;
+
+namespace {
+
+// A backend under test: how to make its runner, and how far its logits may be from the CPU's (relative to the
+// largest |logit|): 0 = bit-identical.
+struct BackendUnderTest {
+    std::string name;
+    std::function<std::unique_ptr<TargetRunner>(std::shared_ptr<const Model>, int32_t n_ctx, ThreadPool &)> make;
+    double tolerance;
+};
+
+std::vector<BackendUnderTest> backends_under_test() {
+    std::vector<BackendUnderTest> out;
+    for (const BackendDesc &b : builtin_backends()) {
+        std::string why;
+        if (b.has_devices && b.devices(&why).empty()) {
+            WARN("backend " << b.name << " not tested here: " << why);
+            continue;
+        }
+        const BackendDesc *desc = &b;
+        // The CPU is the reference (bit-identical); GPU backends keep an F16 cache and F16 activations on tensor
+        // cores (docs/cuda.md): stories260K sits within 2e-3 of the CPU.
+        out.push_back({b.name, [desc](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &pool) {
+                           return desc->make_runner(RunnerRequest{std::move(m), n_ctx, &pool, 0, std::nullopt});
+                       },
+                       b.has_devices ? 2e-3 : 0.0});
+    }
+#ifdef SPECULA_CUDA_EMULATION
+    out.push_back({"cuda (emulated)", [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) {
+                       return std::unique_ptr<TargetRunner>(std::make_unique<cuda::CudaRunner>(std::move(m), n_ctx, 0));
+                   },
+                   2e-3});
+#endif
+    return out;
+}
+
+std::shared_ptr<const Model> stories() {
+    static const std::shared_ptr<const Model> model = [] {
+        std::filesystem::path path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
+        if (!std::filesystem::exists(path)) path = std::filesystem::path(SPECULA_SOURCE_DIR) / "models/stories260K.gguf";
+        return Model::load(path.string(), LoadOptions{});
+    }();
+    return model;
+}
+
+std::vector<int32_t> prompt_tokens(const Model &model, int32_t n) {
+    std::vector<int32_t> t = model.vocab().tokenize("Once upon a time, there was a little girl named Lily. She loved to play outside in the sun", true, false);
+    for (int32_t i = 0; int32_t(t.size()) < n; ++i) t.push_back(3 + (i * 37) % (model.hparams().n_vocab - 3));
+    t.resize(size_t(n));
+    return t;
+}
+
+double max_abs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; ++i) m = std::max(m, double(std::fabs(x[i])));
+    return m;
+}
+
+// Within `tol` of the reference, relative to its largest |logit|; tol 0: the same bits.
+void check_close(const std::vector<float> &ref, const std::vector<float> &got, double tol, const std::string &what) {
+    REQUIRE(ref.size() == got.size());
+    INFO(what);
+    if (tol == 0.0) {
+        CHECK(std::memcmp(ref.data(), got.data(), ref.size() * sizeof(float)) == 0);
+        return;
+    }
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, double(std::fabs(ref[i] - got[i])));
+    INFO("max |diff| " << worst << " at max |logit| " << max_abs(ref.data(), ref.size()));
+    CHECK(worst <= tol * std::max(1.0, max_abs(ref.data(), ref.size())));
+}
+
+constexpr int32_t kCtx = 128;
+
+}  // namespace
+
+TEST_CASE("backend ops: eval of a batch, every row and decode steps match the CPU", "[backend-ops]") {
+    const auto model = stories();
+    const int32_t n_vocab = model->hparams().n_vocab;
+    const std::vector<int32_t> tokens = prompt_tokens(*model, 24);
+    ThreadPool pool(2);
+    CpuRunner ref(model, kCtx, pool);
+    std::vector<float> want(size_t(20) * size_t(n_vocab)), got(want.size());
+    REQUIRE(ref.eval(tokens.data(), 20, 0, want.data(), true));
+    std::vector<std::vector<float>> want_steps;
+    for (int32_t i = 20; i < 24; ++i) {
+        want_steps.emplace_back(size_t(n_vocab));
+        REQUIRE(ref.eval(tokens.data() + i, 1, i, want_steps.back().data(), false));
+    }
+    for (const BackendUnderTest &b : backends_under_test()) {
+        SECTION(b.name) {
+            auto r = b.make(model, kCtx, pool);
+            REQUIRE(r->n_ctx() == kCtx);
+            REQUIRE(r->eval(tokens.data(), 20, 0, got.data(), true));
+            check_close(want, got, b.tolerance, b.name + ": 20 rows of a prompt batch");
+            for (int32_t i = 20; i < 24; ++i) {
+                std::vector<float> step(static_cast<size_t>(n_vocab));
+                REQUIRE(r->eval(tokens.data() + i, 1, i, step.data(), false));
+                check_close(want_steps[size_t(i - 20)], step, b.tolerance, b.name + ": decode step at " + std::to_string(i));
+            }
+        }
+    }
+}
+
+TEST_CASE("backend ops: a tree node's logits are decoding's bits, and a committed path is decoding's cache", "[backend-ops]") {
+    const auto model = stories();
+    const int32_t n_vocab = model->hparams().n_vocab;
+    const std::vector<int32_t> tokens = prompt_tokens(*model, 16);
+    ThreadPool pool(2);
+    // A tree under the last prompt token: root, two children, a grandchild under each, one more under the first.
+    DraftTree tree;
+    tree.reset(tokens.back());
+    const int32_t a = tree.add(0, 100), b = tree.add(0, 200);
+    const int32_t a1 = tree.add(a, 101), b1 = tree.add(b, 201);
+    const int32_t a2 = tree.add(a1, 102);
+    std::vector<uint8_t> mask;
+    tree.ancestor_mask(mask);
+    const int32_t n_past = 15;
+    std::vector<int32_t> positions(size_t(tree.size()));
+    for (int32_t i = 0; i < tree.size(); ++i) positions[size_t(i)] = n_past + tree.depth(i);
+    (void)b1;
+    for (const BackendUnderTest &be : backends_under_test()) {
+        SECTION(be.name) {
+            auto r = be.make(model, kCtx, pool);
+            std::vector<float> scratch(static_cast<size_t>(n_vocab));
+            REQUIRE(r->eval(tokens.data(), n_past, 0, scratch.data(), false));
+            std::vector<float> rows(size_t(tree.size()) * size_t(n_vocab));
+            REQUIRE(r->eval_tree(tree.tokens().data(), tree.size(), n_past, 0, positions.data(), mask.data(), rows.data()));
+            // Each node against decoding its path on a fresh runner of the same backend.
+            for (int32_t node = 0; node < tree.size(); ++node) {
+                auto plain = be.make(model, kCtx, pool);
+                REQUIRE(plain->eval(tokens.data(), n_past, 0, scratch.data(), false));
+                std::vector<int32_t> path;
+                for (int32_t j = node; j >= 0; j = j == 0 ? -1 : tree.parent(j)) path.insert(path.begin(), tree.token(j));
+                std::vector<float> want(static_cast<size_t>(n_vocab));
+                for (size_t k = 0; k < path.size(); ++k) REQUIRE(plain->eval(&path[k], 1, n_past + int32_t(k), want.data(), false));
+                const std::vector<float> got(rows.begin() + ptrdiff_t(node) * n_vocab, rows.begin() + ptrdiff_t(node + 1) * n_vocab);
+                check_close(want, got, 0.0, be.name + ": tree node " + std::to_string(node) + " vs decoding its path");
+            }
+            // Commit root -> a -> a1 -> a2, then the next token's logits equal those after decoding that path.
+            const int32_t nodes[4] = {0, a, a1, a2};
+            r->commit_tree_path(n_past, nodes, 4);
+            const int32_t next = 300;
+            std::vector<float> after_commit(static_cast<size_t>(n_vocab)), after_decode(static_cast<size_t>(n_vocab));
+            REQUIRE(r->eval(&next, 1, n_past + 4, after_commit.data(), false));
+            auto plain = be.make(model, kCtx, pool);
+            REQUIRE(plain->eval(tokens.data(), n_past, 0, scratch.data(), false));
+            const int32_t path[4] = {tokens.back(), 100, 101, 102};
+            REQUIRE(plain->eval(path, 4, n_past, scratch.data(), false));
+            REQUIRE(plain->eval(&next, 1, n_past + 4, after_decode.data(), false));
+            // A row's arithmetic does not depend on its batch on any backend: the path evaluated as one batch of
+            // 4 leaves the rows a committed tree path leaves.
+            check_close(after_decode, after_commit, 0.0, be.name + ": after commit_tree_path");
+        }
+    }
+}
+
+TEST_CASE("backend ops: KV rows read out and written into another runner continue bit-identically", "[backend-ops]") {
+    const auto model = stories();
+    const int32_t n_vocab = model->hparams().n_vocab;
+    const std::vector<int32_t> tokens = prompt_tokens(*model, 33);
+    ThreadPool pool(2);
+    for (const BackendUnderTest &be : backends_under_test()) {
+        SECTION(be.name) {
+            auto a = be.make(model, kCtx, pool), b = be.make(model, kCtx, pool);
+            std::vector<float> scratch(static_cast<size_t>(n_vocab)), want(static_cast<size_t>(n_vocab)), got(static_cast<size_t>(n_vocab));
+            REQUIRE(a->eval(tokens.data(), 32, 0, scratch.data(), false));
+            REQUIRE(a->kv_type() == b->kv_type());
+            const size_t row_bytes = kv_row_bytes(a->kv_type(), a->kv_row_width());
+            std::vector<uint8_t> rows(size_t(32) * row_bytes);
+            for (int32_t layer = 0; layer < model->hparams().n_layer; ++layer)
+                for (int kind = 0; kind < 2; ++kind) {
+                    a->read_kv(layer, kind, 0, 32, rows.data());
+                    b->write_kv(layer, kind, 0, 32, rows.data());
+                }
+            REQUIRE(a->eval(&tokens[32], 1, 32, want.data(), false));
+            REQUIRE(b->eval(&tokens[32], 1, 32, got.data(), false));
+            check_close(want, got, 0.0, be.name + ": decoding after the rows were copied");
+        }
+    }
+}
+
+TEST_CASE("backend ops: a context shift matches the CPU's", "[backend-ops]") {
+    const auto model = stories();
+    const int32_t n_vocab = model->hparams().n_vocab;
+    const std::vector<int32_t> tokens = prompt_tokens(*model, 41);
+    ThreadPool pool(2);
+    CpuRunner ref(model, kCtx, pool);
+    std::vector<float> scratch(static_cast<size_t>(n_vocab)), want(static_cast<size_t>(n_vocab)), got(static_cast<size_t>(n_vocab));
+    REQUIRE(ref.eval(tokens.data(), 40, 0, scratch.data(), false));
+    ref.shift_kv(4, 16, 40);
+    REQUIRE(ref.eval(&tokens[40], 1, 24, want.data(), false));
+    for (const BackendUnderTest &be : backends_under_test()) {
+        SECTION(be.name) {
+            auto r = be.make(model, kCtx, pool);
+            REQUIRE(r->eval(tokens.data(), 40, 0, scratch.data(), false));
+            r->shift_kv(4, 16, 40);
+            REQUIRE(r->eval(&tokens[40], 1, 24, got.data(), false));
+            check_close(want, got, be.tolerance, be.name + ": decoding after dropping 16 slots after 4");
+        }
+    }
+}
+
+TEST_CASE("backend ops: the backend's LongSpec drafter and its draft-model runner", "[backend-ops]") {
+    const auto model = stories();
+    const int32_t n_vocab = model->hparams().n_vocab;
+    RandomDraftOptions opt;
+    opt.window = 16;  // a 40-token context wraps the ring twice
+    const auto draft = test_inputs::random_longspec_draft(model, opt, "backend-ops-draft");
+    const std::vector<int32_t> context = prompt_tokens(*model, 41);
+    ThreadPool pool(2);
+    CpuRunner ref(model, kCtx, pool);
+    std::vector<float> scratch(static_cast<size_t>(n_vocab)), want(static_cast<size_t>(n_vocab)), got(static_cast<size_t>(n_vocab));
+    REQUIRE(ref.eval(context.data(), 40, 0, scratch.data(), false));
+    DraftRequest request;
+    request.tokens = context;
+    request.n_target_kv = 40;
+    REQUIRE(ref.make_longspec_drafter(draft, 68)->root_logits(request, want.data()));
+    for (const BackendUnderTest &be : backends_under_test()) {
+        SECTION(be.name) {
+            auto r = be.make(model, kCtx, pool);
+            REQUIRE(r->eval(context.data(), 40, 0, scratch.data(), false));
+            auto drafter = r->make_longspec_drafter(draft, 68);
+            REQUIRE(drafter != nullptr);
+            REQUIRE(drafter->root_logits(request, got.data()));
+            // The draft layer reads the target's cache, F16 on every backend by default; GPU backends round their
+            // own activations to F16 too (docs/cuda.md: 1e-2 of the CPU drafter's).
+            check_close(want, got, be.tolerance == 0.0 ? 0.0 : 1e-2, be.name + ": the LongSpec draft's root logits");
+
+            // A draft model's runner on this backend decodes as a fresh runner of the backend does.
+            std::unique_ptr<TargetRunner> d = r->make_draft_runner(model, kCtx);
+            if (d) {
+                auto fresh = be.make(model, kCtx, pool);
+                std::vector<float> dw(static_cast<size_t>(n_vocab)), fw(static_cast<size_t>(n_vocab));
+                REQUIRE(d->eval(context.data(), 12, 0, dw.data(), false));
+                REQUIRE(fresh->eval(context.data(), 12, 0, fw.data(), false));
+                check_close(fw, dw, 0.0, be.name + ": the draft model's runner");
+                CHECK(std::string(d->backend()) == r->backend());
+            }
+        }
+    }
+}
