@@ -10,7 +10,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 
 source "$(dirname "$0")/common.sh"
 lib=$prefix/lib
-for f in include/specula/specula.h include/specula/specula.hpp lib/pkgconfig/specula.pc \
+for f in include/specula/specula.h include/specula/specula.hpp include/specula/specula_experimental.h lib/pkgconfig/specula.pc \
          lib/cmake/specula/SpeculaConfig.cmake lib/cmake/specula/SpeculaConfigVersion.cmake \
          lib/cmake/specula/specula-targets.cmake bin/specula share/specula/models/stories260K.gguf; do
     [ -e "$prefix/$f" ] || fail "$f is not installed"

@@ -7,7 +7,7 @@
 
 #include "server_process.h"
 
-#include <specula/specula.h>
+#include <specula/specula_experimental.h>
 
 namespace serve_test {
 

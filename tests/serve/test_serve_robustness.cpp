@@ -2,7 +2,7 @@
 // up mid-generation, and SIGTERM while generating.
 #include "server_process.h"
 
-#include <specula/specula.h>
+#include <specula/specula_experimental.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -575,6 +575,8 @@ namespace Specula
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr specula_session_tree_shape(SessionHandle session);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int specula_session_accepted_at_depth(SessionHandle session, [Out] int[] counts, int capacity);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_session_draft_logits(SessionHandle session, [Out] float[] logits,
                                                                    UIntPtr capacity, out ErrorHandle err);
 

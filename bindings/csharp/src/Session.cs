@@ -256,6 +256,19 @@ namespace Specula
         /// before the first round or without drafters.</summary>
         public string TreeShape { get { return Utf8.FromNative(NativeMethods.specula_session_tree_shape(handle)); } }
 
+        /// <summary>For every tree level any round reached (up to 32), the rounds whose accepted path reached it:
+        /// [d] counts depth d + 1 (Stats.AcceptedAtDepth holds the first 16).</summary>
+        public int[] AcceptedAtDepth
+        {
+            get
+            {
+                int n = NativeMethods.specula_session_accepted_at_depth(handle, null, 0);
+                var counts = new int[n];
+                NativeMethods.specula_session_accepted_at_depth(handle, counts, n);
+                return counts;
+            }
+        }
+
         /// <summary>
         /// The attached LongSpec draft's raw logits (NVocab floats) for the token after the context, as the first
         /// step of a speculative round computes them. Throws InvalidArgument (no drafter, empty context) or

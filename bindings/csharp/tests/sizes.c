@@ -8,7 +8,7 @@
  *   enum <CONSTANT> <value>
  * A struct of specula.h missing here is caught too: the test also scans the header for "typedef struct ... {".
  */
-#include <specula/specula.h>
+#include <specula/specula_experimental.h>
 
 #include <stddef.h>
 #include <stdio.h>

@@ -21,7 +21,7 @@
 #error "specula.hpp is the C++ wrapper; C code includes <specula/specula.h> instead"
 #endif
 
-#include "specula.h"
+#include "specula_experimental.h"  // specula.h, and the tools outside the stable ABI some wrappers use
 
 #include <algorithm>
 #include <cstddef>

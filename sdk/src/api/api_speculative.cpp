@@ -1,6 +1,8 @@
 // specula_draft_* and specula_session_set_speculative: LongSpec draft files, and attaching drafters to a session.
 #include "handles.h"
 
+#include <specula/specula_experimental.h>
+
 #include "speculative/longspec_draft_file.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/tree_shape.h"

@@ -1,6 +1,8 @@
 // specula_synthetic_*: random-weight models of real model shapes, for speed measurements.
 #include "handles.h"
 
+#include <specula/specula_experimental.h>
+
 #include "model/synthetic_model.h"
 
 using namespace specula::internal;

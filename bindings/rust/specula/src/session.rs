@@ -573,6 +573,15 @@ impl<'m> Session<'m> {
         unsafe { util::string_from(sys::specula_session_tree_shape(self.p())) }
     }
 
+    /// For every tree level any round reached (up to 32), the rounds whose accepted path reached it: `[d]` counts
+    /// depth d + 1 (`Stats::accepted_at_depth` holds the first 16).
+    pub fn accepted_at_depth(&self) -> Vec<i32> {
+        let n = unsafe { sys::specula_session_accepted_at_depth(self.p(), std::ptr::null_mut(), 0) };
+        let mut out = vec![0i32; n.max(0) as usize];
+        unsafe { sys::specula_session_accepted_at_depth(self.p(), out.as_mut_ptr(), n) };
+        out
+    }
+
     /// The attached LongSpec draft's raw logits for the token after the context (`specula_session_draft_logits`).
     pub fn draft_logits(&mut self) -> Result<Vec<f32>> {
         let mut out = vec![0f32; self.model.n_vocab()];
