@@ -15,8 +15,9 @@ enum class CpuIsa { Scalar = 0, Avx2 = 1, Avx512Vnni = 2, Amx = 3 };
 CpuIsa detected_cpu_isa();
 // The level the backend uses: detected_cpu_isa() capped by SPECULA_CPU_ISA, or by set_cpu_isa_cap().
 CpuIsa active_cpu_isa();
-// Caps the level from now on, for the whole process (benchmarks compare levels in one run). Weights are packed
-// when a model loads at a SIMD level; a model loaded at the scalar level stays on the scalar kernels.
+// Caps the level from now on, for the whole process (benchmarks compare levels in one run). A model's weights are
+// packed when its first CPU runner is made at a SIMD level (cpu_weights.h); runners made at the scalar level use the
+// scalar kernels on the mapped bytes; a packing serves every SIMD level.
 void set_cpu_isa_cap(CpuIsa cap);
 const char *cpu_isa_name(CpuIsa isa);
 

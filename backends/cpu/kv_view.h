@@ -1,6 +1,7 @@
 // Rows of keys or values in one of the KV element types (backend/kv_type.h), read as floats by the CPU's attention
-// (rows are stored with the core's kv_store_row, backend/kv_rows.h). Attention asks for one head's slice (hd values starting at element
-// `first`) of a run of slots, so it converts each stored value once per read, into a small block buffer.
+// (rows are stored with the core's kv_store_row, backend/kv_rows.h). Attention asks for one head's slice (hd
+// values starting at element `first`) of a run of slots, so it converts each stored value once per read, into a
+// small block buffer.
 #pragma once
 
 #include "backend/kv_rows.h"
