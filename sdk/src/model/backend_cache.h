@@ -22,6 +22,13 @@ public:
         return entry;
     }
 
+    // Whether an entry exists under `key` (for tests and memory reports).
+    bool contains(const std::string &key) const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const auto it = entries_.find(key);
+        return it != entries_.end() && it->second != nullptr;
+    }
+
 private:
     mutable std::mutex mutex_;
     mutable std::map<std::string, std::shared_ptr<const void>> entries_;
