@@ -342,16 +342,9 @@ SPECULA_API const char *specula_chat_template_builtin(int32_t index);
 /* ------------------------------------------------------------------------------------------------------ */
 /* Devices (since 0.5)                                                                                    */
 
-/* Where a session runs its target model. */
-typedef enum specula_backend {
-    SPECULA_BACKEND_AUTO = 0, /* CUDA when built in and a usable device has room, else the CPU (the default) */
-    SPECULA_BACKEND_CPU = 1,  /* the CPU reference backend */
-    SPECULA_BACKEND_CUDA = 2  /* an NVIDIA GPU (compute capability 8.0 or newer) */
-} specula_backend;
-
 typedef struct specula_device_info {
     uint32_t struct_size;
-    int32_t backend;              /* specula_backend (struct fields keep int32_t: a fixed size for every binding) */
+    int32_t backend;              /* specula_backend */
     int32_t index;                /* the value for specula_session_options.device */
     char name[256];               /* e.g. "NVIDIA H100 80GB HBM3" (NUL-terminated) */
     uint64_t total_memory;        /* bytes */
@@ -363,19 +356,25 @@ typedef struct specula_device_info {
 
 /* Number of usable devices of a GPU backend (0 when none or when the library was built without it). For
  * SPECULA_BACKEND_CPU and AUTO: 0. Thread-safe. */
-SPECULA_API int32_t specula_device_count(specula_backend backend);
+SPECULA_API int32_t specula_device_count(int32_t backend);
 /* Fills *info (set info->struct_size first) for device index in [0, specula_device_count(backend)).
  * Statuses: INVALID_ARGUMENT (bad backend, index or info). Thread-safe. */
-SPECULA_API specula_status specula_device_get_info(specula_backend backend, int32_t index, specula_device_info *info,
-                                                   specula_error **err);
+SPECULA_API specula_status specula_device_get_info(int32_t backend, int32_t index, specula_device_info *info, specula_error **err);
 /* OK when the backend has a usable device; otherwise UNSUPPORTED with the reason in *err (no driver, no device,
  * built without CUDA, ...). SPECULA_BACKEND_CPU is always OK. Thread-safe. */
-SPECULA_API specula_status specula_backend_check(specula_backend backend, specula_error **err);
+SPECULA_API specula_status specula_backend_check(int32_t backend, specula_error **err);
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* Sessions                                                                                               */
 
 typedef struct specula_session specula_session;
+
+/* Where a session runs its target model. */
+typedef enum specula_backend {
+    SPECULA_BACKEND_AUTO = 0, /* CUDA when built in and a usable device has room, else the CPU (the default) */
+    SPECULA_BACKEND_CPU = 1,  /* the CPU reference backend */
+    SPECULA_BACKEND_CUDA = 2  /* an NVIDIA GPU (compute capability 8.0 or newer) */
+} specula_backend;
 
 /* Since 0.8. The element type of the target's key/value cache. F16 halves the bytes attention reads at long
  * context (llama.cpp's default); Q8_0 (ggml's 32-element blocks, 34 bytes) halves them again and needs the

@@ -11,7 +11,7 @@ using namespace specula::internal;
 namespace {
 
 // The registry's kind of a specula_backend value that names a GPU backend (one with devices), built in or not.
-std::optional<BackendKind> gpu_kind(specula_backend backend) {
+std::optional<BackendKind> gpu_kind(int32_t backend) {
     if (backend == SPECULA_BACKEND_CUDA) return BackendKind::Cuda;
     return std::nullopt;
 }
@@ -20,14 +20,14 @@ std::optional<BackendKind> gpu_kind(specula_backend backend) {
 
 extern "C" {
 
-int32_t specula_device_count(specula_backend backend) {
+int32_t specula_device_count(int32_t backend) {
     return guarded_value<int32_t>(0, [&] {
         const std::optional<BackendKind> kind = gpu_kind(backend);
         return kind ? int32_t(list_devices(*kind, nullptr).size()) : int32_t(0);
     });
 }
 
-specula_status specula_device_get_info(specula_backend backend, int32_t index, specula_device_info *info, specula_error **err) {
+specula_status specula_device_get_info(int32_t backend, int32_t index, specula_device_info *info, specula_error **err) {
     return guarded(err, [&] {
         require_arg(info != nullptr && info->struct_size >= sizeof(uint32_t), "info is NULL or its struct_size is unset");
         const std::optional<BackendKind> kind = gpu_kind(backend);
@@ -53,7 +53,7 @@ specula_status specula_device_get_info(specula_backend backend, int32_t index, s
     });
 }
 
-specula_status specula_backend_check(specula_backend backend, specula_error **err) {
+specula_status specula_backend_check(int32_t backend, specula_error **err) {
     return guarded(err, [&] {
         require_arg(backend >= SPECULA_BACKEND_AUTO && backend <= SPECULA_BACKEND_CUDA, "backend is not a specula_backend value");
         if (backend == SPECULA_BACKEND_CPU) return;

@@ -119,10 +119,6 @@ extern "C" { pub fn specula_model_pre_tokenizer (model : * const specula_model) 
 extern "C" { pub fn specula_chat_apply_template (model : * const specula_model , tmpl : * const :: std :: os :: raw :: c_char , messages : * const specula_chat_message , n_messages : usize , add_assistant : i32 , buf : * mut :: std :: os :: raw :: c_char , buf_size : usize , len : * mut usize , err : * mut * mut specula_error) -> specula_status ; }
 extern "C" { pub fn specula_chat_template_detect (model : * const specula_model , tmpl : * const :: std :: os :: raw :: c_char) -> * const :: std :: os :: raw :: c_char ; }
 extern "C" { pub fn specula_chat_template_builtin (index : i32) -> * const :: std :: os :: raw :: c_char ; }
-pub const specula_backend_SPECULA_BACKEND_AUTO : specula_backend = 0 ;
-pub const specula_backend_SPECULA_BACKEND_CPU : specula_backend = 1 ;
-pub const specula_backend_SPECULA_BACKEND_CUDA : specula_backend = 2 ;
-pub type specula_backend = :: std :: os :: raw :: c_uint ;
 # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct specula_device_info { pub struct_size : u32 , pub backend : i32 , pub index : i32 , pub name : [:: std :: os :: raw :: c_char ; 256usize] , pub total_memory : u64 , pub free_memory : u64 , pub compute_capability : i32 , pub multiprocessors : i32 , pub peak_bandwidth_gbs : f64 , }
 # [test] fn bindgen_test_layout_specula_device_info () { assert_eq ! (:: std :: mem :: size_of :: < specula_device_info > () , 304usize , concat ! ("Size of: " , stringify ! (specula_device_info))) ; assert_eq ! (:: std :: mem :: align_of :: < specula_device_info > () , 8usize , concat ! ("Alignment of " , stringify ! (specula_device_info))) ;
     fn test_field_struct_size () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_device_info > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . struct_size) as usize - ptr as usize } , 0usize , concat ! ("Offset of field: " , stringify ! (specula_device_info) , "::" , stringify ! (struct_size))) ; } test_field_struct_size () ;
@@ -134,10 +130,14 @@ pub type specula_backend = :: std :: os :: raw :: c_uint ;
     fn test_field_compute_capability () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_device_info > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . compute_capability) as usize - ptr as usize } , 288usize , concat ! ("Offset of field: " , stringify ! (specula_device_info) , "::" , stringify ! (compute_capability))) ; } test_field_compute_capability () ;
     fn test_field_multiprocessors () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_device_info > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . multiprocessors) as usize - ptr as usize } , 292usize , concat ! ("Offset of field: " , stringify ! (specula_device_info) , "::" , stringify ! (multiprocessors))) ; } test_field_multiprocessors () ;
     fn test_field_peak_bandwidth_gbs () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_device_info > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . peak_bandwidth_gbs) as usize - ptr as usize } , 296usize , concat ! ("Offset of field: " , stringify ! (specula_device_info) , "::" , stringify ! (peak_bandwidth_gbs))) ; } test_field_peak_bandwidth_gbs () ; }
-extern "C" { pub fn specula_device_count (backend : specula_backend) -> i32 ; }
-extern "C" { pub fn specula_device_get_info (backend : specula_backend , index : i32 , info : * mut specula_device_info , err : * mut * mut specula_error) -> specula_status ; }
-extern "C" { pub fn specula_backend_check (backend : specula_backend , err : * mut * mut specula_error) -> specula_status ; }
+extern "C" { pub fn specula_device_count (backend : i32) -> i32 ; }
+extern "C" { pub fn specula_device_get_info (backend : i32 , index : i32 , info : * mut specula_device_info , err : * mut * mut specula_error) -> specula_status ; }
+extern "C" { pub fn specula_backend_check (backend : i32 , err : * mut * mut specula_error) -> specula_status ; }
 # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct specula_session { _unused : [u8 ; 0] , }
+pub const specula_backend_SPECULA_BACKEND_AUTO : specula_backend = 0 ;
+pub const specula_backend_SPECULA_BACKEND_CPU : specula_backend = 1 ;
+pub const specula_backend_SPECULA_BACKEND_CUDA : specula_backend = 2 ;
+pub type specula_backend = :: std :: os :: raw :: c_uint ;
 pub const specula_kv_type_SPECULA_KV_DEFAULT : specula_kv_type = 0 ;
 pub const specula_kv_type_SPECULA_KV_F32 : specula_kv_type = 1 ;
 pub const specula_kv_type_SPECULA_KV_F16 : specula_kv_type = 2 ;

@@ -24,7 +24,7 @@ pub struct DeviceInfo {
 
 /// Number of usable devices of a GPU backend (0 for the CPU, and when the library was built without it).
 pub fn device_count(backend: Backend) -> usize {
-    unsafe { sys::specula_device_count(backend.to_raw() as sys::specula_backend) }.max(0) as usize
+    unsafe { sys::specula_device_count(backend.to_raw()) }.max(0) as usize
 }
 
 /// The usable devices of a GPU backend.
@@ -34,7 +34,7 @@ pub fn devices(backend: Backend) -> Result<Vec<DeviceInfo>> {
     for i in 0..n {
         let mut c: sys::specula_device_info = unsafe { std::mem::zeroed() };
         c.struct_size = std::mem::size_of::<sys::specula_device_info>() as u32;
-        ffi(|err| unsafe { sys::specula_device_get_info(backend.to_raw() as sys::specula_backend, i as i32, &mut c, err) })?;
+        ffi(|err| unsafe { sys::specula_device_get_info(backend.to_raw(), i as i32, &mut c, err) })?;
         // name is NUL-terminated within its 256 bytes; stop at the array's end regardless.
         let bytes: Vec<u8> = c.name.iter().take_while(|&&b| b != 0).map(|&b| b as u8).collect();
         out.push(DeviceInfo {
@@ -53,5 +53,5 @@ pub fn devices(backend: Backend) -> Result<Vec<DeviceInfo>> {
 
 /// `Ok` when the backend has a usable device; otherwise `Unsupported` with the reason. The CPU is always `Ok`.
 pub fn backend_check(backend: Backend) -> Result<()> {
-    ffi(|err| unsafe { sys::specula_backend_check(backend.to_raw() as sys::specula_backend, err) })
+    ffi(|err| unsafe { sys::specula_backend_check(backend.to_raw(), err) })
 }
