@@ -354,6 +354,10 @@ typedef struct specula_device_info {
     double peak_bandwidth_gbs;    /* memory bandwidth from the clock and bus width the driver reports; 0 if unknown */
 } specula_device_info;
 
+/* Parameters and fields that carry an enum's value are int32_t with the enum named beside them: a fixed size for
+ * every binding, and a value outside the enum (INVALID_ARGUMENT here) stays defined behaviour in the library,
+ * which an enum-typed parameter would not (C++ leaves out-of-range enum values undefined; UBSan reports them). */
+
 /* Number of usable devices of a GPU backend (0 when none or when the library was built without it). For
  * SPECULA_BACKEND_CPU and AUTO: 0. Thread-safe. */
 SPECULA_API int32_t specula_device_count(int32_t backend);
