@@ -12,7 +12,7 @@ namespace {
 std::string not_built_reason(BackendKind kind) {
     std::string why;
     list_devices(kind, &why);
-    return kind == BackendKind::Cuda ? "CUDA: " + why : std::string(backend_kind_name(kind)) + ": " + why;
+    return std::string(backend_kind_label(kind)) + ": " + why;
 }
 
 }  // namespace

@@ -8,11 +8,11 @@ const BackendDesc *find_backend(BackendKind kind) {
     return nullptr;
 }
 
-const char *backend_kind_name(BackendKind kind) {
+const char *backend_kind_label(BackendKind kind) {
     switch (kind) {
     case BackendKind::Auto: return "auto";
-    case BackendKind::Cpu: return "cpu";
-    case BackendKind::Cuda: return "cuda";
+    case BackendKind::Cpu: return "CPU";
+    case BackendKind::Cuda: return "CUDA";
     }
     return "unknown";
 }
@@ -20,8 +20,9 @@ const char *backend_kind_name(BackendKind kind) {
 std::vector<DeviceInfo> list_devices(BackendKind kind, std::string *reason) {
     const BackendDesc *b = find_backend(kind);
     if (b == nullptr) {
-        if (reason) *reason = std::string("this build has no ") + backend_kind_name(kind) + " backend";
-        if (reason && kind == BackendKind::Cuda) *reason = "this build has no CUDA backend (configure with -DSPECULA_CUDA=ON and the CUDA toolkit)";
+        // How to get it: the CMake option of each optional backend.
+        const char *hint = kind == BackendKind::Cuda ? " (configure with -DSPECULA_CUDA=ON and the CUDA toolkit)" : "";
+        if (reason) *reason = std::string("this build has no ") + backend_kind_label(kind) + " backend" + hint;
         return {};
     }
     if (!b->has_devices) {

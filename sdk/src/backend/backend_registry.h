@@ -51,8 +51,8 @@ struct BackendDesc {
 std::span<const BackendDesc> builtin_backends();
 // The entry of a kind, or nullptr when this build does not have it.
 const BackendDesc *find_backend(BackendKind kind);
-// "cpu", "cuda" (also for kinds this build lacks).
-const char *backend_kind_name(BackendKind kind);
+// "CPU", "CUDA": the name messages give a kind (also for kinds this build lacks).
+const char *backend_kind_label(BackendKind kind);
 // The devices of a backend, or an empty list with *reason set (also when the build lacks the backend).
 std::vector<DeviceInfo> list_devices(BackendKind kind, std::string *reason);
 

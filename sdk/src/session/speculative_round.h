@@ -85,7 +85,6 @@ public:
 
     // The queue. Entry i was sampled from row(i), logits the verifier computed (path node i; 0 is the root).
     bool has_ready() const { return next_ < ready_.size(); }
-    const Ready &peek() const { return ready_[next_]; }
     size_t next_index() const { return next_; }
     Ready take() { return ready_[next_++]; }
     const float *row(size_t i) const { return logits_.data() + size_t(path_[i]) * size_t(n_vocab_); }
@@ -98,7 +97,6 @@ public:
     // the counters back.
     std::vector<Ready> pending() const { return {ready_.begin() + ptrdiff_t(std::min(next_, ready_.size())), ready_.end()}; }
     void restore(std::vector<Ready> ready, std::vector<float> rows, int32_t n_vocab, SpeculativeStats stats);
-    void set_stats(SpeculativeStats stats) { stats_ = std::move(stats); }
 
 private:
     std::unique_ptr<Drafter> drafter_;
