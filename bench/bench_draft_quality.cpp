@@ -39,6 +39,7 @@
 // header, the prompts and the same rows (with per-prompt figures) as JSON.
 #include <specula/specula.hpp>
 
+#include "backend_option.h"
 #include "bench_common.h"
 #include "machine_files.h"
 #include "tree_widths.h"
@@ -98,8 +99,8 @@ Args parse_args(int argc, char **argv) {
         ->check(CLI::Range(1, 1000000));
     app.add_option("-n,--n-tokens", a.n_tokens, "tokens generated (timed) per prompt")->capture_default_str()->check(CLI::Range(1, 100000));
     app.add_option("--threads", a.threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 512));
-    app.add_option("--backend", a.backend, "where the target runs: cpu or cuda (no fallback: a missing GPU is an error)")
-        ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+    app.add_option("--backend", a.backend, "where the target runs: cpu, cuda or vulkan (no fallback: a missing GPU is an error)")
+        ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "vulkan"}));
     app.add_option("--reps", a.reps, "timed runs per prompt and row (median time)")->capture_default_str()->check(CLI::Range(1, 1000));
     app.add_flag("--ngram", a.ngram, "also the rows LABEL+ngram and ngram");
     app.add_option("--tree", a.tree, "nodes per level of the drafts' tree (1,1,1,1 = a chain of 4)")->capture_default_str();
@@ -241,7 +242,7 @@ struct RunResult {
 RunResult run_once(const specula::Model &model, const std::vector<int32_t> &prompt, const Row &row, const Args &args) {
     specula::SessionOptions so;
     so.n_threads = args.threads;
-    so.backend = args.backend == "cuda" ? SPECULA_BACKEND_CUDA : SPECULA_BACKEND_CPU;
+    so.backend = specula_apps::backend_from_name(args.backend);
     so.allow_fallback = 0;
     // The library's default (min(n_ctx_train, 4096)), grown when the prompt and the run need more.
     so.n_ctx = std::max<int32_t>(std::min<int32_t>(model.n_ctx_train(), 4096), int32_t(prompt.size()) + args.n_tokens + 8);
@@ -380,9 +381,9 @@ int main(int argc, char **argv) {
         // Header.
         std::printf("specula %s | %s, %u cores | bench_draft_quality\n", specula_version_string(), cpu_name().c_str(),
                     std::thread::hardware_concurrency());
-        if (args.backend == "cuda") {
-            const auto gpus = specula::devices();
-            std::printf("backend: cuda (%s)\n", gpus.empty() ? "no device" : gpus[0].name);
+        if (args.backend != "cpu") {
+            const auto gpus = specula::devices(specula_apps::backend_from_name(args.backend));
+            std::printf("backend: %s (%s)\n", args.backend.c_str(), gpus.empty() ? "no device" : gpus[0].name);
         }
         std::printf("model: %s (%s, %s, %.2fM params)\n", model_name.c_str(), model_path.string().c_str(), model.arch().c_str(),
                     model.n_params() / 1e6);

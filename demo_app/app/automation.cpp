@@ -5,6 +5,8 @@
 #include "../ui/main_window.h"
 #include "../ui/summarize_page.h"
 
+#include "backend_option.h"
+
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFile>
@@ -33,7 +35,7 @@ std::optional<AutomationOptions> parse_automation(const QStringList &arguments, 
     const QCommandLineOption draft("draft", "LongSpec draft or draft model ('none': no draft).", "FILE");
     const QCommandLineOption ngram("ngram", "n-gram drafting: on or off.", "on|off");
     const QCommandLineOption tree("tree", "Draft tree widths, e.g. 1,1,1,1.", "WIDTHS");
-    const QCommandLineOption backend("backend", "auto, cpu or cuda.", "NAME");
+    const QCommandLineOption backend("backend", "auto (CUDA, then Vulkan, then CPU), cpu, cuda or vulkan.", "NAME");
     const QCommandLineOption threads({"t", "threads"}, "Compute threads (0 = auto).", "N");
     const QCommandLineOption ctx({"c", "ctx-size"}, "Context size (0 = the model's default).", "N");
     const QCommandLineOption summarize("summarize", "Summarize this document.", "FILE");
@@ -83,7 +85,7 @@ std::optional<AutomationOptions> parse_automation(const QStringList &arguments, 
         *error = QStringLiteral("--%1: expected %2").arg(opt.names().last(), allowed.join(QStringLiteral(" or ")));
         return false;
     };
-    if (!one_of(ngram, {"on", "off"}) || !one_of(backend, {"auto", "cpu", "cuda"}) || !one_of(long_doc, {"head-tail", "refuse"}))
+    if (!one_of(ngram, {"on", "off"}) || !one_of(backend, {"auto", "cpu", "cuda", "vulkan"}) || !one_of(long_doc, {"head-tail", "refuse"}))
         return std::nullopt;
     o.model = p.value(model);
     o.draft = p.value(draft);
@@ -210,7 +212,7 @@ void Automation::start() {
     if (o_.ngram) c.ngram = *o_.ngram;
     if (!o_.tree.isEmpty()) c.tree = o_.tree;
     if (!o_.backend.isEmpty())
-        c.backend = o_.backend == QStringLiteral("cpu") ? SPECULA_BACKEND_CPU : o_.backend == QStringLiteral("cuda") ? SPECULA_BACKEND_CUDA : SPECULA_BACKEND_AUTO;
+        c.backend = specula_apps::backend_from_name(o_.backend.toStdString());
     if (o_.threads >= 0) c.threads = o_.threads;
     if (o_.n_ctx >= 0) c.n_ctx = o_.n_ctx;
 

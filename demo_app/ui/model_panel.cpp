@@ -21,15 +21,29 @@
 namespace demo {
 
 namespace {
+// The GPU backends, in the order AUTO tries them.
+struct GpuBackend {
+    specula_backend backend;
+    const char *label;
+};
+constexpr GpuBackend kGpuBackends[] = {{SPECULA_BACKEND_CUDA, "CUDA"}, {SPECULA_BACKEND_VULKAN, "Vulkan"}};
+
 QString backend_availability(int backend) {
     if (backend == SPECULA_BACKEND_CPU) return QObject::tr("CPU");
-    const std::string why = specula::backend_unavailable_reason(SPECULA_BACKEND_CUDA);
-    if (why.empty()) {
-        const auto devices = specula::devices(SPECULA_BACKEND_CUDA);
-        return QObject::tr("CUDA: %1").arg(devices.empty() ? QString() : QString::fromUtf8(devices.front().name));
+    // The backend asked for, or with auto the first usable one: its first device.
+    for (const GpuBackend &g : kGpuBackends) {
+        if (backend != SPECULA_BACKEND_AUTO && backend != g.backend) continue;
+        if (!specula::backend_unavailable_reason(g.backend).empty()) continue;
+        const auto devices = specula::devices(g.backend);
+        return QObject::tr("%1: %2").arg(QString::fromLatin1(g.label),
+                                         devices.empty() ? QString() : QString::fromUtf8(devices.front().name));
     }
-    return QObject::tr("CUDA unavailable (%1)%2").arg(QString::fromStdString(why),
-                                                        backend == SPECULA_BACKEND_AUTO ? QObject::tr(": the CPU runs it") : QString());
+    // None: why (with auto, every GPU backend's reason).
+    const QString why = QString::fromStdString(specula::backend_unavailable_reason(static_cast<specula_backend>(backend)));
+    if (backend == SPECULA_BACKEND_AUTO) return QObject::tr("no GPU usable (%1): the CPU runs it").arg(why);
+    for (const GpuBackend &g : kGpuBackends)
+        if (backend == g.backend) return QObject::tr("%1 unavailable (%2)").arg(QString::fromLatin1(g.label), why);
+    return why;
 }
 }  // namespace
 
@@ -68,6 +82,7 @@ ModelPanel::ModelPanel(QWidget *parent) : QWidget(parent) {
     backend_->addItem(tr("auto"), SPECULA_BACKEND_AUTO);
     backend_->addItem(tr("cpu"), SPECULA_BACKEND_CPU);
     backend_->addItem(tr("cuda"), SPECULA_BACKEND_CUDA);
+    backend_->addItem(tr("vulkan"), SPECULA_BACKEND_VULKAN);
     backend_state_ = new QLabel(this);
     backend_state_->setWordWrap(true);
     backend_state_->setObjectName(QStringLiteral("backendState"));

@@ -22,7 +22,7 @@ struct ServeConfig {
     int timeout_s = 600;           // socket read/write timeout
     int http_threads = 0;          // 0: parallel + max_queue + 4 (waiting requests hold a thread each)
     std::string api_key;           // non-empty: every endpoint but /health and /models needs it
-    std::string backend = "auto";  // auto, cpu, cuda
+    std::string backend = "auto";  // auto, cpu, cuda, vulkan (backend_option.h)
     std::string kv_type = "f16";   // f16, f32, q8_0
     // Speculation (lossless: only the speed changes).
     bool ngram = true;             // n-gram drafting (prompt lookup + token reuse); on by default

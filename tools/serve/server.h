@@ -42,6 +42,8 @@ public:
     std::string drafter_name() const { return pool_->drafter_name(); }
     std::string spec_report() const { return pool_->spec_report(); }
     int32_t n_ctx() const { return pool_->n_ctx(); }
+    // Why the slots do not run on the backend asked for ("" when they do).
+    std::string backend_note() const { return pool_->backend_note(); }
 
 private:
     enum class Api { Completion, Infill, OaiCompletion, OaiChat };

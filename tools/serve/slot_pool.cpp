@@ -1,5 +1,6 @@
 #include "slot_pool.h"
 
+#include "backend_option.h"
 #include "http_error.h"
 #include "ngram_calibration.h"
 #include "prompt_tokens.h"
@@ -20,7 +21,7 @@ SlotPool::SlotPool(const specula::Model &model, const ServeConfig &config) : max
         const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
         so.n_threads = int32_t(std::max(1u, std::min(8u, cores / unsigned(std::max(1, config.n_parallel)))));
     }
-    so.backend = config.backend == "cpu" ? SPECULA_BACKEND_CPU : config.backend == "cuda" ? SPECULA_BACKEND_CUDA : SPECULA_BACKEND_AUTO;
+    so.backend = specula_apps::backend_from_name(config.backend);
     so.kv_type = config.kv_type == "f32" ? SPECULA_KV_F32 : config.kv_type == "q8_0" ? SPECULA_KV_Q8_0 : SPECULA_KV_F16;
 
     specula::Draft draft;
@@ -65,6 +66,7 @@ SlotPool::SlotPool(const specula::Model &model, const ServeConfig &config) : max
         }
         slot->n_ctx = slot->session.n_ctx();
         drafter_name_ = slot->session.drafter_name();
+        backend_note_ = slot->session.backend_note();
         slots_.push_back(std::move(slot));
     }
 }

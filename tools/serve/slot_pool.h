@@ -63,6 +63,8 @@ public:
     std::string drafter_name() const { return drafter_name_; }
     // What the start-up chose for n-gram drafting ("" when not measured).
     const std::string &spec_report() const { return spec_report_; }
+    // Why the slots do not run on the backend asked for ("" when they do: specula_session_backend_note).
+    const std::string &backend_note() const { return backend_note_; }
     int busy() const;
     int waiting() const;
     // Per-slot summary for /slots: {id, n_ctx, busy, tokens cached}.
@@ -81,6 +83,7 @@ private:
     int max_queue_;
     std::string drafter_name_;
     std::string spec_report_;
+    std::string backend_note_;
     mutable std::mutex mutex_;
     std::condition_variable idle_;
     std::deque<uint64_t> waiting_queue_;  // tickets of the waiting requests, oldest first

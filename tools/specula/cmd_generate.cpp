@@ -20,6 +20,7 @@
 #include "json_out.h"
 #include "model_path.h"
 #include "progress_bar.h"
+#include "backend_option.h"
 #include "stats_line.h"
 #include "tree_widths.h"
 
@@ -171,13 +172,13 @@ int run_generate(GenerateArgs &a) {
         }
     }
 
-    a.session.backend = a.backend == "cpu" ? SPECULA_BACKEND_CPU : a.backend == "cuda" ? SPECULA_BACKEND_CUDA : SPECULA_BACKEND_AUTO;
+    a.session.backend = specula_apps::backend_from_name(a.backend);
     a.session.allow_fallback = a.no_fallback ? 0 : 1;
     a.session.kv_type = a.kv_type == "f32" ? SPECULA_KV_F32 : a.kv_type == "q8_0" ? SPECULA_KV_Q8_0 : SPECULA_KV_F16;
     a.session.context_policy = a.context_shift ? SPECULA_CONTEXT_SHIFT : SPECULA_CONTEXT_STOP;
     specula::Session session(model, a.session, a.sampler);
-    // A CUDA request that ended on the CPU says why (AUTO stays quiet: the CPU is a normal outcome there).
-    if (a.session.backend == SPECULA_BACKEND_CUDA && !session.backend_note().empty())
+    // A GPU request (cuda, vulkan) that ended on the CPU says why (AUTO stays quiet: the CPU is a normal outcome there).
+    if (specula_apps::is_gpu_backend(a.session.backend) && !session.backend_note().empty())
         std::fprintf(stderr, "specula: %s\n", session.backend_note().c_str());
 
     // Drafters. The session keeps its own references: the handles below may go at the end of this block.
@@ -317,9 +318,9 @@ Command add_generate_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::Range(0, 1 << 22));
     cmd->add_option("-t,--threads", so.n_threads, "Compute threads (0 = number of cores, at most 8)")
         ->capture_default_str()->check(CLI::Range(0, 512));
-    cmd->add_option("--backend", a.backend, "Where the model runs: auto (CUDA when usable, else CPU), cpu, cuda")
-        ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-    cmd->add_option("--device", so.device, "GPU index for --backend cuda/auto (see `specula devices`)")
+    cmd->add_option("--backend", a.backend, specula_apps::backend_help())
+        ->capture_default_str()->check(CLI::IsMember(specula_apps::backend_names()));
+    cmd->add_option("--device", so.device, "GPU index for --backend cuda/vulkan/auto (see `specula devices`)")
         ->capture_default_str()->check(CLI::Range(0, 1024));
     cmd->add_option("--kv-type", a.kv_type, "Element type of the KV cache (llama.cpp's --cache-type-k/-v): f16, f32, q8_0")
         ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));

@@ -4,6 +4,7 @@
 // when --port 0 asked for any free one: tests and scripts read it), then one line per request with --verbose.
 // SIGINT / SIGTERM stop it cleanly: no new connections, running generations cancelled, exit code 0.
 #include "cli.h"
+#include "backend_option.h"
 #include "model_path.h"
 #include "tree_widths.h"
 
@@ -83,6 +84,9 @@ int run_serve(ServeArgs &a) {
                  model.arch().c_str(), model.weight_type().c_str(), c.n_parallel, c.n_parallel == 1 ? "" : "s", server.n_ctx(),
                  drafter.empty() ? "none" : drafter.c_str());
     if (!server.spec_report().empty()) std::fprintf(stderr, "specula serve: %s\n", server.spec_report().c_str());
+    // A GPU request (cuda, vulkan) that ended on the CPU says why, as `specula generate` does (AUTO stays quiet).
+    if (specula_apps::is_gpu_backend(specula_apps::backend_from_name(c.backend)) && !server.backend_note().empty())
+        std::fprintf(stderr, "specula serve: %s\n", server.backend_note().c_str());
     std::fprintf(stderr, "server is listening on http://%s:%d\n", c.host.c_str(), port);
     std::fflush(stderr);
 
@@ -133,8 +137,8 @@ Command add_serve_command(CLI::App &parent) {
     cmd->add_option("--threads-http", c.http_threads, "HTTP worker threads (0 = parallel + max-queue + 4)")
         ->capture_default_str()->check(CLI::Range(0, 4096));
     cmd->add_option("--api-key", c.api_key, "Require this key (Authorization: Bearer KEY) on all but /health and /models");
-    cmd->add_option("--backend", c.backend, "Where the model runs: auto (CUDA when usable, else CPU), cpu, cuda")
-        ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    cmd->add_option("--backend", c.backend, specula_apps::backend_help())
+        ->capture_default_str()->check(CLI::IsMember(specula_apps::backend_names()));
     cmd->add_option("--kv-type", c.kv_type, "Element type of the KV cache (llama.cpp's --cache-type-k/-v): f16, f32, q8_0")
         ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
     cmd->add_option("--chat-template", c.chat_template, "Chat template for /v1/chat/completions: a built-in name or Jinja text "

@@ -13,8 +13,9 @@ namespace Specula
         public string Name { get; internal set; }
         public ulong TotalMemory { get; internal set; }
         public ulong FreeMemory { get; internal set; }
-        /// <summary>major * 10 + minor, e.g. 90.</summary>
+        /// <summary>CUDA: major * 10 + minor, e.g. 90; 0 for other backends.</summary>
         public int ComputeCapability { get; internal set; }
+        /// <summary>CUDA: streaming multiprocessors; Vulkan: compute units where the driver says (0 if unknown).</summary>
         public int Multiprocessors { get; internal set; }
         /// <summary>Memory bandwidth in GB/s from the driver's clock and bus width; 0 if unknown.</summary>
         public double PeakBandwidthGbs { get; internal set; }
@@ -70,7 +71,8 @@ namespace Specula
 
         // ---- devices ----------------------------------------------------------------------------------------------
 
-        /// <summary>Usable devices of a GPU backend (0 when none, or without that backend; 0 for Cpu and Auto).</summary>
+        /// <summary>Usable devices of a GPU backend, Cuda or Vulkan (0 when none, or without that backend; 0 for Cpu
+        /// and Auto).</summary>
         public static int DeviceCount(Backend backend) { return NativeMethods.specula_device_count((int)backend); }
 
         public static unsafe DeviceInfo GetDevice(Backend backend, int index)
@@ -96,7 +98,8 @@ namespace Specula
             return list;
         }
 
-        /// <summary>Why backend cannot be used now (no driver, no device, built without it, ...); null when it can.</summary>
+        /// <summary>Why backend cannot be used now (no driver, no device, built without it, ...); null when it can.
+        /// Auto: null when any GPU backend can, else every GPU backend's reason ("CUDA: ...; Vulkan: ...").</summary>
         public static string BackendUnavailableReason(Backend backend)
         {
             ErrorHandle err;

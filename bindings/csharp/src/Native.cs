@@ -86,10 +86,16 @@ namespace Specula
     /// <summary>specula_backend: where a session runs its target model.</summary>
     public enum Backend
     {
-        /// <summary>CUDA when built in and a usable device has room, else the CPU (the default).</summary>
+        /// <summary>The first GPU backend built in whose usable device has room (CUDA, then Vulkan), else the CPU
+        /// (the default).</summary>
         Auto = 0,
+        /// <summary>The CPU reference backend.</summary>
         Cpu = 1,
+        /// <summary>An NVIDIA GPU (compute capability 8.0 or newer).</summary>
         Cuda = 2,
+        /// <summary>A GPU through the Vulkan loader: AMD, Intel, integrated, or NVIDIA (since 0.9; a library built
+        /// with -DSPECULA_VULKAN=ON; Library.BackendUnavailableReason says why not).</summary>
+        Vulkan = 3,
     }
 
     /// <summary>specula_kv_type: the element type of the target's key/value cache (since 0.8).</summary>

@@ -55,7 +55,7 @@ namespace Specula
         /// false: fail with Status.Unsupported or Status.OutOfMemory instead.
         /// </summary>
         public bool AllowFallback { get { return Native.allow_fallback != 0; } set { Native.allow_fallback = value ? 1 : 0; } }
-        /// <summary>Element type of the KV cache; default KvType.Default (F16). CUDA keeps F16 only.</summary>
+        /// <summary>Element type of the KV cache; default KvType.Default (F16). CUDA and Vulkan keep F16 only.</summary>
         public KvType KvType { get { return (KvType)Native.kv_type; } set { Native.kv_type = (int)value; } }
         /// <summary>What generation does when the context is full; default ContextPolicy.Stop.</summary>
         public ContextPolicy ContextPolicy { get { return (ContextPolicy)Native.context_policy; } set { Native.context_policy = (int)value; } }

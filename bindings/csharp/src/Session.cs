@@ -343,7 +343,7 @@ namespace Specula
 
         /// <summary>Context length in tokens.</summary>
         public int NCtx { get { return NativeMethods.specula_session_n_ctx(handle); } }
-        /// <summary>The backend running the target: "cpu" or "cuda".</summary>
+        /// <summary>The backend running the target: "cpu", "cuda" or "vulkan".</summary>
         public string BackendName { get { return Utf8.FromNative(NativeMethods.specula_session_backend(handle)); } }
         /// <summary>Why the session does not run on the backend asked for; "" when it does.</summary>
         public string BackendNote { get { return Utf8.FromNative(NativeMethods.specula_session_backend_note(handle)); } }

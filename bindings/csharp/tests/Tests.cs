@@ -1675,6 +1675,29 @@ namespace Specula.Tests
             }
             Assert.Status(Status.InvalidArgument, () => Library.GetDevice(Backend.Cuda, cuda), "device index out of range");
 
+            // Vulkan the same way: none without a Vulkan backend or driver (the reason says which), or its devices.
+            int vulkan = Library.DeviceCount(Backend.Vulkan);
+            Assert.True(vulkan >= 0, "vulkan devices");
+            IList<DeviceInfo> vulkanDevices = Library.Devices(Backend.Vulkan);
+            Assert.Equal(vulkan, vulkanDevices.Count, "Vulkan device list");
+            string vulkanReason = Library.BackendUnavailableReason(Backend.Vulkan);
+            Assert.Equal(vulkan > 0, vulkanReason == null, "Vulkan usable iff it has devices (" + vulkanReason + ")");
+            if (vulkanReason != null) Assert.True(vulkanReason.StartsWith("Vulkan: ", StringComparison.Ordinal), "reason: " + vulkanReason);
+            for (int i = 0; i < vulkanDevices.Count; ++i)
+            {
+                DeviceInfo d = vulkanDevices[i];
+                Assert.Equal(Backend.Vulkan, d.Backend, "backend");
+                Assert.Equal(i, d.Index, "index");
+                Assert.True(d.Name.Length > 0, "Vulkan device name");
+                Console.WriteLine("  Vulkan device " + i + ": " + d.Name + ", " + (d.TotalMemory >> 20) + " MiB");
+            }
+            Assert.Status(Status.InvalidArgument, () => Library.GetDevice(Backend.Vulkan, vulkan), "Vulkan device index out of range");
+            // Auto is usable iff some GPU backend is; else its reason names every one.
+            string autoReason = Library.BackendUnavailableReason(Backend.Auto);
+            Assert.Equal(cuda > 0 || vulkan > 0, autoReason == null, "Auto usable iff a GPU is (" + autoReason + ")");
+            if (autoReason != null)
+                Assert.True(autoReason.Contains("CUDA: ") && autoReason.Contains("Vulkan: "), "Auto's reason: " + autoReason);
+
             using (Model model = LoadModel())
             {
                 using (Session s = new Session(model, CpuOptions()))
@@ -1704,6 +1727,39 @@ namespace Specula.Tests
                         Assert.Equal(20, got.Count, "CUDA generates");
                         Console.WriteLine("  CUDA greedy: " + Assert.Show(got) + " (CPU: " + Assert.Show(Greedy(model, prompt, 20)) + ")");
                     }
+                }
+
+                var strictVulkan = new SessionOptions { Backend = Backend.Vulkan, AllowFallback = false, NThreads = 1 };
+                if (vulkan == 0)
+                {
+                    SpeculaException e = Assert.Throws<SpeculaException>(() => new Session(model, strictVulkan), "Vulkan without a device");
+                    Assert.True(e.Status == Status.Unsupported || e.Status == Status.OutOfMemory, "status " + e.Status);
+                    using (Session s = new Session(model, new SessionOptions { Backend = Backend.Vulkan, NThreads = 1 }))
+                    {
+                        Assert.Equal("cpu", s.BackendName, "Vulkan falls back to the CPU");
+                        Assert.True(s.BackendNote.StartsWith("Vulkan: ", StringComparison.Ordinal), "the fallback is explained: " + s.BackendNote);
+                    }
+                }
+                else
+                {
+                    using (Session s = new Session(model, strictVulkan, SamplerOptions.Greedy()))
+                    {
+                        Assert.Equal("vulkan", s.BackendName, "Vulkan session");
+                        s.AppendTokens(model.Tokenize(Story));
+                        Assert.Equal(20, TokensOf(s.Generate(Exactly(20))).Count, "Vulkan generates");
+                    }
+                }
+
+                // Auto: the first GPU that can (CUDA, then Vulkan), else the CPU with every GPU backend's reason.
+                using (Session s = new Session(model, new SessionOptions { Backend = Backend.Auto, NThreads = 1 }))
+                {
+                    string note = s.BackendNote;
+                    if (s.BackendName == "cpu")
+                        Assert.True(note.Contains("CUDA: ") && note.Contains("Vulkan: ") && note.EndsWith("running on the CPU", StringComparison.Ordinal),
+                                    "Auto on the CPU names every GPU backend: " + note);
+                    else
+                        Assert.True((s.BackendName == "cuda" || s.BackendName == "vulkan") && note == "",
+                                    "Auto on a GPU (" + s.BackendName + ") has no note: " + note);
                 }
             }
         }

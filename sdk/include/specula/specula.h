@@ -349,8 +349,9 @@ typedef struct specula_device_info {
     char name[256];               /* e.g. "NVIDIA H100 80GB HBM3" (NUL-terminated) */
     uint64_t total_memory;        /* bytes */
     uint64_t free_memory;         /* bytes free when queried */
-    int32_t compute_capability;   /* major * 10 + minor, e.g. 90 */
-    int32_t multiprocessors;
+    int32_t compute_capability;   /* CUDA: major * 10 + minor, e.g. 90; 0 for other backends */
+    int32_t multiprocessors;      /* CUDA: streaming multiprocessors; Vulkan: compute units where the driver says
+                                     (0 if unknown) */
     double peak_bandwidth_gbs;    /* memory bandwidth from the clock and bus width the driver reports; 0 if unknown */
 } specula_device_info;
 
@@ -358,14 +359,18 @@ typedef struct specula_device_info {
  * every binding, and a value outside the enum (INVALID_ARGUMENT here) stays defined behaviour in the library,
  * which an enum-typed parameter would not (C++ leaves out-of-range enum values undefined; UBSan reports them). */
 
-/* Number of usable devices of a GPU backend (0 when none or when the library was built without it). For
- * SPECULA_BACKEND_CPU and AUTO: 0. Thread-safe. */
+/* Number of usable devices of a GPU backend (SPECULA_BACKEND_CUDA or, since 0.9, SPECULA_BACKEND_VULKAN; 0 when
+ * none or when the library was built without it). For SPECULA_BACKEND_CPU and AUTO: 0. Thread-safe. */
 SPECULA_API int32_t specula_device_count(int32_t backend);
-/* Fills *info (set info->struct_size first) for device index in [0, specula_device_count(backend)).
- * Statuses: INVALID_ARGUMENT (bad backend, index or info). Thread-safe. */
+/* Fills *info (set info->struct_size first) for device index in [0, specula_device_count(backend)) of a GPU
+ * backend. Statuses: INVALID_ARGUMENT (bad backend, index or info). Thread-safe. */
 SPECULA_API specula_status specula_device_get_info(int32_t backend, int32_t index, specula_device_info *info, specula_error **err);
 /* OK when the backend has a usable device; otherwise UNSUPPORTED with the reason in *err (no driver, no device,
- * built without CUDA, ...). SPECULA_BACKEND_CPU is always OK. Thread-safe. */
+ * built without that backend, ...). SPECULA_BACKEND_CPU is always OK. SPECULA_BACKEND_AUTO: OK when any GPU backend
+ * has a usable device, else UNSUPPORTED with every GPU backend's reason, in AUTO's order, joined by "; " (e.g.
+ * "CUDA: ...; Vulkan: ..."); the CPU fallback is not counted. An AUTO session may still run on the CPU where this
+ * is OK: a device without room, or one AUTO passes by (a software Vulkan device such as Mesa's lavapipe, slower
+ * than the CPU backend); specula_session_backend_note says why. Thread-safe. */
 SPECULA_API specula_status specula_backend_check(int32_t backend, specula_error **err);
 
 /* ------------------------------------------------------------------------------------------------------ */
@@ -375,15 +380,19 @@ typedef struct specula_session specula_session;
 
 /* Where a session runs its target model. */
 typedef enum specula_backend {
-    SPECULA_BACKEND_AUTO = 0, /* CUDA when built in and a usable device has room, else the CPU (the default) */
-    SPECULA_BACKEND_CPU = 1,  /* the CPU reference backend */
-    SPECULA_BACKEND_CUDA = 2  /* an NVIDIA GPU (compute capability 8.0 or newer) */
+    SPECULA_BACKEND_AUTO = 0,  /* the first GPU backend built in whose usable device has room (CUDA, then Vulkan;
+                                  not a software Vulkan device such as lavapipe), else the CPU (the default) */
+    SPECULA_BACKEND_CPU = 1,   /* the CPU reference backend */
+    SPECULA_BACKEND_CUDA = 2,  /* an NVIDIA GPU (compute capability 8.0 or newer) */
+    SPECULA_BACKEND_VULKAN = 3 /* Since 0.9. A GPU through the Vulkan loader: AMD, Intel, integrated, or NVIDIA
+                                  (libspecula built with -DSPECULA_VULKAN=ON; specula_backend_check says why not) */
 } specula_backend;
 
 /* Since 0.8. The element type of the target's key/value cache. F16 halves the bytes attention reads at long
  * context (llama.cpp's default); Q8_0 (ggml's 32-element blocks, 34 bytes) halves them again and needs the
  * model's n_embd_kv to be a multiple of 32; F32 keeps every bit of the projections. Speculative decoding is
- * lossless with every type (a tree node and plain decoding read the same stored rows). CUDA keeps F16 only. */
+ * lossless with every type (a tree node and plain decoding read the same stored rows). CUDA and Vulkan keep F16
+ * only. */
 typedef enum specula_kv_type {
     SPECULA_KV_DEFAULT = 0, /* F16 */
     SPECULA_KV_F32 = 1,
@@ -472,11 +481,12 @@ SPECULA_API specula_status specula_session_rewind(specula_session *session, int3
                                                   specula_error **err);
 
 SPECULA_API int32_t specula_session_n_ctx(const specula_session *session);
-/* Since 0.5. The backend running the session's target: "cpu" or "cuda" (static storage; "" for NULL). */
+/* Since 0.5. The backend running the session's target: "cpu", "cuda" or "vulkan" (static storage; "" for NULL). */
 SPECULA_API const char *specula_session_backend(const specula_session *session);
-/* Since 0.5. Why the session does not run on the backend asked for (SPECULA_BACKEND_AUTO asks for CUDA), e.g.
- * "CUDA: no usable CUDA device (cudaErrorNoDevice: no CUDA-capable device is detected); running on the CPU";
- * "" when it does. Valid as long as the session. */
+/* Since 0.5. Why the session does not run on the backend asked for (SPECULA_BACKEND_AUTO asks for every GPU
+ * backend: CUDA, then Vulkan), each refusal's reason joined by "; ", e.g. "CUDA: no usable CUDA device
+ * (cudaErrorNoDevice: no CUDA-capable device is detected); Vulkan: this build has no Vulkan backend (...); running
+ * on the CPU"; "" when it does (AUTO: when it runs on a GPU). Valid as long as the session. */
 SPECULA_API const char *specula_session_backend_note(const specula_session *session);
 SPECULA_API int32_t specula_session_n_tokens(const specula_session *session);
 /* Copies the context's token ids (two-call pattern on n_tokens, which is required). */
@@ -727,8 +737,9 @@ SPECULA_API const char *specula_session_drafter_name(const specula_session *sess
  * snapshot) loads into any session on the same model: its drafters catch up from the restored context. Loading a
  * Context snapshot keeps the session's sampler, drafters and stats (which count the restored tokens in
  * n_restored_tokens).
- * The session's KV cache type must match the snapshot's (the CPU backend keeps F32, CUDA F16): a snapshot is not
- * converted between backends. The snapshot's context must fit the session's n_ctx (CONTEXT_FULL otherwise).
+ * The session's KV cache type must match the snapshot's (the CPU backend keeps F32, CUDA and Vulkan F16): a
+ * snapshot is not converted between backends. The snapshot's context must fit the session's n_ctx (CONTEXT_FULL
+ * otherwise).
  * Statuses of every load: INVALID_ARGUMENT, IO, FORMAT (not a snapshot, damaged, truncated), UNSUPPORTED (another
  * format version), INCOMPATIBLE (another model, draft, drafter set or KV type), CONTEXT_FULL, OUT_OF_MEMORY.
  */

@@ -72,7 +72,8 @@ struct DeviceInfo : specula_device_info {
     DeviceInfo() noexcept : specula_device_info() { struct_size = sizeof(specula_device_info); }
 };
 
-/// The usable devices of a GPU backend (empty when none, or when the library was built without it).
+/// The usable devices of a GPU backend, SPECULA_BACKEND_CUDA (the default) or SPECULA_BACKEND_VULKAN (empty when
+/// none, or when the library was built without it).
 inline std::vector<DeviceInfo> devices(specula_backend backend = SPECULA_BACKEND_CUDA) {
     std::vector<DeviceInfo> out(static_cast<size_t>(std::max(0, specula_device_count(backend))));
     for (size_t i = 0; i < out.size(); ++i) {
@@ -83,7 +84,7 @@ inline std::vector<DeviceInfo> devices(specula_backend backend = SPECULA_BACKEND
     return out;
 }
 
-/// Why a backend cannot be used now, or "" when it can.
+/// Why a backend cannot be used now, or "" when it can (AUTO: "" when any GPU backend can; the CPU always can).
 inline std::string backend_unavailable_reason(specula_backend backend) {
     specula_error *err = nullptr;
     if (specula_backend_check(backend, &err) == SPECULA_OK) return "";
@@ -610,7 +611,7 @@ public:
     }
 
     int32_t n_ctx() const noexcept { return specula_session_n_ctx(s_); }
-    /// "cpu" or "cuda".
+    /// "cpu", "cuda" or "vulkan".
     std::string backend() const { return specula_session_backend(s_); }
     /// Why the session is not on the backend asked for ("" when it is).
     std::string backend_note() const { return specula_session_backend_note(s_); }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <vector>
 
 using namespace specula::internal;
 
@@ -13,6 +15,7 @@ namespace {
 // The registry's kind of a specula_backend value that names a GPU backend (one with devices), built in or not.
 std::optional<BackendKind> gpu_kind(int32_t backend) {
     if (backend == SPECULA_BACKEND_CUDA) return BackendKind::Cuda;
+    if (backend == SPECULA_BACKEND_VULKAN) return BackendKind::Vulkan;
     return std::nullopt;
 }
 
@@ -31,7 +34,7 @@ specula_status specula_device_get_info(int32_t backend, int32_t index, specula_d
     return guarded(err, [&] {
         require_arg(info != nullptr && info->struct_size >= sizeof(uint32_t), "info is NULL or its struct_size is unset");
         const std::optional<BackendKind> kind = gpu_kind(backend);
-        require_arg(kind.has_value(), "backend has no devices to list (only SPECULA_BACKEND_CUDA does)");
+        require_arg(kind.has_value(), "backend has no devices to list (only SPECULA_BACKEND_CUDA and SPECULA_BACKEND_VULKAN do)");
         std::string reason;
         const std::vector<DeviceInfo> devices = list_devices(*kind, &reason);
         require_arg(index >= 0 && size_t(index) < devices.size(),
@@ -55,12 +58,20 @@ specula_status specula_device_get_info(int32_t backend, int32_t index, specula_d
 
 specula_status specula_backend_check(int32_t backend, specula_error **err) {
     return guarded(err, [&] {
-        require_arg(backend >= SPECULA_BACKEND_AUTO && backend <= SPECULA_BACKEND_CUDA, "backend is not a specula_backend value");
+        require_arg(backend >= SPECULA_BACKEND_AUTO && backend <= SPECULA_BACKEND_VULKAN, "backend is not a specula_backend value");
         if (backend == SPECULA_BACKEND_CPU) return;
-        const std::optional<BackendKind> kind = backend == SPECULA_BACKEND_AUTO ? BackendKind::Cuda : gpu_kind(backend);
-        std::string reason;
-        const bool any = !list_devices(*kind, &reason).empty();
-        require(any, SPECULA_ERR_UNSUPPORTED, "CUDA: " + reason);
+        // One GPU backend, or for AUTO every GPU kind in AUTO's order (gpu_backend_kinds): OK at the first with a
+        // usable device, else UNSUPPORTED with every reason ("CUDA: ...; Vulkan: ...").
+        std::vector<BackendKind> kinds;
+        if (backend == SPECULA_BACKEND_AUTO) kinds.assign(gpu_backend_kinds().begin(), gpu_backend_kinds().end());
+        else kinds.push_back(*gpu_kind(backend));
+        std::string reasons;
+        for (BackendKind kind : kinds) {
+            std::string reason;
+            if (!list_devices(kind, &reason).empty()) return;
+            reasons += (reasons.empty() ? "" : "; ") + std::string(backend_kind_label(kind)) + ": " + reason;
+        }
+        throw Error(SPECULA_ERR_UNSUPPORTED, reasons);
     });
 }
 

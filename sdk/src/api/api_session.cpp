@@ -131,8 +131,11 @@ specula_status specula_session_create(specula_model *model, const specula_sessio
         config.n_ctx = o.n_ctx;
         config.n_threads = o.n_threads;
         config.n_batch = o.n_batch == 0 ? 64 : o.n_batch;
-        require_arg(o.backend >= SPECULA_BACKEND_AUTO && o.backend <= SPECULA_BACKEND_CUDA, "opts->backend is not a specula_backend value");
-        config.backend.kind = o.backend == SPECULA_BACKEND_CPU ? BackendKind::Cpu : o.backend == SPECULA_BACKEND_CUDA ? BackendKind::Cuda : BackendKind::Auto;
+        require_arg(o.backend >= SPECULA_BACKEND_AUTO && o.backend <= SPECULA_BACKEND_VULKAN, "opts->backend is not a specula_backend value");
+        config.backend.kind = o.backend == SPECULA_BACKEND_CPU      ? BackendKind::Cpu
+                              : o.backend == SPECULA_BACKEND_CUDA   ? BackendKind::Cuda
+                              : o.backend == SPECULA_BACKEND_VULKAN ? BackendKind::Vulkan
+                                                                    : BackendKind::Auto;
         config.backend.device = o.device;
         config.backend.allow_fallback = o.allow_fallback != 0;
         require_arg(o.kv_type >= SPECULA_KV_DEFAULT && o.kv_type <= SPECULA_KV_Q8_0, "opts->kv_type is not a specula_kv_type value");

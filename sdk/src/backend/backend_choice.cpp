@@ -21,20 +21,18 @@ std::unique_ptr<TargetRunner> make_target_runner(std::shared_ptr<const Model> mo
                                                  const BackendChoice &choice, std::string &note) {
     note.clear();
     RunnerRequest request{model, n_ctx, &pool, choice.device, choice.kv_type};
+    request.automatic = choice.kind == BackendKind::Auto;
     const BackendDesc *cpu = find_backend(BackendKind::Cpu);
     require(cpu != nullptr, SPECULA_ERR_INTERNAL, "backends: this build has no CPU backend");
     if (choice.kind == BackendKind::Cpu) return cpu->make_runner(request);
     require(choice.device >= 0, SPECULA_ERR_INVALID_ARGUMENT, "session: device index must be >= 0");
 
-    // The GPU backends to try: the one asked for, or (Auto) every kind the ABI knows, in the registry's order.
+    // The GPU backends to try: the one asked for, or (Auto) every GPU kind the ABI knows, in AUTO's order
+    // (gpu_backend_kinds: CUDA, then Vulkan). A kind this build has is tried through the registry; a kind it lacks
+    // only adds its not-built reason, so a CPU fallback says why each GPU was not used.
     std::vector<BackendKind> tries;
-    if (choice.kind != BackendKind::Auto) {
-        tries.push_back(choice.kind);
-    } else {
-        for (const BackendDesc &b : builtin_backends())
-            if (b.has_devices) tries.push_back(b.kind);
-        if (find_backend(BackendKind::Cuda) == nullptr) tries.insert(tries.begin(), BackendKind::Cuda);  // say why not
-    }
+    if (choice.kind != BackendKind::Auto) tries.push_back(choice.kind);
+    else tries.assign(gpu_backend_kinds().begin(), gpu_backend_kinds().end());
     std::string reasons;
     for (BackendKind kind : tries) {
         std::string reason;

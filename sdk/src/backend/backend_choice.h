@@ -1,6 +1,6 @@
-// Which backend runs a session's target, and the fallback when the one asked for cannot: with AUTO, each GPU
-// backend of the registry (backend/backend_registry.h) in turn, then the CPU; every refusal's reason is recorded
-// for the caller.
+// Which backend runs a session's target, and the fallback when the one asked for cannot: with AUTO, each GPU kind
+// the C ABI knows in turn (CUDA, then Vulkan; built ones through the registry, backend/backend_registry.h), then the
+// CPU; every refusal's reason, a GPU kind this build lacks included, is recorded for the caller.
 #pragma once
 
 #include "backend/backend_registry.h"
@@ -20,8 +20,9 @@ struct BackendChoice {
 };
 
 // Creates the runner (its CPU work on `pool`, which must outlive it). When the requested backend (or, for Auto,
-// every GPU backend) cannot be used and fallback is allowed, returns a CPU runner and sets `note` to why (e.g.
-// "CUDA: no CUDA device found; running on the CPU"); otherwise note is empty. Throws Error(UNSUPPORTED /
+// every GPU backend) cannot be used and fallback is allowed, returns a CPU runner and sets `note` to why, each
+// refusal's reason joined by "; " (e.g. "CUDA: no CUDA device found; Vulkan: this build has no Vulkan backend (...);
+// running on the CPU"); otherwise note is empty. Throws Error(UNSUPPORTED /
 // OUT_OF_MEMORY / INVALID_ARGUMENT) with the reason when fallback is not allowed.
 std::unique_ptr<TargetRunner> make_target_runner(std::shared_ptr<const Model> model, int32_t n_ctx, ThreadPool &pool,
                                                  const BackendChoice &choice, std::string &note);

@@ -8,11 +8,17 @@ const BackendDesc *find_backend(BackendKind kind) {
     return nullptr;
 }
 
+std::span<const BackendKind> gpu_backend_kinds() {
+    static constexpr BackendKind kGpuKinds[] = {BackendKind::Cuda, BackendKind::Vulkan};
+    return kGpuKinds;
+}
+
 const char *backend_kind_label(BackendKind kind) {
     switch (kind) {
     case BackendKind::Auto: return "auto";
     case BackendKind::Cpu: return "CPU";
     case BackendKind::Cuda: return "CUDA";
+    case BackendKind::Vulkan: return "Vulkan";
     }
     return "unknown";
 }
@@ -20,8 +26,14 @@ const char *backend_kind_label(BackendKind kind) {
 std::vector<DeviceInfo> list_devices(BackendKind kind, std::string *reason) {
     const BackendDesc *b = find_backend(kind);
     if (b == nullptr) {
-        // How to get it: the CMake option of each optional backend.
-        const char *hint = kind == BackendKind::Cuda ? " (configure with -DSPECULA_CUDA=ON and the CUDA toolkit)" : "";
+        // How to get it: the CMake option of each optional backend and what it needs.
+        const char *hint = "";
+        switch (kind) {
+        case BackendKind::Cuda: hint = " (configure with -DSPECULA_CUDA=ON and the CUDA toolkit)"; break;
+        case BackendKind::Vulkan: hint = " (configure with -DSPECULA_VULKAN=ON, libvulkan-dev and glslc)"; break;
+        case BackendKind::Auto:
+        case BackendKind::Cpu: break;
+        }
         if (reason) *reason = std::string("this build has no ") + backend_kind_label(kind) + " backend" + hint;
         return {};
     }

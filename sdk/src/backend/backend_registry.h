@@ -1,11 +1,12 @@
 // The registry of backends, in the manner of ggml-backend's (ggml/src/ggml-backend-reg.cpp): each backend built
 // into the library is one BackendDesc, with its device list and the factory of its target runner (whose drafters
 // the runner makes: TargetRunner::make_longspec_drafter, make_draft_runner). The core finds backends only here;
-// it includes no backend's header, and adding a backend adds an entry, not a change to the core.
+// it includes no backend's header, and adding a backend adds an entry, not a change to the core (beyond naming its
+// kind: BackendKind, and gpu_backend_kinds() for AUTO's order).
 //
 // builtin_backends() is defined in one place outside the core, backends/registry.cpp, which names every backend
 // this build has (an explicit list, not static self-registration: a static library drops objects nothing refers
-// to, and an explicit list keeps the order AUTO tries them in plain sight).
+// to, and an explicit list keeps what a build has in plain sight).
 #pragma once
 
 #include "backend/device_info.h"
@@ -24,7 +25,7 @@ class Model;
 class ThreadPool;
 
 // Every backend the C ABI can name (specula_backend), built into this library or not.
-enum class BackendKind { Auto, Cpu, Cuda };
+enum class BackendKind { Auto, Cpu, Cuda, Vulkan };
 
 // What a backend's factory is asked to make: a runner for `model` with n_ctx slots on `device`, computing on
 // `pool`'s threads where it computes on the CPU (the pool belongs to the session and outlives the runner).
@@ -34,11 +35,14 @@ struct RunnerRequest {
     ThreadPool *pool = nullptr;
     int32_t device = 0;
     std::optional<KvType> kv_type;  // unset: the backend's default (F16 everywhere)
+    // The session asked for AUTO: a backend may then decline a device that would be slower than the CPU backend
+    // (Vulkan on a software implementation such as lavapipe), which it still serves when asked for by name.
+    bool automatic = false;
 };
 
 struct BackendDesc {
     BackendKind kind;
-    const char *name;  // "cpu", "cuda": TargetRunner::backend() of its runners
+    const char *name;  // "cpu", "cuda", "vulkan": TargetRunner::backend() of its runners
     bool has_devices;  // a GPU backend whose devices are listed and chosen by index (the CPU has none)
     // The devices usable now, or an empty list with *reason set (no driver, no device, ...). Thread-safe.
     std::vector<DeviceInfo> (*devices)(std::string *reason);
@@ -47,13 +51,18 @@ struct BackendDesc {
     std::unique_ptr<TargetRunner> (*make_runner)(const RunnerRequest &request);
 };
 
-// The backends of this build, in the order AUTO tries them: GPU backends first, the CPU last (always present).
+// The backends of this build: GPU backends first (in AUTO's order), the CPU last (always present).
 std::span<const BackendDesc> builtin_backends();
+// Every GPU kind the C ABI knows, built into this library or not, in the order AUTO tries them: CUDA, then Vulkan.
+// AUTO tries the built ones and names the others' not-built reason (backend/backend_choice.cpp), and
+// specula_backend_check(AUTO) reports on all of them.
+std::span<const BackendKind> gpu_backend_kinds();
 // The entry of a kind, or nullptr when this build does not have it.
 const BackendDesc *find_backend(BackendKind kind);
-// "CPU", "CUDA": the name messages give a kind (also for kinds this build lacks).
+// "CPU", "CUDA", "Vulkan": the name messages give a kind (also for kinds this build lacks).
 const char *backend_kind_label(BackendKind kind);
-// The devices of a backend, or an empty list with *reason set (also when the build lacks the backend).
+// The devices of a backend, or an empty list with *reason set (also when the build lacks the backend: then the
+// reason says how to configure a build that has it).
 std::vector<DeviceInfo> list_devices(BackendKind kind, std::string *reason);
 
 }  // namespace specula::internal

@@ -1,6 +1,6 @@
 // The element type a backend keeps its key/value cache in: the CPU's is F16 by default (llama.cpp's default),
-// F32 or Q8_0 on request; the CUDA backend's is F16. Snapshots record it (a cache saved as one type is never
-// loaded as another: that would change the numerics).
+// F32 or Q8_0 on request; the CUDA and Vulkan backends' is F16. Snapshots record it (a cache saved as one type is
+// never loaded as another: that would change the numerics).
 #pragma once
 
 #include <cstddef>

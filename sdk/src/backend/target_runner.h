@@ -28,7 +28,7 @@ class TargetRunner {
 public:
     virtual ~TargetRunner() = default;
 
-    // The backend's name in its registry entry (backend/backend_registry.h): "cpu", "cuda".
+    // The backend's name in its registry entry (backend/backend_registry.h): "cpu", "cuda", "vulkan".
     virtual const char *backend() const = 0;
 
     // Evaluates n tokens that occupy KV slots (and positions) [n_past, n_past + n); each attends causally to

@@ -44,7 +44,7 @@ struct SessionConfig {
     int32_t n_ctx = 0;      // 0 = min(n_ctx_train, 4096)
     int32_t n_threads = 0;  // 0 = cores, at most 8
     int32_t n_batch = 64;
-    BackendChoice backend;  // which backend runs the target (auto: CUDA when usable, else the CPU)
+    BackendChoice backend;  // which backend runs the target (auto: CUDA when usable, else Vulkan, else the CPU)
     ContextShift shift;
     // Internal: builds the target's runner instead of `backend` (tests run the CUDA backend's CPU emulation
     // through a real session this way).
@@ -86,7 +86,7 @@ public:
 
     const Model &model() const { return *model_; }
     int32_t n_ctx() const { return runner_->n_ctx(); }
-    // The backend running the target ("cpu", "cuda") and, when it is not the one asked for (auto included),
+    // The backend running the target ("cpu", "cuda", "vulkan") and, when it is not the one asked for (auto included),
     // why: e.g. "CUDA: no device found (cudaErrorNoDevice)". Empty when the first choice was used.
     const char *backend() const { return runner_->backend(); }
     const std::string &backend_note() const { return backend_note_; }

@@ -68,7 +68,7 @@ struct SnapshotHeader {
     int32_t n_layer = 0, n_embd_kv = 0, n_vocab = 0;
     int32_t chunk_slots = 0;  // slots per KV chunk
     uint32_t flags = 0;
-    std::string backend;    // "cpu", "cuda" (at most 31 bytes)
+    std::string backend;    // "cpu", "cuda", "vulkan" (at most 31 bytes)
 
     static constexpr uint32_t kFlagDrafterState = 1;  // the SPEC section carries drafter state
 };

@@ -137,6 +137,7 @@ extern "C" { pub fn specula_backend_check (backend : i32 , err : * mut * mut spe
 pub const specula_backend_SPECULA_BACKEND_AUTO : specula_backend = 0 ;
 pub const specula_backend_SPECULA_BACKEND_CPU : specula_backend = 1 ;
 pub const specula_backend_SPECULA_BACKEND_CUDA : specula_backend = 2 ;
+pub const specula_backend_SPECULA_BACKEND_VULKAN : specula_backend = 3 ;
 pub type specula_backend = :: std :: os :: raw :: c_uint ;
 pub const specula_kv_type_SPECULA_KV_DEFAULT : specula_kv_type = 0 ;
 pub const specula_kv_type_SPECULA_KV_F32 : specula_kv_type = 1 ;

@@ -15,14 +15,16 @@ pub struct DeviceInfo {
     pub total_memory: u64,
     /// Bytes free when queried.
     pub free_memory: u64,
-    /// major * 10 + minor, e.g. 90.
+    /// CUDA: major * 10 + minor, e.g. 90; 0 for other backends.
     pub compute_capability: i32,
+    /// CUDA: streaming multiprocessors; Vulkan: compute units where the driver says (0 if unknown).
     pub multiprocessors: i32,
     /// Memory bandwidth in GB/s; 0 if unknown.
     pub peak_bandwidth_gbs: f64,
 }
 
-/// Number of usable devices of a GPU backend (0 for the CPU, and when the library was built without it).
+/// Number of usable devices of a GPU backend, [`Backend::Cuda`] or [`Backend::Vulkan`] (0 for the CPU and
+/// [`Backend::Auto`], and when the library was built without it).
 pub fn device_count(backend: Backend) -> usize {
     unsafe { sys::specula_device_count(backend.to_raw()) }.max(0) as usize
 }
@@ -51,7 +53,8 @@ pub fn devices(backend: Backend) -> Result<Vec<DeviceInfo>> {
     Ok(out)
 }
 
-/// `Ok` when the backend has a usable device; otherwise `Unsupported` with the reason. The CPU is always `Ok`.
+/// `Ok` when the backend has a usable device; otherwise `Unsupported` with the reason. The CPU is always `Ok`;
+/// [`Backend::Auto`] is `Ok` when any GPU backend is, else its reason names each ("CUDA: ...; Vulkan: ...").
 pub fn backend_check(backend: Backend) -> Result<()> {
     ffi(|err| unsafe { sys::specula_backend_check(backend.to_raw(), err) })
 }

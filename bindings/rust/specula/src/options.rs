@@ -12,12 +12,16 @@ use crate::util;
 /// Where a session runs its target model (`specula_backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
-    /// CUDA when built in and a usable device has room, else the CPU (the default).
+    /// The first GPU backend built in whose usable device has room (CUDA, then Vulkan), else the CPU (the
+    /// default).
     Auto,
     /// The CPU reference backend.
     Cpu,
     /// An NVIDIA GPU (compute capability 8.0 or newer).
     Cuda,
+    /// A GPU through the Vulkan loader: AMD, Intel, integrated, or NVIDIA (since 0.9; a library built with
+    /// `-DSPECULA_VULKAN=ON`; [`crate::backend_check`] says why not).
+    Vulkan,
 }
 
 impl Backend {
@@ -26,6 +30,7 @@ impl Backend {
             Backend::Auto => sys::specula_backend_SPECULA_BACKEND_AUTO,
             Backend::Cpu => sys::specula_backend_SPECULA_BACKEND_CPU,
             Backend::Cuda => sys::specula_backend_SPECULA_BACKEND_CUDA,
+            Backend::Vulkan => sys::specula_backend_SPECULA_BACKEND_VULKAN,
         }) as i32
     }
 
@@ -34,6 +39,8 @@ impl Backend {
             Backend::Cpu
         } else if raw == sys::specula_backend_SPECULA_BACKEND_CUDA as i32 {
             Backend::Cuda
+        } else if raw == sys::specula_backend_SPECULA_BACKEND_VULKAN as i32 {
+            Backend::Vulkan
         } else {
             Backend::Auto
         }
@@ -114,7 +121,7 @@ pub struct SessionOptions {
     /// When the backend cannot be used, run on the CPU and say why in
     /// [`Session::backend_note`](crate::Session::backend_note) (default); `false`: fail instead.
     pub allow_fallback: bool,
-    /// Element type of the KV cache (since 0.8); CUDA keeps F16 only.
+    /// Element type of the KV cache (since 0.8); CUDA and Vulkan keep F16 only.
     pub kv_type: KvType,
     /// What generation does when the context is full (since 0.9); default [`ContextPolicy::Stop`].
     pub context_policy: ContextPolicy,

@@ -429,12 +429,14 @@ impl<'m> Session<'m> {
         n.max(0) as usize
     }
 
-    /// The backend running the target: "cpu" or "cuda".
+    /// The backend running the target: "cpu", "cuda" or "vulkan".
     pub fn backend(&self) -> String {
         unsafe { util::string_from(sys::specula_session_backend(self.p())) }
     }
 
-    /// Why the session does not run on the backend asked for; "" when it does.
+    /// Why the session does not run on the backend asked for; "" when it does (with [`crate::Backend::Auto`]: when
+    /// it runs on a GPU), else each refusal's reason joined by "; " (e.g. "CUDA: ...; Vulkan: ...; running on the
+    /// CPU").
     pub fn backend_note(&self) -> String {
         unsafe { util::string_from(sys::specula_session_backend_note(self.p())) }
     }

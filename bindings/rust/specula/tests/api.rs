@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use specula::{
     Backend, ChatMessage, FimToken, LogLevel, Model, ModelOptions, PromptCache, PromptCacheOptions, SamplerOptions,
-    Session, SnapshotOptions, Status, TokenKind, TokenizeFlags,
+    Session, SessionOptions, SnapshotOptions, Status, TokenKind, TokenizeFlags,
 };
 
 #[test]
@@ -218,6 +218,53 @@ fn logging_devices_and_synthetic() {
         Ok(()) => assert!(!cuda.is_empty()),
         Err(e) => assert_eq!(e.status(), Status::Unsupported),
     }
+    // Vulkan the same way: none without a Vulkan backend or driver (the reason says which), or its devices.
+    let vulkan = specula::devices(Backend::Vulkan).unwrap();
+    assert_eq!(vulkan.len(), specula::device_count(Backend::Vulkan));
+    match specula::backend_check(Backend::Vulkan) {
+        Ok(()) => assert!(!vulkan.is_empty()),
+        Err(e) => {
+            assert_eq!(e.status(), Status::Unsupported);
+            assert!(vulkan.is_empty());
+            assert!(e.message().starts_with("Vulkan: "), "{}", e.message());
+        }
+    }
+    for (i, d) in vulkan.iter().enumerate() {
+        assert_eq!((d.backend, d.index as usize), (Backend::Vulkan, i));
+        assert!(!d.name.is_empty());
+    }
+    // Auto is usable iff some GPU backend is; else its reason names every one.
+    match specula::backend_check(Backend::Auto) {
+        Ok(()) => assert!(!cuda.is_empty() || !vulkan.is_empty()),
+        Err(e) => {
+            assert!(cuda.is_empty() && vulkan.is_empty());
+            assert!(e.message().contains("CUDA: ") && e.message().contains("Vulkan: "), "{}", e.message());
+        }
+    }
+    let model = load_model();
+    let strict = SessionOptions { n_threads: 1, backend: Backend::Vulkan, allow_fallback: false, ..SessionOptions::default() };
+    match Session::new(&model, &strict, &SamplerOptions::greedy()) {
+        Ok(s) => {
+            assert!(!vulkan.is_empty());
+            assert_eq!(s.backend(), "vulkan");
+        }
+        Err(e) => {
+            assert!(vulkan.is_empty(), "a strict Vulkan session failed with devices: {}", e);
+            assert!(matches!(e.status(), Status::Unsupported | Status::OutOfMemory), "{}", e);
+        }
+    }
+    // Auto: the first GPU that can (CUDA, then Vulkan), else the CPU with every GPU backend's reason.
+    let auto = SessionOptions { n_threads: 1, backend: Backend::Auto, ..SessionOptions::default() };
+    let s = Session::new(&model, &auto, &SamplerOptions::greedy()).unwrap();
+    let note = s.backend_note();
+    if s.backend() == "cpu" {
+        assert!(note.contains("CUDA: ") && note.contains("Vulkan: ") && note.ends_with("running on the CPU"), "{}", note);
+    } else {
+        assert!(s.backend() == "cuda" || s.backend() == "vulkan", "{}", s.backend());
+        assert_eq!(note, "");
+    }
+    drop(s);
+    drop(model);
 
     let shapes = specula::synthetic::shapes();
     assert!(shapes.iter().any(|s| s == "tiny-llama"), "{:?}", shapes);
