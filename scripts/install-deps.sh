@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh          what the build needs (the README's first command): compiler, CMake, the libraries
 #   scripts/install-deps.sh --all    also what the optional parts and their tests need: the Qt demo and Xvfb, the
 #                                    trainer's PyTorch, Mono for the C# binding, cargo/rustc/bindgen for the Rust one,
-#                                    abigail-tools for the ABI check, dpkg-dev for the .deb packages (what CI installs)
+#                                    abigail-tools for the ABI check, dpkg-dev for the .deb packages, the Vulkan headers,
+#                                    glslc, Mesa's lavapipe and the validation layers for the Vulkan backend (what CI installs)
 # Without a package, its tests report "Skipped" and say which package to install; the build leaves the part out.
 set -euo pipefail
 
@@ -17,6 +18,7 @@ optional=(
     mono-mcs mono-runtime                                                                             # bindings/csharp
     rustc cargo bindgen libclang-dev                                                                  # bindings/rust
     abigail-tools dpkg-dev file                                                                       # ABI check, .deb
+    libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers                                  # Vulkan backend, lavapipe tests
 )
 packages=("${build[@]}")
 case "${1:-}" in

@@ -1,0 +1,24 @@
+// out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight: one workgroup of 256 per row, squares added by a fixed tree.
+#version 450
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer W { float weight[]; };
+layout(std430, binding = 2) writeonly buffer Out { float outv[]; };
+layout(push_constant) uniform Params { uint d; float eps; uint x_off, w_off, out_off; } p;
+
+shared float partial[256];
+
+void main() {
+    const uint t = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+    const uint row = p.x_off + t * p.d;
+    float sum = 0.0;
+    for (uint i = tid; i < p.d; i += 256u) sum += x[row + i] * x[row + i];
+    partial[tid] = sum;
+    barrier();
+    for (uint s = 128u; s > 0u; s >>= 1) {
+        if (tid < s) partial[tid] += partial[tid + s];
+        barrier();
+    }
+    const float scale = 1.0 / sqrt(partial[0] / float(p.d) + p.eps);
+    for (uint i = tid; i < p.d; i += 256u) outv[p.out_off + t * p.d + i] = (x[row + i] * scale) * weight[p.w_off + i];
+}

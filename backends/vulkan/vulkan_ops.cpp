@@ -1,0 +1,149 @@
+#include "backends/vulkan/vulkan_ops.h"
+
+#include <algorithm>
+#include <string>
+
+namespace specula::internal::vulkan {
+namespace {
+
+// Workgroup counts above 65535 (the guaranteed limit per dimension) spill into y.
+void split_groups(uint64_t groups, uint32_t &gx, uint32_t &gy) {
+    gx = uint32_t(std::min<uint64_t>(groups, 65535));
+    gy = uint32_t((groups + gx - 1) / std::max<uint32_t>(gx, 1));
+}
+
+struct ElementwisePush {
+    uint32_t count, op, d, x_off, y_off;
+};
+
+void elementwise(Stream &s, uint32_t op, View x, View y, uint32_t count, uint32_t d) {
+    if (count == 0) return;
+    const Kernel &k = s.device().kernel("add", 2, sizeof(ElementwisePush));
+    uint32_t gx, gy;
+    split_groups((uint64_t(count) + 255) / 256, gx, gy);
+    s.dispatch(k, {x.buffer, y.buffer}, ElementwisePush{count, op, d, x.offset, y.offset}, gx, gy);
+}
+
+uint32_t chunk_count(const AttentionShape &a, uint32_t max_keys) { return (max_keys + a.chunk - 1) / a.chunk; }
+
+}  // namespace
+
+void matmul(Stream &s, const Matrix &w, View x, uint32_t x_stride, uint32_t n, View y, uint32_t y_stride) {
+    if (n == 0 || w.rows == 0) return;
+    struct Push {
+        uint32_t rows, cols, n, row_stride, w_off, x_off, x_stride, y_off, y_stride;
+    };
+    const Kernel &k = s.device().kernel((std::string("matmul_") + w.suffix).c_str(), 3, sizeof(Push));
+    uint32_t gx, gy;
+    split_groups((uint64_t(w.rows) + 15) / 16, gx, gy);  // 16 rows per workgroup (shaders/matmul.comp)
+    s.dispatch(k, {w.buffer, x.buffer, y.buffer}, Push{w.rows, w.cols, n, w.row_stride, 0, x.offset, x_stride, y.offset, y_stride}, gx, gy);
+}
+
+void embed(Stream &s, const Matrix &table, View tokens, uint32_t n, View out) {
+    struct Push {
+        uint32_t cols, row_stride, w_off, tok_off, out_off;
+    };
+    const Kernel &k = s.device().kernel((std::string("embed_") + table.suffix).c_str(), 3, sizeof(Push));
+    s.dispatch(k, {table.buffer, tokens.buffer, out.buffer}, Push{table.cols, table.row_stride, 0, tokens.offset, out.offset}, n);
+}
+
+void rmsnorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, View out) {
+    struct Push {
+        uint32_t d;
+        float eps;
+        uint32_t x_off, w_off, out_off;
+    };
+    const Kernel &k = s.device().kernel("rmsnorm", 3, sizeof(Push));
+    s.dispatch(k, {x.buffer, weight.buffer, out.buffer}, Push{d, eps, x.offset, weight.offset, out.offset}, n);
+}
+
+void add(Stream &s, View x, View y, uint32_t count) { elementwise(s, 0, x, y, count, 1); }
+void add_bias(Stream &s, View x, View bias, uint32_t n, uint32_t d) {
+    if (bias.buffer != nullptr) elementwise(s, 1, x, bias, n * d, d);
+}
+void swiglu(Stream &s, View gate, View up, uint32_t count) { elementwise(s, 2, gate, up, count, 1); }
+
+void rope(Stream &s, View x, uint32_t n, uint32_t n_heads, uint32_t head_dim, uint32_t rope_dim, bool neox, View positions, const Buffer &cos_t,
+          const Buffer &sin_t) {
+    if (n == 0 || rope_dim < 2) return;
+    struct Push {
+        uint32_t n_heads, head_dim, rope_dim, neox, x_off, pos_off;
+    };
+    const Kernel &k = s.device().kernel("rope", 4, sizeof(Push));
+    s.dispatch(k, {x.buffer, positions.buffer, &cos_t, &sin_t}, Push{n_heads, head_dim, rope_dim, neox ? 1u : 0u, x.offset, positions.offset}, n,
+               n_heads);
+}
+
+void store_kv(Stream &s, View k, View v, uint32_t n_values, const Buffer &k_cache, const Buffer &v_cache, uint32_t dst_offset) {
+    if (n_values == 0) return;
+    struct Push {
+        uint32_t count, src_off, dst_off;
+    };
+    require(k.offset == v.offset, SPECULA_ERR_INTERNAL, "Vulkan: store_kv takes k and v at the same offset");
+    const Kernel &kk = s.device().kernel("store_kv", 4, sizeof(Push));
+    uint32_t gx, gy;
+    split_groups((uint64_t(n_values) + 255) / 256, gx, gy);
+    s.dispatch(kk, {k.buffer, v.buffer, &k_cache, &v_cache}, Push{n_values, k.offset, dst_offset}, gx, gy);
+}
+
+void copy_slots(Stream &s, const Buffer &k_cache, const Buffer &v_cache, View moves, uint32_t n, uint32_t dkv) {
+    if (n == 0) return;
+    struct Push {
+        uint32_t n, dkv, moves_off;
+    };
+    const Kernel &k = s.device().kernel("copy_slots", 3, sizeof(Push));
+    s.dispatch(k, {&k_cache, &v_cache, moves.buffer}, Push{n, dkv, moves.offset}, 1);
+}
+
+size_t attention_partials_floats(const AttentionShape &a, uint32_t n_rows, uint32_t max_keys) {
+    return size_t(n_rows) * a.n_head * std::max<size_t>(1, chunk_count(a, max_keys)) * (a.head_dim + 2);
+}
+
+void attention_chunks(Stream &s, View q, const Buffer &k_cache, const Buffer &v_cache, uint32_t dkv, const AttentionRows &rows,
+                      const AttentionShape &a, const Buffer &partials) {
+    const uint32_t n_chunks = chunk_count(a, rows.max_keys);
+    if (rows.n == 0 || n_chunks == 0) return;
+    struct Push {
+        uint32_t n_rows, n_prefix, max_keys, n_head, n_head_kv, head_dim, chunk, n_chunks, sub;
+        uint32_t causal, has_tail, tail_start_off, tail_len_off, tail_slots_off, q_off, dkv;
+        float scale;
+    };
+    const Kernel &k = s.device().kernel("attention_chunks", 5, sizeof(Push));
+    const uint32_t sub = std::min<uint32_t>(64, 2048 / a.head_dim);
+    const uint32_t base = rows.ints.offset;
+    const Buffer *ints = rows.ints.buffer ? rows.ints.buffer : &partials;  // no tails: the binding is never read
+    s.dispatch(k, {q.buffer, &k_cache, &v_cache, ints, &partials},
+               Push{rows.n, rows.n_prefix, rows.max_keys, a.n_head, a.n_head_kv, a.head_dim, a.chunk, n_chunks, sub, rows.causal ? 1u : 0u,
+                    rows.has_tail ? 1u : 0u, base + rows.tail_start, base + rows.tail_len, base + rows.tail_slots, q.offset, dkv, a.scale},
+               n_chunks, a.n_head_kv);
+}
+
+void attention_tree(Stream &s, View q, const Buffer &k_cache, const Buffer &v_cache, uint32_t dkv, uint32_t n_rows, uint32_t first_slot,
+                    uint32_t n_tree, const Buffer &mask, const AttentionShape &a, const Buffer &tree_partials) {
+    if (n_rows == 0) return;
+    struct Push {
+        uint32_t n_head, n_head_kv, head_dim, first_slot, n_tree, dkv, q_off;
+        float scale;
+    };
+    const Kernel &k = s.device().kernel("attention_tree", 5, sizeof(Push));
+    s.dispatch(k, {q.buffer, &k_cache, &v_cache, &mask, &tree_partials},
+               Push{a.n_head, a.n_head_kv, a.head_dim, first_slot, n_tree, dkv, q.offset, a.scale}, n_rows, a.n_head);
+}
+
+void attention_merge(Stream &s, const Buffer &partials, const Buffer *tree_partials, const AttentionRows &rows, const AttentionShape &a, View out) {
+    if (rows.n == 0) return;
+    struct Push {
+        uint32_t n_prefix, n_head, head_dim, chunk, n_chunks, has_tail, tail_len_off, has_tree, out_off;
+    };
+    const Kernel &k = s.device().kernel("attention_merge", 4, sizeof(Push));
+    const uint32_t n_chunks = std::max<uint32_t>(1, chunk_count(a, rows.max_keys));
+    // Without a tree part, the partials stand in for the unused binding (has_tree = 0: never read).
+    const Buffer *tree = tree_partials ? tree_partials : &partials;
+    const Buffer *ints = rows.ints.buffer ? rows.ints.buffer : &partials;
+    s.dispatch(k, {&partials, tree, ints, out.buffer},
+               Push{rows.n_prefix, a.n_head, a.head_dim, a.chunk, n_chunks, rows.has_tail ? 1u : 0u, rows.ints.offset + rows.tail_len,
+                    tree_partials ? 1u : 0u, out.offset},
+               rows.n, a.n_head);
+}
+
+}  // namespace specula::internal::vulkan
