@@ -1,0 +1,294 @@
+// Each Vulkan shader against the core's reference arithmetic: the matrix product and the embedding rows of every
+// weight type the shaders dequantize (random blocks in the GGUF layouts, dequantized by formats/ for the
+// reference), RMSNorm, RoPE in both layouts, SwiGLU and the residual add, and attention over causal rows with the
+// log-sum-exp merge against a host softmax. A row's result is also checked to be the same, bit for bit, whatever
+// the batch it is computed in.
+#include "backends/vulkan/vulkan_ops.h"
+
+#include "formats/half.h"
+#include "formats/type_kernels.h"
+#include "gguf/tensor_type.h"
+#include "model/weights.h"
+
+#include <catch2/catch.hpp>
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace specula::internal;
+using namespace specula::internal::vulkan;
+
+namespace {
+
+Buffer device_buffer(Stream &s, size_t bytes) { return Buffer(s.shared_device(), bytes, Buffer::Kind::Device, "test"); }
+
+Buffer upload_floats(Stream &s, const std::vector<float> &v) {
+    Buffer b = device_buffer(s, v.size() * 4);
+    s.upload(b, 0, v.data(), v.size() * 4);
+    return b;
+}
+
+std::vector<float> download_floats(Stream &s, const Buffer &b, size_t n) {
+    std::vector<float> out(n);
+    s.download(b, 0, out.data(), n * 4);
+    s.finish();
+    return out;
+}
+
+std::vector<float> random_floats(std::mt19937 &rng, size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<float> v(n);
+    for (float &x : v) x = dist(rng);
+    return v;
+}
+
+void put_half(std::vector<uint8_t> &bytes, size_t at, float v) {
+    const uint16_t h = float_to_half(v);
+    std::memcpy(bytes.data() + at, &h, 2);
+}
+
+// A random matrix of `rows` x `cols` in type `type`'s GGUF layout (scales kept small and positive, quants random).
+std::vector<uint8_t> random_matrix(std::mt19937 &rng, TensorType type, int64_t rows, int64_t cols, size_t &row_bytes) {
+    const TensorTypeLayout *layout = tensor_type_layout(uint32_t(type));
+    row_bytes = size_t(cols / layout->block_size) * layout->type_size;
+    std::vector<uint8_t> bytes(row_bytes * size_t(rows));
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+    std::normal_distribution<float> value(0.0f, 0.5f);
+    for (uint8_t &b : bytes) b = uint8_t(byte(rng));
+    const size_t blocks = bytes.size() / layout->type_size;
+    for (size_t blk = 0; blk < blocks; ++blk) {
+        const size_t at = blk * layout->type_size;
+        switch (type) {
+        case TensorType::F32:
+            for (uint32_t j = 0; j < layout->block_size; ++j) {
+                const float f = value(rng);
+                std::memcpy(bytes.data() + at + 4 * j, &f, 4);
+            }
+            break;
+        case TensorType::F16:
+            for (uint32_t j = 0; j < layout->block_size; ++j) put_half(bytes, at + 2 * j, value(rng));
+            break;
+        case TensorType::Q8_0:
+        case TensorType::Q4_0: put_half(bytes, at, scale(rng)); break;
+        case TensorType::Q4_K:
+            put_half(bytes, at, scale(rng));
+            put_half(bytes, at + 2, scale(rng));
+            break;
+        case TensorType::Q6_K: put_half(bytes, at + 208, scale(rng) * 0.1f); break;
+        default: FAIL("no generator for this type");
+        }
+    }
+    return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("vulkan matmul and embed match the reference dequantization of every shader type and are batch invariant", "[vulkan][kernels]") {
+    std::shared_ptr<Device> dev = get_device(0);
+    Stream s(dev);
+    std::mt19937 rng(7);
+    const int64_t rows = 70, cols = 512;
+    const uint32_t n = 13;
+    for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+        INFO(tensor_type_name(uint32_t(type)));
+        size_t row_bytes = 0;
+        const std::vector<uint8_t> bytes = random_matrix(rng, type, rows, cols, row_bytes);
+        WeightView w;
+        w.data = bytes.data();
+        w.type = uint32_t(type);
+        w.cols = cols;
+        w.rows = rows;
+        w.row_bytes = row_bytes;
+        Uploads up(s);
+        const Matrix m = up.matrix(w);
+        std::string native = tensor_type_name(uint32_t(type));
+        for (char &c : native) c = char(std::tolower(static_cast<unsigned char>(c)));
+        CHECK(m.suffix == native);  // read in its GGUF layout by its own shader variant, not converted
+        const TypeKernels *k = find_type_kernels(uint32_t(type));
+        REQUIRE(k != nullptr);
+        std::vector<float> deq(size_t(rows * cols));
+        for (int64_t r = 0; r < rows; ++r) k->to_float(bytes.data() + size_t(r) * row_bytes, deq.data() + size_t(r * cols), cols);
+
+        const std::vector<float> x = random_floats(rng, size_t(n) * size_t(cols));
+        Buffer xb = upload_floats(s, x), yb = device_buffer(s, size_t(n) * size_t(rows) * 4);
+        matmul(s, m, View{&xb, 0}, n, View{&yb, 0});
+        const std::vector<float> y = download_floats(s, yb, size_t(n) * size_t(rows));
+        double worst = 0;
+        for (uint32_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < rows; ++r) {
+                double ref = 0, mag = 0;
+                for (int64_t c = 0; c < cols; ++c) {
+                    ref += double(deq[size_t(r * cols + c)]) * double(x[size_t(t) * cols + size_t(c)]);
+                    mag += std::fabs(double(deq[size_t(r * cols + c)]) * double(x[size_t(t) * cols + size_t(c)]));
+                }
+                worst = std::max(worst, std::fabs(double(y[size_t(t) * rows + size_t(r)]) - ref) / std::max(mag, 1e-30));
+            }
+        INFO("worst relative error " << worst);
+        CHECK(worst < 1e-5);
+        // Batch invariance: token 5 alone gives the bits it got inside the batch of 13.
+        Buffer one = device_buffer(s, size_t(rows) * 4);
+        matmul(s, m, View{&xb, uint32_t(5 * cols)}, 1, View{&one, 0});
+        const std::vector<float> alone = download_floats(s, one, size_t(rows));
+        CHECK(std::memcmp(alone.data(), y.data() + 5 * rows, size_t(rows) * 4) == 0);
+
+        // Embedding rows: tokens 3, 0, 69 dequantized exactly as the reference does.
+        const std::vector<int32_t> tokens = {3, 0, 69};
+        Buffer tb = device_buffer(s, 12), eb = device_buffer(s, 3 * size_t(cols) * 4);
+        s.upload(tb, 0, tokens.data(), 12);
+        embed(s, m, View{&tb, 0}, 3, View{&eb, 0});
+        const std::vector<float> e = download_floats(s, eb, 3 * size_t(cols));
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            INFO("token " << tokens[i]);
+            double diff = 0;
+            for (int64_t c = 0; c < cols; ++c)
+                diff = std::max(diff, std::fabs(double(e[i * size_t(cols) + size_t(c)]) - double(deq[size_t(tokens[i] * cols + c)])));
+            CHECK(diff <= 1e-6 * 8);
+        }
+    }
+}
+
+TEST_CASE("vulkan rmsnorm, rope, swiglu and add match host loops", "[vulkan][kernels]") {
+    std::shared_ptr<Device> dev = get_device(0);
+    Stream s(dev);
+    std::mt19937 rng(11);
+    const uint32_t n = 5, d = 96;
+    const std::vector<float> x = random_floats(rng, n * d), w = random_floats(rng, d), y = random_floats(rng, n * d);
+    Buffer xb = upload_floats(s, x), wb = upload_floats(s, w), yb = upload_floats(s, y), ob = device_buffer(s, n * d * 4);
+
+    rmsnorm(s, View{&xb, 0}, View{&wb, 0}, n, d, 1e-5f, View{&ob, 0});
+    std::vector<float> got = download_floats(s, ob, n * d);
+    for (uint32_t t = 0; t < n; ++t) {
+        double ss = 0;
+        for (uint32_t i = 0; i < d; ++i) ss += double(x[t * d + i]) * x[t * d + i];
+        const double scale = 1.0 / std::sqrt(ss / d + 1e-5);
+        for (uint32_t i = 0; i < d; ++i) CHECK(std::fabs(got[t * d + i] - x[t * d + i] * scale * w[i]) <= 1e-5 * (1 + std::fabs(x[t * d + i] * scale * w[i])));
+    }
+
+    // RoPE: 2 heads of 48, rope_dim 32, both pair layouts, positions 0, 3, 9, 1, 7 from a table of 10 positions.
+    const uint32_t heads = 2, hd = 48, rd = 32, half = rd / 2;
+    std::vector<float> cos_t(10 * half), sin_t(10 * half);
+    for (uint32_t p = 0; p < 10; ++p)
+        for (uint32_t i = 0; i < half; ++i) {
+            const double theta = p * std::pow(10000.0, -2.0 * i / rd);
+            cos_t[p * half + i] = float(std::cos(theta));
+            sin_t[p * half + i] = float(std::sin(theta));
+        }
+    const std::vector<int32_t> pos = {0, 3, 9, 1, 7};
+    Buffer cb = upload_floats(s, cos_t), sb = upload_floats(s, sin_t), pb = device_buffer(s, pos.size() * 4);
+    s.upload(pb, 0, pos.data(), pos.size() * 4);
+    for (const bool neox : {false, true}) {
+        INFO("neox " << neox);
+        Buffer rb = upload_floats(s, x);  // n rows of heads * hd = 96
+        rope(s, View{&rb, 0}, n, heads, hd, rd, neox, View{&pb, 0}, cb, sb);
+        got = download_floats(s, rb, n * d);
+        for (uint32_t t = 0; t < n; ++t)
+            for (uint32_t h = 0; h < heads; ++h) {
+                std::vector<float> ref(x.begin() + (t * heads + h) * hd, x.begin() + (t * heads + h + 1) * hd);
+                for (uint32_t i = 0; i < half; ++i) {
+                    const uint32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+                    const float c = cos_t[uint32_t(pos[t]) * half + i], sn = sin_t[uint32_t(pos[t]) * half + i];
+                    const float x0 = ref[a], x1 = ref[b];
+                    ref[a] = x0 * c - x1 * sn;
+                    ref[b] = x0 * sn + x1 * c;
+                }
+                for (uint32_t i = 0; i < hd; ++i) CHECK(got[(t * heads + h) * hd + i] == Approx(ref[i]).margin(1e-6));
+            }
+    }
+
+    Buffer gb = upload_floats(s, x);
+    swiglu(s, View{&gb, 0}, View{&yb, 0}, n * d);
+    got = download_floats(s, gb, n * d);
+    for (uint32_t i = 0; i < n * d; ++i) CHECK(got[i] == Approx(x[i] / (1.0f + std::exp(-x[i])) * y[i]).margin(1e-6));
+    Buffer ab = upload_floats(s, x);
+    add(s, View{&ab, 0}, View{&yb, 0}, n * d);
+    add_bias(s, View{&ab, 0}, View{&wb, 0}, n, d);
+    got = download_floats(s, ab, n * d);
+    for (uint32_t i = 0; i < n * d; ++i) CHECK(got[i] == x[i] + y[i] + w[i % d]);
+}
+
+TEST_CASE("vulkan attention: split-K chunks over causal rows and a tree's tails, merged, agree with a host softmax", "[vulkan][kernels]") {
+    std::shared_ptr<Device> dev = get_device(0);
+    Stream s(dev);
+    std::mt19937 rng(5);
+    // 4 query heads over 2 KV heads of 64; 150 cached slots, chunks of 64 (three chunks, the last partial).
+    AttentionShape a;
+    a.n_head = 4;
+    a.n_head_kv = 2;
+    a.head_dim = 64;
+    a.chunk = 64;
+    a.scale = 0.125f;
+    const uint32_t dkv = a.n_head_kv * a.head_dim, slots = 150, n_prefix = 140, rows = 3;
+    std::vector<uint16_t> kh(slots * dkv), vh(slots * dkv);
+    std::vector<float> kf(kh.size()), vf(vh.size());
+    const std::vector<float> kr = random_floats(rng, kh.size()), vr = random_floats(rng, vh.size());
+    for (size_t i = 0; i < kh.size(); ++i) {
+        kh[i] = float_to_half(kr[i]);
+        vh[i] = float_to_half(vr[i]);
+        kf[i] = half_to_float(kh[i]);
+        vf[i] = half_to_float(vh[i]);
+    }
+    const std::vector<float> q = random_floats(rng, rows * a.n_head * a.head_dim);
+    Buffer kc = device_buffer(s, kh.size() * 2), vc = device_buffer(s, vh.size() * 2), qb = upload_floats(s, q);
+    s.upload(kc, 0, kh.data(), kh.size() * 2);
+    s.upload(vc, 0, vh.data(), vh.size() * 2);
+    // Two layouts of the rows' keys: causal (row i sees slots [0, n_prefix + i]) and tree tails (row i sees the
+    // prefix, then slots listed for it: here 145, 141 + i).
+    for (const bool causal : {true, false}) {
+        INFO((causal ? "causal rows" : "tree tails"));
+        std::vector<int32_t> ints(2 * rows);
+        std::vector<std::vector<uint32_t>> keys(rows);
+        for (uint32_t i = 0; i < rows; ++i) {
+            for (uint32_t p = 0; p < n_prefix; ++p) keys[i].push_back(p);
+            ints[i] = int32_t(ints.size() - 2 * rows);
+            if (causal) {
+                for (uint32_t p = n_prefix; p <= n_prefix + i; ++p) keys[i].push_back(p);
+            } else {
+                for (uint32_t p : {145u, 141u + i}) {
+                    keys[i].push_back(p);
+                    ints.push_back(int32_t(p));
+                }
+            }
+            ints[rows + i] = int32_t(keys[i].size() - n_prefix);
+        }
+        Buffer ib = device_buffer(s, ints.size() * 4);
+        s.upload(ib, 0, ints.data(), ints.size() * 4);
+        AttentionRows r;
+        r.n = rows;
+        r.n_prefix = n_prefix;
+        r.max_keys = 0;
+        for (const auto &k : keys) r.max_keys = std::max<uint32_t>(r.max_keys, uint32_t(k.size()));
+        r.has_tail = true;
+        r.causal = causal;
+        r.ints = View{&ib, 0};
+        r.tail_start = 0;
+        r.tail_len = rows;
+        r.tail_slots = 2 * rows;
+        Buffer part = device_buffer(s, attention_partials_floats(a, rows, r.max_keys) * 4), out = device_buffer(s, q.size() * 4);
+        attention_chunks(s, View{&qb, 0}, kc, vc, dkv, r, a, part);
+        attention_merge(s, part, nullptr, r, a, View{&out, 0});
+        const std::vector<float> got = download_floats(s, out, q.size());
+        for (uint32_t i = 0; i < rows; ++i)
+            for (uint32_t h = 0; h < a.n_head; ++h) {
+                const uint32_t g = h / (a.n_head / a.n_head_kv);
+                std::vector<double> sc;
+                double m = -1e300;
+                for (uint32_t p : keys[i]) {
+                    double dot = 0;
+                    for (uint32_t d = 0; d < a.head_dim; ++d) dot += double(q[(i * a.n_head + h) * a.head_dim + d]) * kf[p * dkv + g * a.head_dim + d];
+                    sc.push_back(dot * a.scale);
+                    m = std::max(m, sc.back());
+                }
+                double l = 0;
+                for (double &v : sc) l += (v = std::exp(v - m));
+                for (uint32_t d = 0; d < a.head_dim; ++d) {
+                    double o = 0;
+                    for (size_t j = 0; j < keys[i].size(); ++j) o += sc[j] * vf[keys[i][j] * dkv + g * a.head_dim + d];
+                    CHECK(got[(i * a.n_head + h) * a.head_dim + d] == Approx(o / l).margin(1e-5));
+                }
+            }
+    }
+}
