@@ -17,6 +17,9 @@
 #      CUDA here), snapshots included
 #   4. bench_draft_quality --backend cuda vs cpu on stories260K with its trained draft (speculative vs AR, one run each)
 #   5. bench_cuda on a Llama-3.1-8B-shaped F16 synthetic model at 1K, 8K and 32K
+#   6. Vulkan on the same card (when the build has it and a Vulkan loader + driver are there: carry .gl with the
+#      loader debs, see /work/.library/device/README.md): specula_vulkan_tests, then bench_backends on the 8B
+#      shape: decode tokens/s and 16-node verification cost, CUDA against Vulkan against the CPU, in one run
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -35,9 +38,12 @@ stage_fixtures() {
 }
 
 build_all() {
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DSPECULA_VULKAN=AUTO \
         -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON || return 1
-    cmake --build "$build" -j"$(nproc)" --target specula_cli specula_cuda_tests specula_backend_ops_tests specula_api_tests bench_cuda bench_draft_quality || return 1
+    local vulkan_targets=""
+    cmake --build "$build" --target help 2>/dev/null | grep -q specula_vulkan_tests && vulkan_targets="specula_vulkan_tests"
+    cmake --build "$build" -j"$(nproc)" --target specula_cli specula_cuda_tests specula_backend_ops_tests specula_api_tests bench_cuda bench_draft_quality \
+        bench_backends $vulkan_targets || return 1
 }
 
 if [ "${1:-}" = "--build-only" ]; then
@@ -94,6 +100,20 @@ vocab=$SPECULA_FIXTURES_DIR/tokenizer/ggml-vocab-llama-bpe.gguf
 [ -f "$vocab" ] || vocab=models/stories260K.gguf
 [ -f "$model" ] || "$build/bin/specula" synth --shape llama-3.1-8b --type f16 --vocab "$vocab" -o "$model" | tee "$out/synth.txt"
 "$build/bin/bench_cuda" --model "$model" --contexts "${SPECULA_BENCH_CONTEXTS:-1024,8192,32768}" --threads "$(nproc)" 2>&1 | tee "$out/bench-cuda.txt"
+
+echo "== Vulkan on the same card"
+for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
+ldconfig 2>/dev/null
+[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -x "$build/bin/specula_vulkan_tests" ]; then
+    "$build/bin/specula_vulkan_tests" -r compact 2>&1 | tee "$out/vulkan-tests.txt" | tail -12
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || status=1
+else
+    echo "this build has no Vulkan backend (configure with libvulkan-dev and glslc)"
+fi
+"$build/bin/bench_backends" --model "$model" --backends cuda,vulkan --contexts "${SPECULA_BENCH_CONTEXTS:-1024,8192,32768}" --reps 10 \
+    --threads "$(nproc)" 2>&1 | tee "$out/bench-backends.txt"
 
 echo "== done (tests: $([ $status -eq 0 ] && echo passed || echo FAILED)); logs in $out"
 exit $status
