@@ -91,9 +91,9 @@ int main(int argc, char **argv) {
                 continue;
             }
             std::uniform_int_distribution<int32_t> tok(3, hp.n_vocab - 1);
-            std::vector<int32_t> prompt(size_t(n_prompt));
+            std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
             for (int32_t &t : prompt) t = tok(rng);
-            std::vector<float> logits(size_t(hp.n_vocab));
+            std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
             runner->eval(prompt.data(), n_prompt, 0, logits.data(), false);
             int32_t n_past = n_prompt;
             std::vector<double> step_s, verify_s;
