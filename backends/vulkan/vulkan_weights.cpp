@@ -35,6 +35,7 @@ size_t Uploads::matrix_bytes(const WeightView &w) {
 }
 
 Matrix Uploads::matrix(const WeightView &w) {
+    require(stream_ != nullptr, SPECULA_ERR_INTERNAL, "Vulkan: upload after the uploads were detached");
     Matrix m;
     m.rows = uint32_t(w.rows);
     m.cols = uint32_t(w.cols);
@@ -74,6 +75,7 @@ Matrix Uploads::matrix(const WeightView &w) {
 
 const Buffer *Uploads::floats(const WeightView &w) {
     if (!w) return nullptr;
+    require(stream_ != nullptr, SPECULA_ERR_INTERNAL, "Vulkan: upload after the uploads were detached");
     require(w.type == uint32_t(TensorType::F32), SPECULA_ERR_UNSUPPORTED, "Vulkan: norm weights and biases must be F32");
     const size_t bytes = size_t(w.rows) * size_t(w.cols) * 4;
     auto buffer = std::make_unique<Buffer>(stream_->shared_device(), bytes, Buffer::Kind::Device, "weights");
@@ -122,6 +124,7 @@ std::shared_ptr<const Weights> Weights::get(const std::shared_ptr<const Model> &
         up->layers.push_back(d);
     }
     stream.finish();
+    up->uploads_.detach();
     registry[key] = up;
     return up;
 }

@@ -36,6 +36,8 @@ public:
     // An F32 vector (norm weights, biases), or nullptr for an absent tensor.
     const Buffer *floats(const WeightView &w);
     size_t bytes() const { return bytes_; }
+    // Forgets the stream once uploading is done: shared weights outlive the runner whose stream uploaded them.
+    void detach() { stream_ = nullptr; }
     // Device bytes matrix() takes for w.
     static size_t matrix_bytes(const WeightView &w);
 
