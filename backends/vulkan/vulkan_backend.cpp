@@ -12,7 +12,7 @@ std::unique_ptr<TargetRunner> make_runner(const RunnerRequest &r) {
     std::shared_ptr<Device> device = get_device(r.device);  // throws UNSUPPORTED / INVALID_ARGUMENT with the reason
     // A software implementation (Mesa's lavapipe) computes on the same cores as the CPU backend, only slower:
     // AUTO passes it by; asking for Vulkan by name uses it (that is how CI tests this backend).
-    if (r.automatic && is_cpu_device(r.device))
+    if (r.automatic && device->is_cpu())
         throw Error(SPECULA_ERR_UNSUPPORTED, "Vulkan: device " + std::to_string(r.device) + " (" + device->name() +
                                                  ") runs on the CPU; automatic choice prefers the CPU backend (ask for the Vulkan backend to use it)");
     return std::make_unique<VulkanRunner>(r.model, r.n_ctx, std::move(device));

@@ -130,13 +130,6 @@ std::vector<DeviceInfo> list_devices(std::string *reason) {
     return devices;
 }
 
-bool is_cpu_device(int index) {
-    const Instance *inst = instance(nullptr);
-    if (inst == nullptr) return false;
-    const std::vector<Candidate> usable = usable_devices(*inst, nullptr);
-    return index >= 0 && size_t(index) < usable.size() && usable[size_t(index)].props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-}
-
 std::shared_ptr<Device> get_device(int index) {
     static std::mutex mutex;
     static std::map<int, std::weak_ptr<Device>> live;
@@ -160,6 +153,7 @@ std::shared_ptr<Device> get_device(int index) {
     dev->name_ = c.props.deviceName;
     dev->physical_ = c.physical;
     dev->queue_family_ = c.queue_family;
+    dev->type_ = c.props.deviceType;
     dev->limits_ = c.props.limits;
     dev->total_memory_ = c.device_local;
     api.vkGetPhysicalDeviceMemoryProperties(c.physical, &dev->memory_);

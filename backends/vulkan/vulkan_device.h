@@ -38,6 +38,8 @@ public:
     const std::string &name() const { return name_; }
     uint32_t queue_family() const { return queue_family_; }
     const VkPhysicalDeviceLimits &limits() const { return limits_; }
+    // A CPU implementation (Mesa's lavapipe): AUTO does not choose those, the CPU backend is faster on the same cores.
+    bool is_cpu() const { return type_ == VK_PHYSICAL_DEVICE_TYPE_CPU; }
 
     // The pipeline of an embedded shader (vulkan_shaders.h), made on first use. Throws Error(INTERNAL) for a name
     // the build lacks or a layout that disagrees with an earlier request.
@@ -57,9 +59,7 @@ public:
 
 private:
     friend std::shared_ptr<Device> get_device(int index);
-// Whether usable device `index` is a CPU implementation (Mesa's lavapipe): AUTO does not choose those, the CPU
-// backend is faster on the same cores.
-bool is_cpu_device(int index);
+
     Device() = default;
 
     const Api *api_ = nullptr;
@@ -69,6 +69,7 @@ bool is_cpu_device(int index);
     VkDevice device_ = VK_NULL_HANDLE;
     VkQueue queue_ = VK_NULL_HANDLE;
     uint32_t queue_family_ = 0;
+    VkPhysicalDeviceType type_ = VK_PHYSICAL_DEVICE_TYPE_OTHER;
     VkPhysicalDeviceLimits limits_{};
     VkPhysicalDeviceMemoryProperties memory_{};
     bool has_budget_ = false;
@@ -83,8 +84,6 @@ std::vector<DeviceInfo> list_devices(std::string *reason);
 // The shared Device of a usable device index (as list_devices numbers them). Throws Error(UNSUPPORTED) when Vulkan
 // is unavailable, Error(INVALID_ARGUMENT) for an index that is not a usable device.
 std::shared_ptr<Device> get_device(int index);
-// Whether usable device `index` is a CPU implementation (Mesa's lavapipe): AUTO does not choose those, the CPU
-// backend is faster on the same cores.
-bool is_cpu_device(int index);
+
 
 }  // namespace specula::internal::vulkan
