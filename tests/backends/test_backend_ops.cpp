@@ -89,11 +89,7 @@ std::vector<int32_t> prompt_tokens(const Model &model, int32_t n) {
     return t;
 }
 
-double max_abs(const float *x, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; ++i) m = std::max(m, double(std::fabs(x[i])));
-    return m;
-}
+using test_inputs::max_abs;
 
 // Within `tol` of the reference, relative to its largest |logit|; tol 0: the same bits.
 void check_close(const std::vector<float> &ref, const std::vector<float> &got, double tol, const std::string &what) {

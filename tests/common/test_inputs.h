@@ -5,6 +5,8 @@
 #include "model/model.h"
 #include "speculative/longspec_draft_file.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -22,6 +24,21 @@ inline std::vector<int32_t> model_text_prompt(const specula::internal::Model &mo
     std::vector<int32_t> out;
     while (int32_t(out.size()) < n) out.push_back(ids[out.size() % ids.size()]);
     return out;
+}
+
+// The largest |x[i]| of n values (the scale logit tolerances are relative to).
+inline double max_abs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; ++i) m = std::max(m, double(std::fabs(x[i])));
+    return m;
+}
+
+// The index of the largest of n values (ties: the lowest index).
+inline int32_t argmax(const float *v, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; ++i)
+        if (v[i] > v[best]) best = i;
+    return best;
 }
 
 // A LongSpec draft with random weights for `model`, written to a temporary file (named after `tag` and this

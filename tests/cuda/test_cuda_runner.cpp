@@ -74,19 +74,8 @@ std::vector<int32_t> prompt_for(const Model &model, int32_t n) {
     return out;
 }
 
-double max_abs(const float *v, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; ++i) m = std::max(m, double(std::fabs(v[i])));
-    return m;
-}
-
-int32_t argmax(const float *v, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; ++i)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
+using test_inputs::argmax;
+using test_inputs::max_abs;
 using test_sessions::generate;
 
 // A session on the CPU reference, or on this build's CUDA runner (the real one, or the emulator's).

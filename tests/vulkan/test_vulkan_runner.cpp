@@ -54,30 +54,12 @@ bool have(const std::string &rel) {
     return std::filesystem::exists(std::filesystem::path(SPECULA_SOURCE_DIR) / rel) || test_fixtures::have_fixture(test_fixtures::fixtures_dir() / rel);
 }
 
-std::vector<int32_t> prompt_for(const Model &model, int32_t n) {
-    std::vector<int32_t> ids = model.vocab().tokenize("Once upon a time, there was a little dog. def add(a, b):\n    return a + b\n", true, false);
-    std::vector<int32_t> out;
-    while (int32_t(out.size()) < n) out.push_back(ids[out.size() % ids.size()]);
-    return out;
-}
-
-double max_abs(const float *v, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; ++i) m = std::max(m, double(std::fabs(v[i])));
-    return m;
-}
-
-int32_t argmax(const float *v, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; ++i)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
 std::unique_ptr<VulkanRunner> vulkan_runner(std::shared_ptr<const Model> m, int32_t n_ctx) {
     return std::make_unique<VulkanRunner>(std::move(m), n_ctx, vulkan::get_device(0));
 }
 
+using test_inputs::argmax;
+using test_inputs::max_abs;
 using test_sessions::generate;
 
 // A session on Vulkan through the registry, as an application asks for it.
@@ -100,7 +82,7 @@ TEST_CASE("vulkan logits match the CPU reference on every fixture model both bat
         INFO(f.path);
         const auto model = load(f.path);
         const int32_t n_vocab = model->hparams().n_vocab, n = kTokens;
-        const std::vector<int32_t> prompt = prompt_for(*model, n);
+        const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, n);
         CpuRunner cpu(model, 256, 2);
         auto gpu = vulkan_runner(model, 256);
         std::vector<float> ref(size_t(n) * n_vocab), got(ref.size()), step(static_cast<size_t>(n_vocab));
@@ -143,7 +125,7 @@ TEST_CASE("vulkan: in exact mode a tree node has the logits of decoding its path
     const auto model = load(rel);
     INFO(rel);
     const int32_t n_vocab = model->hparams().n_vocab, n_past = 70;
-    const std::vector<int32_t> prompt = prompt_for(*model, n_past);
+    const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, n_past);
     // Tree: 0 root; 1, 2 under 0; 3 under 1; 4 under 3; 5 under 2.
     const std::vector<int32_t> parent = {-1, 0, 0, 1, 3, 2}, tokens = {5, 17, 29, 301 % n_vocab, 4000 % n_vocab, 77};
     const int32_t n = int32_t(parent.size());
@@ -200,7 +182,7 @@ TEST_CASE("vulkan: greedy tokens equal the CPU's on the trained models", "[vulka
         cpu_config.backend.kind = BackendKind::Cpu;
         Session cpu(model, cpu_config, greedy), gpu(model, on_vulkan(), greedy);
         REQUIRE(std::string(gpu.backend()) == "vulkan");
-        const std::vector<int32_t> prompt = prompt_for(*model, 24);
+        const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, 24);
         CHECK(generate(gpu, prompt, kGenerate) == generate(cpu, prompt, kGenerate));
     }
 }
@@ -216,7 +198,7 @@ TEST_CASE("vulkan: speculative greedy equals plain greedy on Vulkan for every dr
         SamplerConfig greedy;
         greedy.temperature = 0.0f;
         Session plain(model, on_vulkan(), greedy);
-        const std::vector<int32_t> prompt = prompt_for(*model, 40);
+        const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, 40);
         const std::vector<int32_t> expected = generate(plain, prompt, kGenerate);
         RandomDraftOptions opt;
         opt.window = 16;
@@ -252,7 +234,7 @@ TEST_CASE("vulkan: the committed trained draft is lossless on Vulkan and accepts
     SpeculativeConfig c;
     c.longspec = LongSpecDraft::load(trained.string(), model);
     spec.set_speculative(c);
-    const std::vector<int32_t> prompt = prompt_for(*model, 20);
+    const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, 20);
     CHECK(generate(spec, prompt, 120) == generate(plain, prompt, 120));
     const auto &st = spec.speculative_stats();
     INFO("tau " << double(st.produced) / std::max(1, st.rounds));
@@ -267,7 +249,7 @@ TEST_CASE("vulkan: greedy speculative decoding through context shifts equals pla
     sc.n_ctx = 40;
     sc.shift.enabled = true;
     sc.shift.keep = 4;
-    const std::vector<int32_t> prompt = prompt_for(*model, 12);
+    const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, 12);
     Session plain(model, sc, greedy);
     const std::vector<int32_t> expected = generate(plain, prompt, 50);
     CHECK(plain.n_context_shifts() >= 2);
@@ -289,7 +271,7 @@ TEST_CASE("vulkan: a raised cancel flag stops the pass between layers and the ru
     auto r = vulkan_runner(model, 256);
     std::atomic<bool> flag{true};
     r->set_cancel_flag(&flag);
-    const std::vector<int32_t> prompt = prompt_for(*model, 16);
+    const std::vector<int32_t> prompt = test_inputs::model_text_prompt(*model, 16);
     std::vector<float> logits(static_cast<size_t>(model->hparams().n_vocab)), ref(logits.size());
     CHECK_FALSE(r->eval(prompt.data(), 16, 0, logits.data(), false));
     CHECK_FALSE(r->eval(prompt.data(), 1, 0, logits.data(), false));  // a decode step too
@@ -341,7 +323,7 @@ TEST_CASE("vulkan: the registry lists the device, AUTO passes a CPU implementati
     sc.backend.kind = BackendKind::Auto;
     sc.backend.allow_fallback = true;
     Session s(model, sc, greedy);
-    if (vulkan::is_cpu_device(0)) {
+    if (vulkan::get_device(0)->is_cpu()) {
         // lavapipe: AUTO runs on the CPU backend and says why Vulkan was not used.
         CHECK(std::string(s.backend()) != "vulkan");
         CHECK(s.backend_note().find("Vulkan: device 0") != std::string::npos);
