@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include "session/phase_hook.h"
 #include "core/thread_pool.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -127,6 +128,7 @@ bool Session::evaluate_pending() {
     while (size_t(n_evaluated_) < target) {
         if (take_cancel()) return false;
         const int32_t n = std::min<int32_t>(config_.n_batch, int32_t(target) - n_evaluated_);
+        at_phase(last_token_generated_ && n == 1 ? Phase::Decode : Phase::Prefill);
         const double t0 = now_ms();
         if (!runner_->eval(tokens_.data() + n_evaluated_, n, n_evaluated_, logits_for_eval(), false)) {
             take_cancel();
@@ -189,6 +191,7 @@ specula_status Session::step(StepResult &out) {
         const double t0 = now_ms();
         const int32_t n_past = int32_t(tokens_.size()) - 1;
         n_evaluated_ = std::min(n_evaluated_, n_past);
+        at_phase(Phase::Decode);
         if (!runner_->eval(tokens_.data() + n_past, 1, n_past, logits_for_eval(), false)) {
             take_cancel();
             finish(SPECULA_STOP_CANCELLED);

@@ -3,6 +3,7 @@
 #include "backend/backend_choice.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "session/phase_hook.h"
 #include "speculative/longspec_drafter.h"
 #include "speculative/model_drafter.h"
 #include "speculative/vocab_compat.h"
@@ -85,6 +86,7 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     // The round's tree: the tuner's choice (auto), or the configured one.
     const TreeChoice &round = tuner_ ? tuner_->choices()[size_t(choice)] : fixed_tree_;
     const int32_t budget = std::min(1 + round.max_nodes(), n_ctx - n_past);
+    at_phase(Phase::Draft);
     const double t0 = now_ms();
     if (budget > 1) {
         DraftRequest request;
@@ -107,7 +109,9 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     for (int32_t i = 0; i < n_nodes; ++i) positions_[size_t(i)] = n_past + tree_.depth(i);
     tree_.ancestor_mask(mask_);
     // Only the rows the verifier visits get the LM head (at most depth + 1 of the tree's nodes).
+    at_phase(Phase::Verify);
     if (!runner.eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, positions_.data(), mask_.data(), nullptr)) return false;
+    at_phase(Phase::Accept);
     logits_.resize(size_t(n_nodes) * size_t(n_vocab));
     row_ready_.assign(size_t(n_nodes), 0);
     const auto row = [&](int32_t node) {
@@ -122,6 +126,7 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     path_.assign(1, 0);
     path_.insert(path_.end(), outcome.path.begin(), outcome.path.end());
     runner.commit_tree_path(n_past, path_.data(), int32_t(path_.size()));
+    at_phase(Phase::Commit);
 
     for (int32_t node : outcome.path) ready_.push_back({tree_.token(node), true});
     ready_.push_back({outcome.bonus, false});
