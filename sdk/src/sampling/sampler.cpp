@@ -9,6 +9,7 @@
 namespace specula::internal {
 
 std::string sampler_config_problem(const SamplerConfig &c) {
+    if (std::isnan(c.temperature)) return "sampler: temperature is NaN (a number is needed; <= 0 means greedy)";
     if (!(c.top_p >= 0.0f && c.min_p >= 0.0f && c.min_p <= 1.0f)) return "sampler: top_p must be >= 0 and min_p in [0, 1]";
     if (!(c.repeat_penalty > 0.0f)) return "sampler: repeat_penalty must be > 0";
     if (c.penalty_last_n < -1) return "sampler: penalty_last_n must be >= -1";
