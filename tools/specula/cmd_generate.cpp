@@ -31,6 +31,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -43,6 +44,15 @@
 
 namespace specula_cli {
 namespace {
+
+// A number > 0. CLI11's PositiveNumber says "Value 0 not in range 0.000000 to " followed by all 309 digits of DBL_MAX.
+const CLI::Validator kPositive(
+    [](std::string &value) -> std::string {
+        char *end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        return end != value.c_str() && *end == '\0' && v > 0 ? std::string() : "must be a number > 0, not '" + value + "'";
+    },
+    "POSITIVE");
 
 struct GenerateArgs {
     std::string model;
@@ -306,7 +316,7 @@ Command add_generate_command(CLI::App &parent) {
     so_list.push_back(cmd->add_option("--top-p", s.top_p, "Top-p (1 = off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f)));
     so_list.push_back(cmd->add_option("--min-p", s.min_p, "Min-p (0 = off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f)));
     so_list.push_back(cmd->add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str()
-        ->check(CLI::PositiveNumber));
+        ->check(kPositive));
     so_list.push_back(cmd->add_option("--presence-penalty", s.presence_penalty, "Presence penalty (0 = off)")->capture_default_str());
     so_list.push_back(cmd->add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty (0 = off)")
         ->capture_default_str());
@@ -343,7 +353,7 @@ Command add_generate_command(CLI::App &parent) {
     cmd->add_flag("--no-bos", a.no_bos, "Do not add the BOS token to a text prompt");
     so_list.push_back(cmd->add_option("--context-penalty", s.context_penalty,
                     "TokenSwift's contextual penalty theta on tokens of the recent context (1 = off)")
-        ->capture_default_str()->check(CLI::PositiveNumber));
+        ->capture_default_str()->check(kPositive));
     so_list.push_back(cmd->add_option("--context-penalty-window", s.context_penalty_window,
                     "Tokens of history the contextual penalty looks at (-1 = all)")
         ->capture_default_str()->check(CLI::Range(-1, 1 << 22)));
