@@ -3,7 +3,8 @@
 # tests/catalogue/test_malformed_catalogue.cpp): the `specula` CLI run with bad arguments and bad files. Each entry
 # must exit with its code (2 usage error, 1 runtime failure: tools/specula/main.cpp) and print a short message on
 # stderr that names the problem: no abort, no stack trace, no signal, nothing on stdout.
-# Usage: bad_arguments.sh SPECULA_BINARY SOURCE_DIR [--markdown FILE]  (--markdown appends the table's rows to FILE)
+# Usage: bad_arguments.sh SPECULA_BINARY SOURCE_DIR [--markdown FILE]  (--markdown also appends each entry's row, with
+# the message it got, to FILE: the table of docs/reliability.md)
 # shellcheck source=tests/cli/cli_common.sh
 source "$(dirname "$0")/cli_common.sh"
 markdown=""
@@ -20,10 +21,6 @@ mkdir -p "$work/dir.gguf"
 entry() {
     local id="$1" what="$2" code="$3" fragment="$4"
     shift 5
-    if [ -n "$markdown" ]; then
-        printf '| `%s` | `specula %s`: %s | exit %s | "%s" |\n' "$id" "$*" "$what" "$code" "$fragment" >> "$markdown"
-        return
-    fi
     local out err rc=0
     out="$work/$id.out"
     err="$work/$id.err"
@@ -34,6 +31,13 @@ entry() {
     [ "$(wc -l < "$err")" -le 3 ] || problems+=" stderr has $(wc -l < "$err") lines;"
     grep -qiE 'terminate called|Aborted|Segmentation|stack trace|what\(\)' "$err" && problems+=" a crash/abort message;"
     [ ! -s "$out" ] || problems+=" output on stdout;"
+    if [ -n "$markdown" ]; then
+        local cmd="$*" message
+        cmd="${cmd//$src/.}"
+        cmd="${cmd//$work/TMP}"
+        message="$(head -n 1 "$err" | sed "s#$work#TMP#g; s#$src#.#g; s#|# #g")"
+        printf '| `%s` | `specula %s`: %s | %s | "%s" | %s |\n' "$id" "$cmd" "$what" "$code" "$fragment" "$message" >> "$markdown"
+    fi
     if [ -z "$problems" ]; then
         echo "ok   $id (exit $rc): $(head -n 1 "$err")"
     else
@@ -80,5 +84,4 @@ entry cli-draft-init-no-out "draft-init without --out" 2 "--out" -- draft-init -
 entry cli-synth-bad-shape "synth --shape gpt-5" 2 "gpt-5" -- synth --shape gpt-5 --type f32 --vocab "$model" --out "$work/x.gguf"
 entry cli-serve-bad-port "serve --port 70000" 2 "port" -- serve -m "$model" --port 70000
 
-[ -n "$markdown" ] && exit 0
 finish
