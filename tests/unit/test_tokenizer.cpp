@@ -208,6 +208,38 @@ TEST_CASE("tokenizer: special tokens in chat text (qwen2, llama-bpe)", "[tokeniz
     CHECK(llama.eot() == eot);
 }
 
+// With special-token parsing off, llama.cpp skips only CONTROL and UNKNOWN tokens: a USER_DEFINED one is still
+// split out of the text first (as Hugging Face does for added tokens). phi-3's "</s>" (id 2) is USER_DEFINED there,
+// its "<|end|>" and "<|user|>" are CONTROL.
+TEST_CASE("tokenizer: user-defined tokens match without special parsing, control ones do not (phi-3)", "[tokenizer]") {
+    const auto path = fixtures_dir() / "tokenizer" / "ggml-vocab-phi-3.gguf";
+    if (!have_fixture(path)) return;
+    const Vocab vocab = load_vocab(path);
+    REQUIRE(vocab.token_text(2) == "</s>");
+    CHECK(vocab.token_attr(2) == TokenAttr::UserDefined);
+    CHECK_FALSE(vocab.is_control(2));
+    CHECK_FALSE(vocab.is_eog(2));  // phi-3 ends with <|endoftext|> (its EOS) and <|end|>
+    CHECK(vocab.is_eog(32000));
+    CHECK(vocab.is_eog(32007));
+
+    const std::vector<int32_t> plain = vocab.tokenize("Hello</s>world", /*add_special=*/false, /*parse_special=*/false);
+    CHECK(std::count(plain.begin(), plain.end(), 2) == 1);
+    CHECK(plain == vocab.tokenize("Hello</s>world", false, true));
+    // phi-3 strips the spaces to the right of "</s>" (llama.cpp's per-model RSTRIP): "</s>  world" == "</s>world".
+    CHECK(vocab.tokenize("Hello</s>  world", false, false) == plain);
+    // A user-defined token renders as its text (SentencePiece prefixes a space to the text after a special token,
+    // as llama.cpp does, hence " world").
+    CHECK(vocab.detokenize(plain, false) == "Hello</s> world");
+
+    const std::string chat = "<|user|>\nHi<|end|>\n";
+    const std::vector<int32_t> text_only = vocab.tokenize(chat, false, false);
+    CHECK(std::count(text_only.begin(), text_only.end(), 32010) == 0);  // <|user|>
+    CHECK(std::count(text_only.begin(), text_only.end(), 32007) == 0);  // <|end|>
+    const std::vector<int32_t> parsed = vocab.tokenize(chat, false, true);
+    CHECK(std::count(parsed.begin(), parsed.end(), 32010) == 1);
+    CHECK(std::count(parsed.begin(), parsed.end(), 32007) == 1);
+}
+
 TEST_CASE("tokenizer: byte-level BPE pieces can split a character", "[tokenizer]") {
     const auto path = fixtures_dir() / "tokenizer" / "ggml-vocab-gpt-2.gguf";
     if (!have_fixture(path)) return;
@@ -227,7 +259,7 @@ TEST_CASE("tokenizer: byte-level BPE pieces can split a character", "[tokenizer]
     CHECK(vocab.detokenize(vocab.tokenize("a\xFF" "b", false, false), false) == "a\xEF\xBF\xBD" "b");
 }
 
-TEST_CASE("tokenizer: one Vocab serves several threads at once", "[tokenizer]") {
+TEST_CASE("tokenizer: one Vocab serves several threads at once", "[tokenizer][concurrency]") {
     const auto path = fixtures_dir() / "tokenizer" / "ggml-vocab-llama-bpe.gguf";
     if (!have_fixture(path)) return;
     const Vocab vocab = load_vocab(path);

@@ -198,8 +198,12 @@ void build_eog_set(VocabData &vocab) {
     auto &eog = vocab.eog;
     for (const int32_t id : {vocab.fim_pad, vocab.fim_rep, vocab.fim_sep})
         if (id != kNoToken) eog.insert(id);
+    // Not "</s>": llama.cpp's release of 2025-02-20, our parity reference (docs/parity.md), does not list it, so a
+    // "</s>" that the file types USER_DEFINED (phi-3) stays an ordinary added token that text matches even with
+    // special-token parsing off, as in Hugging Face's tokenizer. (Later releases list it for PaddleOCR and force it
+    // to CONTROL, then undo that per model: Gemma 4, PLaMo.) Where "</s>" is the model's EOS it is EOG below anyway.
     for (const int32_t id : ids_named(vocab, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
-                                              "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+                                              "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
                                               "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~["})) {
         eog.insert(id);
         vocab.tokens[size_t(id)].attr |= kAttrControl;
@@ -225,20 +229,6 @@ void build_eog_set(VocabData &vocab) {
     if (end_id != kNoToken && ((has_return && has_call) || (has_call && has_flush))) {
         eog.erase(end_id);
         vocab.tokens[size_t(end_id)].attr = kAttrUserDefined;
-    }
-
-    // Gemma 4 and PaddleOCR: "</s>" is an ordinary token when "<|tool_response>" is present.
-    bool has_tool_response = false;
-    int32_t s_id = kNoToken;
-    for (const int32_t id : eog) {
-        if (!vocab.valid(id)) continue;
-        const std::string &text = vocab.tokens[size_t(id)].text;
-        if (text == "<|tool_response>") has_tool_response = true;
-        else if (text == "</s>") s_id = id;
-    }
-    if (has_tool_response && s_id != kNoToken) {
-        eog.erase(s_id);
-        vocab.tokens[size_t(s_id)].attr = kAttrNormal;
     }
 }
 
