@@ -6,7 +6,8 @@
 #   scripts/install-deps.sh --all    also what the optional parts and their tests need: the Qt demo and Xvfb, the
 #                                    trainer's PyTorch, Mono for the C# binding, cargo/rustc/bindgen for the Rust one,
 #                                    abigail-tools for the ABI check, dpkg-dev for the .deb packages, the Vulkan headers,
-#                                    glslc, Mesa's lavapipe and the validation layers for the Vulkan backend (what CI installs)
+#                                    glslc, Mesa's lavapipe and the validation layers for the Vulkan backend, clang with
+#                                    libFuzzer for tests/fuzz (what CI installs)
 # Without a package, its tests report "Skipped" and say which package to install; the build leaves the part out.
 set -euo pipefail
 
@@ -19,6 +20,7 @@ optional=(
     rustc cargo bindgen libclang-dev                                                                  # bindings/rust
     abigail-tools dpkg-dev file                                                                       # ABI check, .deb
     libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers                                  # Vulkan backend, lavapipe tests
+    clang libclang-rt-14-dev                                                                          # libFuzzer targets (bench/fuzz)
 )
 packages=("${build[@]}")
 case "${1:-}" in
