@@ -34,7 +34,19 @@ std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOpti
     };
     report(0.0f);
     FileBytes bytes = FileBytes::open(path, options.use_mmap, options.progress ? [&](float p) { return options.progress(0.8f * p); } : FileBytes::Progress{});
+    return build(std::move(bytes), options, path, t0);
+}
 
+std::shared_ptr<const Model> Model::load_bytes(FileBytes bytes, const LoadOptions &options, const std::string &label) {
+    const double t0 = now_ms();
+    if (options.progress && !options.progress(0.0f)) throw Error(SPECULA_ERR_CANCELLED, "model load cancelled");
+    return build(std::move(bytes), options, label, t0);
+}
+
+std::shared_ptr<const Model> Model::build(FileBytes bytes, const LoadOptions &options, const std::string &label, double t0) {
+    auto report = [&](float p) {
+        if (options.progress && !options.progress(p)) throw Error(SPECULA_ERR_CANCELLED, "model load cancelled");
+    };
     std::shared_ptr<Model> model(new Model());
     model->file_ = GgufFile::parse(std::move(bytes));
     report(0.85f);
@@ -70,7 +82,7 @@ std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOpti
         if (const char *name = file_type_name(*file.get_int("general.file_type"))) model->weight_type_ = name;
     report(1.0f);
     model->load_ms_ = now_ms() - t0;
-    log(SPECULA_LOG_INFO, "loaded %s: %s, %d layers, n_embd %d, vocab %d, %s, %.1f ms", path.c_str(), model->hparams_.arch_name.c_str(),
+    log(SPECULA_LOG_INFO, "loaded %s: %s, %d layers, n_embd %d, vocab %d, %s, %.1f ms", label.c_str(), model->hparams_.arch_name.c_str(),
         model->hparams_.n_layer, model->hparams_.n_embd, model->hparams_.n_vocab, model->weight_type_, model->load_ms_);
     return model;
 }

@@ -26,6 +26,9 @@ class Model {
 public:
     // Throws Error (IO, FORMAT, UNSUPPORTED, OUT_OF_MEMORY, CANCELLED).
     static std::shared_ptr<const Model> load(const std::string &path, const LoadOptions &options);
+    // The same from bytes already in memory (the fuzz targets of tests/fuzz); `label` names them in the log line.
+    // options.use_mmap and the progress of reading do not apply.
+    static std::shared_ptr<const Model> load_bytes(FileBytes bytes, const LoadOptions &options, const std::string &label = "<memory>");
 
     const GgufFile &file() const { return file_; }
     const HParams &hparams() const { return hparams_; }
@@ -48,6 +51,7 @@ public:
 
 private:
     Model() = default;
+    static std::shared_ptr<const Model> build(FileBytes bytes, const LoadOptions &options, const std::string &label, double t0);
 
     GgufFile file_;
     HParams hparams_;

@@ -224,9 +224,15 @@ std::vector<uint8_t> encode(const std::vector<float> &values, uint32_t type) {
 std::shared_ptr<const LongSpecDraft> LongSpecDraft::load(const std::string &path, std::shared_ptr<const Model> target, bool use_mmap) {
     require(target != nullptr, SPECULA_ERR_INVALID_ARGUMENT, "longspec draft: no target model");
     require(!target->vocab_only(), SPECULA_ERR_INVALID_ARGUMENT, "longspec draft: the target was loaded vocab-only (it has no weights)");
+    return load_bytes(FileBytes::open(path, use_mmap), std::move(target));
+}
+
+std::shared_ptr<const LongSpecDraft> LongSpecDraft::load_bytes(FileBytes bytes, std::shared_ptr<const Model> target) {
+    require(target != nullptr, SPECULA_ERR_INVALID_ARGUMENT, "longspec draft: no target model");
+    require(!target->vocab_only(), SPECULA_ERR_INVALID_ARGUMENT, "longspec draft: the target was loaded vocab-only (it has no weights)");
 
     std::shared_ptr<LongSpecDraft> draft(new LongSpecDraft());
-    draft->file_ = GgufFile::parse(FileBytes::open(path, use_mmap));
+    draft->file_ = GgufFile::parse(std::move(bytes));
     const GgufFile &file = draft->file_;
     const DraftMetadata m = read_metadata(file);
     check_against_target(m, *target);

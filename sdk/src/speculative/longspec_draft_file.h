@@ -68,6 +68,8 @@ public:
     // vocabulary size or tokenizer fingerprint, rope settings), with a message naming the first mismatch.
     static std::shared_ptr<const LongSpecDraft> load(const std::string &path, std::shared_ptr<const Model> target,
                                                      bool use_mmap = true);
+    // The same from bytes already in memory (the fuzz targets of tests/fuzz).
+    static std::shared_ptr<const LongSpecDraft> load_bytes(FileBytes bytes, std::shared_ptr<const Model> target);
 
     const LongSpecDraftConfig &config() const { return config_; }
     const LongSpecWeights &weights() const { return weights_; }
