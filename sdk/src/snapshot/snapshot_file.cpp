@@ -75,9 +75,11 @@ template <class Fn> void run_tasks(ThreadPool &pool, int64_t n, Fn &&fn) {
     if (first) std::rethrow_exception(first);
 }
 
+// c may come from a damaged file (the id a chunk claims): the end is summed in 64 bits, since first + count can
+// overflow int32 (found by fuzzing: tests/fuzz/regressions/snapshot_load/chunk-id-end-int-overflow).
 std::string chunk_name(const KvChunkId &c) {
     return std::string(c.cache == 0 ? "target" : "draft model") + " KV layer " + std::to_string(c.layer) + (c.kind == 0 ? " K" : " V") +
-           " slots [" + std::to_string(c.first) + ", " + std::to_string(c.first + c.count) + ")";
+           " slots [" + std::to_string(c.first) + ", " + std::to_string(int64_t(c.first) + c.count) + ")";
 }
 
 }  // namespace
