@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/gguf_bytes.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -22,7 +24,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using test_gguf::Bytes;
 
 const std::string kModelPath = SPECULA_SOURCE_DIR "/models/stories260K.gguf";
 
@@ -46,42 +48,11 @@ struct TempDir {
     }
 };
 
-Bytes read_model() {
-    std::ifstream in(kModelPath, std::ios::binary);
-    REQUIRE(in.good());
-    in.seekg(0, std::ios::end);
-    Bytes bytes(size_t(in.tellg()));
-    in.seekg(0);
-    in.read(reinterpret_cast<char *>(bytes.data()), std::streamsize(bytes.size()));
-    REQUIRE(in.good());
-    return bytes;
-}
-
-// Offset of the first byte after the GGUF string `s` (u64 length + bytes); it must occur exactly once.
-size_t after_string(const Bytes &bytes, const std::string &s) {
-    Bytes pattern(8);
-    const uint64_t n = s.size();
-    std::memcpy(pattern.data(), &n, 8);
-    pattern.insert(pattern.end(), s.begin(), s.end());
-    const auto it = std::search(bytes.begin(), bytes.end(), pattern.begin(), pattern.end());
-    REQUIRE(it != bytes.end());
-    REQUIRE(std::search(it + 1, bytes.end(), pattern.begin(), pattern.end()) == bytes.end());
-    return size_t(it - bytes.begin()) + pattern.size();
-}
-
-// Replaces the GGUF string `from` by `to` of the same length.
-void rename_string(Bytes &bytes, const std::string &from, const std::string &to) {
-    REQUIRE(from.size() == to.size());
-    const size_t end = after_string(bytes, from);
-    std::memcpy(bytes.data() + end - from.size(), to.data(), to.size());
-}
-
-uint64_t get_u64(const Bytes &b, size_t pos) {
-    uint64_t v;
-    std::memcpy(&v, b.data() + pos, 8);
-    return v;
-}
-void put_u64(Bytes &b, size_t pos, uint64_t v) { std::memcpy(b.data() + pos, &v, 8); }
+Bytes read_model() { return test_gguf::read_bytes(kModelPath); }
+using test_gguf::after_string;
+using test_gguf::get_u64;
+using test_gguf::put_u64;
+using test_gguf::rename_string;
 
 // Loads path (with and without mmap) and checks status, message and *out. fragment: expected in the message.
 void expect_load_error(const char *path, specula_status status, const std::string &fragment) {

@@ -38,6 +38,7 @@
 // | any single corrupted byte (fuzz)                            | OK, FORMAT or UNSUPPORTED, never a crash     |
 #include <catch2/catch.hpp>
 
+#include "common/gguf_bytes.h"
 #include "core/error.h"
 #include "gguf/file_bytes.h"
 #include "gguf/gguf_file.h"
@@ -55,7 +56,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using test_gguf::Bytes;
 
 // The valid file every case corrupts: keys of several kinds (incl. a string and arrays) and 3 tensors whose last
 // one ends exactly at the end of the file (no trailing padding, so every truncation really cuts something off).
@@ -96,35 +97,16 @@ void expect_error(Bytes bytes, specula_status status, const std::vector<std::str
     }
 }
 
-// Offset just past the string `s` (u64 length + bytes) in the file; the string must occur exactly once.
-size_t after_string(const Bytes &bytes, const std::string &s) {
-    Bytes pattern(8);
-    const uint64_t n = s.size();
-    std::memcpy(pattern.data(), &n, 8);
-    pattern.insert(pattern.end(), s.begin(), s.end());
-    auto it = std::search(bytes.begin(), bytes.end(), pattern.begin(), pattern.end());
-    REQUIRE(it != bytes.end());
-    REQUIRE(std::search(it + 1, bytes.end(), pattern.begin(), pattern.end()) == bytes.end());
-    return size_t(it - bytes.begin()) + pattern.size();
-}
-// Offset of the u64 length in front of the string `s`.
-size_t at_string(const Bytes &bytes, const std::string &s) { return after_string(bytes, s) - s.size() - 8; }
-
+// GGUF byte surgery (tests/common/gguf_bytes.h, shared with the API and catalogue tests).
+using test_gguf::after_string;
+using test_gguf::at_string;
+using test_gguf::put_u32;
+using test_gguf::put_u64;
+using test_gguf::tensor_dim_at;
+using test_gguf::tensor_n_dims_at;
+using test_gguf::tensor_offset_at;
+using test_gguf::tensor_type_at;
 void put_u8(Bytes &b, size_t pos, uint8_t v) { b.at(pos) = v; }
-void put_u32(Bytes &b, size_t pos, uint32_t v) {
-    REQUIRE(pos + 4 <= b.size());
-    std::memcpy(b.data() + pos, &v, 4);
-}
-void put_u64(Bytes &b, size_t pos, uint64_t v) {
-    REQUIRE(pos + 8 <= b.size());
-    std::memcpy(b.data() + pos, &v, 8);
-}
-
-// Tensor info fields after the name: n_dims (u32), dims (u64 each), type (u32), offset (u64).
-size_t tensor_n_dims_at(const Bytes &b, const std::string &name) { return after_string(b, name); }
-size_t tensor_dim_at(const Bytes &b, const std::string &name, int d) { return after_string(b, name) + 4 + 8 * size_t(d); }
-size_t tensor_type_at(const Bytes &b, const std::string &name, int n_dims) { return tensor_dim_at(b, name, n_dims); }
-size_t tensor_offset_at(const Bytes &b, const std::string &name, int n_dims) { return tensor_dim_at(b, name, n_dims) + 4; }
 
 }  // namespace
 
