@@ -1107,7 +1107,7 @@ TEST_CASE("C++ wrapper", "[catalogue][wrapper]") {
         {"cpp-moved-from-session", "a method called on a moved-from specula::Session", SPECULA_ERR_INVALID_ARGUMENT, "session is NULL",
          [] {
              specula::Model m = specula::Model::load(kModel);
-             specula::Session a(m);
+             specula::Session a(m, specula::SessionOptions(), specula::SamplerOptions::greedy());
              specula::Session b = std::move(a);
              CHECK(!a);
              const Outcome o = thrown([&] { a.append_text("Once"); });
@@ -1118,7 +1118,7 @@ TEST_CASE("C++ wrapper", "[catalogue][wrapper]") {
         {"cpp-reset-twice", "Session::reset() twice, then destruction", SPECULA_OK, "",
          [] {
              specula::Model m = specula::Model::load(kModel);
-             specula::Session s(m);
+             specula::Session s(m, specula::SessionOptions(), specula::SamplerOptions::greedy());
              s.reset();
              s.reset();
              CHECK(!s);
@@ -1128,7 +1128,7 @@ TEST_CASE("C++ wrapper", "[catalogue][wrapper]") {
         {"cpp-model-reset-under-session", "Model::reset() while a Session uses it, then the session generates", SPECULA_OK, "",
          [] {
              specula::Model m = specula::Model::load(kModel);
-             specula::Session s(m);
+             specula::Session s(m, specula::SessionOptions(), specula::SamplerOptions::greedy());
              m.reset();
              m.reset();
              s.append_text("Once upon a time");
@@ -1158,7 +1158,7 @@ TEST_CASE("C++ wrapper", "[catalogue][wrapper]") {
              specula::Draft b = std::move(a);
              CHECK(!a);
              a.reset();
-             specula::Session s(m);
+             specula::Session s(m, specula::SessionOptions(), specula::SamplerOptions::greedy());
              s.set_speculative(b);
              s.append_text("Once upon a time");
              CHECK(s.generate(specula::GenerateOptions(4)) == SPECULA_STOP_MAX_TOKENS);
