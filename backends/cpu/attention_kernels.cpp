@@ -4,6 +4,7 @@
 #include "formats/half.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -59,7 +60,12 @@ float exp_nonpositive(float x) {
     p = p * r + kP4;
     p = p * r + kP5;
     const float y = p * z + r + 1.0f;
-    const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
+    // n outside int32 (x = +inf or absurdly large: scores that are not finite, from a model or a restored KV cache
+    // holding inf) made int32_t(n) undefined (found by fuzzing: tests/fuzz/regressions/snapshot_load/
+    // kv-inf-exp-int-conversion). Converted as _mm256_cvtps_epi32 does (0x80000000, "integer indefinite"), so this
+    // stays the AVX2 lane's result bit for bit (NaN for +inf).
+    const int32_t ni = n >= -2147483648.0f && n < 2147483648.0f ? int32_t(n) : INT32_MIN;
+    const uint32_t bits = uint32_t(ni + 127) << 23;
     float scale;
     std::memcpy(&scale, &bits, 4);
     return y * scale;
