@@ -273,14 +273,22 @@ private:
             g.last = start;
             return;
         }
-        slot.hash = h;
-        slot.value = int32_t(grams_.size());
-        gram_index_.inserted();
+        // The allocations come before the index records the n-gram: a bad_alloc after recording it left a slot
+        // pointing past grams_, read out of bounds by the next round (a crash; found by tests/alloc).
+        const int32_t id = int32_t(grams_.size());
         std::vector<int32_t> &list = by_first_[tokens[size_t(start)]];
         const size_t capacity = list.capacity();
-        list.push_back(slot.value);
+        list.push_back(id);
         by_first_list_bytes_ += (list.capacity() - capacity) * sizeof(int32_t);
-        grams_.push_back({start, 1, start});
+        try {
+            grams_.push_back({start, 1, start});
+        } catch (...) {
+            list.pop_back();
+            throw;
+        }
+        slot.hash = h;
+        slot.value = id;
+        gram_index_.inserted();
     }
 
     // Whether the n tokens ending at a equal the n tokens ending at b.
