@@ -109,19 +109,21 @@ specula_status specula_draft_write_random(const specula_model *target, const cha
 
 void specula_speculative_options_init(specula_speculative_options *opts) {
     if (opts == nullptr) return;
-    const SpeculativeConfig d;
+    // Not from a SpeculativeConfig: its TreeShape allocates, and a bad_alloc out of this void function unwound into
+    // the C caller (found by tests/alloc). SpeculativeConfig's defaults: no n-gram drafting, kDefaultNgramNodes.
+    const NgramConfig d;
     *opts = specula_speculative_options{};
     opts->struct_size = sizeof *opts;
-    opts->ngram = d.ngram ? 1 : 0;
-    opts->tree_widths = nullptr;  // = d.shape ([4, 16, 16, 16, 16])
+    opts->ngram = 0;
+    opts->tree_widths = nullptr;  // = SpeculativeConfig::shape ([4, 16, 16, 16, 16])
     opts->n_tree_levels = 0;
-    opts->ngram_nodes = d.ngram_nodes;
-    opts->ngram_lookup_min = d.ngram_config.lookup_min;
-    opts->ngram_lookup_max = d.ngram_config.lookup_max;
-    opts->ngram_max_chain = d.ngram_config.max_chain;
-    opts->ngram_table_n = d.ngram_config.table_n;
-    opts->ngram_table_topk = d.ngram_config.table_topk;
-    opts->ngram_lag = d.ngram_config.lag;
+    opts->ngram_nodes = kDefaultNgramNodes;
+    opts->ngram_lookup_min = d.lookup_min;
+    opts->ngram_lookup_max = d.lookup_max;
+    opts->ngram_max_chain = d.max_chain;
+    opts->ngram_table_n = d.table_n;
+    opts->ngram_table_topk = d.table_topk;
+    opts->ngram_lag = d.lag;
     opts->tree_mode = SPECULA_TREE_DEFAULT;
 }
 

@@ -25,6 +25,9 @@ namespace specula::internal {
 class Model;
 class ThreadPool;
 
+// The default n-gram share of a tree (specula_speculative_options_init reads it without making a SpeculativeConfig).
+inline constexpr int32_t kDefaultNgramNodes = 16;
+
 // Speculative decoding for a session: which drafter(s) and what tree. With none of longspec / draft_model /
 // ngram set, generation is plain autoregressive.
 struct SpeculativeConfig {
@@ -33,7 +36,7 @@ struct SpeculativeConfig {
     bool ngram = false;                             // n-gram drafting (alone, or merged into the tree above)
     NgramConfig ngram_config;
     TreeShape shape;            // beam widths per level for the model drafters; [4,16,16,16,16] by default
-    int32_t ngram_nodes = 16;   // nodes reserved for n-gram candidates (alone: the whole tree budget)
+    int32_t ngram_nodes = kDefaultNgramNodes;  // nodes reserved for n-gram candidates (alone: the whole tree budget)
     // Auto: each round drafts the tree a TreeTuner (speculative/tree_tuner.h) expects to give the most tokens per
     // second, plain decoding included; `ngram_nodes` bounds the n-gram share and, when shape_is_bound, `shape`
     // bounds the model drafter's shapes (else the tuner's built-in ladder). Otherwise every round drafts `shape`.
