@@ -7,11 +7,13 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <new>
 
 namespace specula::internal {
 namespace {
@@ -120,6 +122,8 @@ struct SnapshotWriter::Impl {
     void compress(int thread, int level, std::span<const uint8_t> raw, std::vector<uint8_t> &out) {
         out.resize(ZSTD_compressBound(raw.size()));
         const size_t n = ZSTD_compress2(context(thread, level), out.data(), out.size(), raw.data(), raw.size());
+        // zstd's own allocations (malloc) failing is OUT_OF_MEMORY, not a bug (INTERNAL).
+        if (ZSTD_isError(n) && ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation) throw std::bad_alloc();
         require(!ZSTD_isError(n), SPECULA_ERR_INTERNAL, std::string("snapshot: zstd compression failed: ") + ZSTD_getErrorName(n));
         if (n >= raw.size()) {
             out.clear();
@@ -321,6 +325,8 @@ std::vector<uint8_t> decode_section(const SectionView &s, uint64_t max_raw, cons
     require(content == s.raw_size, SPECULA_ERR_FORMAT,
             std::string("snapshot: the ") + what + " section's zstd frame does not hold the " + std::to_string(s.raw_size) + " bytes it claims");
     const size_t n = ZSTD_decompress(raw.data(), raw.size(), s.stored.data(), s.stored.size());
+    // ZSTD_decompress allocates its context (malloc): that failing is OUT_OF_MEMORY, not a damaged snapshot (FORMAT).
+    if (ZSTD_isError(n) && ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation) throw std::bad_alloc();
     require(!ZSTD_isError(n) && n == raw.size(), SPECULA_ERR_FORMAT,
             std::string("snapshot: the ") + what + " section does not decompress" + (ZSTD_isError(n) ? std::string(": ") + ZSTD_getErrorName(n) : std::string()));
     return raw;
