@@ -149,7 +149,11 @@ private:
     bool chance(int percent) { return rnd(100) < percent; }
 
     // Checks a status: OK and the expected ones pass (the expected ones are counted); anything else is an error.
-    bool ok(const char *what, specula_status st, specula_error *err) {
+    // Takes the error's address, not its value: in ok("x", call(&err), &err) the compiler may read err before the
+    // call sets it (the order of evaluation of arguments is unspecified), which leaked every error object.
+    bool ok(const char *what, specula_status st, specula_error **errp) {
+        specula_error *err = *errp;
+        *errp = nullptr;
         if (st == SPECULA_OK) {
             specula_error_destroy(err);
             return true;
@@ -175,7 +179,7 @@ private:
         specula_error *err = nullptr;
         g_ops[OP_CREATE]++;
         const specula_status st = specula_session_create(g.model, &so, nullptr, &ses->s, &err);
-        if (!ok("session_create", st, err)) return nullptr;
+        if (!ok("session_create", st, &err)) return nullptr;
         ses->id = g_next_id++;
         reg_add(ses->id, ses->s);
         sessions_.push_back(std::move(ses));
@@ -231,7 +235,7 @@ private:
             if (kind == D_NGRAM || kind == D_LONGSPEC_NGRAM) sp.ngram_nodes = ngram_nodes;
         }
         specula_error *err = nullptr;
-        if (!ok("set_speculative", specula_session_set_speculative(ses->s, &sp, &err), err)) return false;
+        if (!ok("set_speculative", specula_session_set_speculative(ses->s, &sp, &err), &err)) return false;
         ses->drafter = kind;
         ses->widths = widths;
         ses->ngram_nodes = ngram_nodes;
@@ -244,7 +248,7 @@ private:
         specula_sampler_options_init(&so);
         so.temperature = 0.0f;
         specula_error *err = nullptr;
-        if (!ok("set_sampler", specula_session_set_sampler(ses->s, &so, &err), err)) return false;
+        if (!ok("set_sampler", specula_session_set_sampler(ses->s, &so, &err), &err)) return false;
         ses->greedy = true;
         return true;
     }
@@ -263,7 +267,7 @@ private:
         if (chance(15)) so.context_penalty = 1.0f + float(rnd(50)) / 100.0f;
         so.seed = rng_();
         specula_error *err = nullptr;
-        if (!ok("set_sampler", specula_session_set_sampler(ses->s, &so, &err), err)) return false;
+        if (!ok("set_sampler", specula_session_set_sampler(ses->s, &so, &err), &err)) return false;
         ses->greedy = false;
         return true;
     }
@@ -272,9 +276,9 @@ private:
     bool load_prompt(Session *ses, int p) {
         specula_error *err = nullptr;
         ses->prompt = -1;
-        if (!ok("rewind", specula_session_rewind(ses->s, 0, &err), err)) return false;
+        if (!ok("rewind", specula_session_rewind(ses->s, 0, &err), &err)) return false;
         const std::string &text = g.prompts[size_t(p)];
-        if (!ok("append_text", specula_session_append_text(ses->s, text.data(), text.size(), SPECULA_TOKENIZE_ADD_SPECIAL, &err), err))
+        if (!ok("append_text", specula_session_append_text(ses->s, text.data(), text.size(), SPECULA_TOKENIZE_ADD_SPECIAL, &err), &err))
             return false;
         ses->prompt = p;
         ses->n_ref = 0;
@@ -290,7 +294,7 @@ private:
         specula_error *err = nullptr;
         const specula_status st = specula_session_generate(ses->s, &go, collect, &out, stop, &err);
         g_tokens += int64_t(out.tokens.size());
-        ok("generate", st, err);
+        ok("generate", st, &err);
         return st;
     }
 
@@ -368,7 +372,7 @@ private:
             specula_error *err = nullptr;
             const specula_status st = specula_session_next(ses->s, &go, &ev, &err);
             if (st != SPECULA_OK) {
-                ok("next", st, err);
+                ok("next", st, &err);
                 *stop = SPECULA_STOP_CANCELLED;
                 return st;
             }
@@ -404,15 +408,15 @@ private:
         g_ops[OP_REWIND]++;
         const int n = specula_session_n_tokens(ses->s);
         specula_error *err = nullptr;
-        if (!ok("rewind", specula_session_rewind(ses->s, n > 0 ? rnd(n + 1) : 0, &err), err)) return;
+        if (!ok("rewind", specula_session_rewind(ses->s, n > 0 ? rnd(n + 1) : 0, &err), &err)) return;
         ses->prompt = -1;
         static const char *const bits[] = {" and then", " The dog", " said,", " happy", "\n", " Lily wanted"};
         const char *b = bits[rnd(6)];
         err = nullptr;
-        ok("append_text", specula_session_append_text(ses->s, b, std::strlen(b), 0, &err), err);
+        ok("append_text", specula_session_append_text(ses->s, b, std::strlen(b), 0, &err), &err);
         if (chance(50)) {
             err = nullptr;
-            ok("evaluate", specula_session_evaluate(ses->s, &err), err);
+            ok("evaluate", specula_session_evaluate(ses->s, &err), &err);
         }
     }
 
@@ -432,12 +436,12 @@ private:
         std::vector<int32_t> ids(512);
         size_t n = 0;
         specula_error *err = nullptr;
-        if (!ok("tokenize", specula_model_tokenize(g.model, text.data(), text.size(), 0, ids.data(), ids.size(), &n, &err), err))
+        if (!ok("tokenize", specula_model_tokenize(g.model, text.data(), text.size(), 0, ids.data(), ids.size(), &n, &err), &err))
             return;
         std::vector<char> buf(4096);
         size_t len = 0;
         err = nullptr;
-        if (!ok("detokenize", specula_model_detokenize(g.model, ids.data(), n, 0, buf.data(), buf.size(), &len, &err), err))
+        if (!ok("detokenize", specula_model_detokenize(g.model, ids.data(), n, 0, buf.data(), buf.size(), &len, &err), &err))
             return;
         // SentencePiece adds a leading space to the first word.
         std::string back(buf.data(), len);
@@ -491,24 +495,24 @@ private:
             st = specula_session_save_buffer(a->s, &so, nullptr, 0, &size, &err);
             if (st != SPECULA_ERR_BUFFER_TOO_SMALL) {
                 if (st == SPECULA_OK) report_error("save_buffer(NULL) returned OK", st, err);
-                else ok("save_buffer(size)", st, err);
+                else ok("save_buffer(size)", st, &err);
                 specula_error_destroy(err);
                 return;
             }
             specula_error_destroy(err);
             std::vector<uint8_t> buf(size);
             err = nullptr;
-            if (!ok("save_buffer", specula_session_save_buffer(a->s, &so, buf.data(), buf.size(), &size, &err), err)) return;
+            if (!ok("save_buffer", specula_session_save_buffer(a->s, &so, buf.data(), buf.size(), &size, &err), &err)) return;
             err = nullptr;
-            loaded = ok("load_buffer", specula_session_load_buffer(b->s, buf.data(), size, &err), err);
+            loaded = ok("load_buffer", specula_session_load_buffer(b->s, buf.data(), size, &err), &err);
         } else if (how == 1) {
             const std::string path = g.tmpdir + "/t" + std::to_string(index_) + ".snap";
-            if (!ok("save_file", specula_session_save_file(a->s, path.c_str(), &so, &err), err)) return;
+            if (!ok("save_file", specula_session_save_file(a->s, path.c_str(), &so, &err), &err)) return;
             err = nullptr;
-            loaded = ok("load_file", specula_session_load_file(b->s, path.c_str(), &err), err);
+            loaded = ok("load_file", specula_session_load_file(b->s, path.c_str(), &err), &err);
             std::remove(path.c_str());
         } else {
-            loaded = ok("fork", specula_session_fork(a->s, b->s, &so, &err), err);
+            loaded = ok("fork", specula_session_fork(a->s, b->s, &so, &err), &err);
         }
         if (!loaded) return;
         b->prompt = a->prompt;
@@ -541,14 +545,14 @@ private:
         const int p = rnd(int(g.prompts.size()));
         const auto &toks = g.prompt_tokens[size_t(p)];
         specula_error *err = nullptr;
-        if (!ok("rewind", specula_session_rewind(ses->s, 0, &err), err)) return;
+        if (!ok("rewind", specula_session_rewind(ses->s, 0, &err), &err)) return;
         ses->prompt = -1;
         size_t restored = 0;
         err = nullptr;
-        if (!ok("prompt_cache_restore", specula_prompt_cache_restore(g.cache, ses->s, toks.data(), toks.size(), &restored, &err), err))
+        if (!ok("prompt_cache_restore", specula_prompt_cache_restore(g.cache, ses->s, toks.data(), toks.size(), &restored, &err), &err))
             return;
         err = nullptr;
-        if (!ok("append_tokens", specula_session_append_tokens(ses->s, toks.data() + restored, toks.size() - restored, &err), err))
+        if (!ok("append_tokens", specula_session_append_tokens(ses->s, toks.data() + restored, toks.size() - restored, &err), &err))
             return;
         ses->prompt = p;
         ses->n_ref = 0;
@@ -559,7 +563,7 @@ private:
         check_greedy(ses, out, st, stop, n, restored > 0 ? "prompt cache hit" : "prompt cache miss");
         if (st == SPECULA_OK && chance(50)) {
             err = nullptr;
-            ok("prompt_cache_store", specula_prompt_cache_store(g.cache, ses->s, &err), err);
+            ok("prompt_cache_store", specula_prompt_cache_store(g.cache, ses->s, &err), &err);
         }
     }
 
@@ -583,7 +587,7 @@ private:
             if (st == SPECULA_OK && stop == SPECULA_STOP_CONTEXT_FULL) g_context_full++;
             else if (st == SPECULA_OK && stop == SPECULA_STOP_CANCELLED) g_cancelled++;
             else if (st == SPECULA_OK) report_error("generate until full: stopped early", st, err);
-            if (!ok("generate until full", st, err)) {}
+            if (!ok("generate until full", st, &err)) {}
         }
         ses->prompt = -1;
     }
