@@ -245,7 +245,7 @@ std::vector<Entry> gguf_entries(const test_fixtures::TempDir &dir) {
          cut("gguf-trunc-header", [](const Bytes &) { return 12; })},
         {"gguf-trunc-metadata-key", "truncated inside a metadata key", SPECULA_ERR_FORMAT, "runs past the end",
          cut("gguf-trunc-metadata-key", [](const Bytes &b) { return after_string(b, "llama.block_count") - 3; })},
-        {"gguf-trunc-metadata-array", "truncated inside the tokenizer.ggml.tokens array", SPECULA_ERR_FORMAT, "cannot fit in the file",
+        {"gguf-trunc-metadata-array", "truncated inside the tokenizer.ggml.tokens array", SPECULA_ERR_FORMAT, "truncated or corrupt",
          cut("gguf-trunc-metadata-array", [](const Bytes &b) { return after_string(b, "tokenizer.ggml.tokens") + 100; })},
         {"gguf-trunc-tensor-info", "truncated inside a tensor info (after its name)", SPECULA_ERR_FORMAT, "truncated",
          cut("gguf-trunc-tensor-info", [](const Bytes &b) { return after_string(b, "output_norm.weight") + 2; })},

@@ -168,8 +168,12 @@ GgufFile GgufFile::parse(FileBytes bytes) {
     const uint64_t n_tensors = cur.read<uint64_t>("tensor count");
     const uint64_t n_metadata = cur.read<uint64_t>("metadata count");
     // Each metadata entry takes at least 8 (key length) + 4 (type) + 1 bytes; each tensor info at least 8+4+4+8.
-    if (n_metadata > cur.remaining() / 13) fail("metadata count " + std::to_string(n_metadata) + " cannot fit in the file");
-    if (n_tensors > cur.remaining() / 24) fail("tensor count " + std::to_string(n_tensors) + " cannot fit in the file");
+    if (n_metadata > cur.remaining() / 13)
+        fail("metadata count " + std::to_string(n_metadata) + " cannot fit in the file (" + std::to_string(cur.remaining()) +
+             " bytes left): truncated or corrupt");
+    if (n_tensors > cur.remaining() / 24)
+        fail("tensor count " + std::to_string(n_tensors) + " cannot fit in the file (" + std::to_string(cur.remaining()) +
+             " bytes left): truncated or corrupt");
 
     for (uint64_t k = 0; k < n_metadata; ++k) {
         std::string key = cur.read_string("metadata key");
