@@ -72,6 +72,9 @@ double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 
 std::string Sampler::rng_state() const {
     std::ostringstream out;
+    // A stream swallows a bad_alloc of its buffer (it only sets badbit): the snapshot then held a truncated state and
+    // the save returned OK (found by tests/alloc). With badbit in exceptions() the stream rethrows it.
+    out.exceptions(std::ios_base::badbit);
     out.imbue(std::locale::classic());
     out << rng_;
     return out.str();
@@ -81,6 +84,7 @@ void Sampler::set_rng_state(const std::string &state) {
     require(state.size() <= 16384 && state.find_first_not_of("0123456789 ") == std::string::npos, SPECULA_ERR_FORMAT,
             "snapshot: the sampler's random generator state is not a list of numbers");
     std::istringstream in(state);
+    in.exceptions(std::ios_base::badbit);  // a bad_alloc inside is OUT_OF_MEMORY, not "does not parse" (see rng_state)
     in.imbue(std::locale::classic());
     std::mt19937_64 rng;
     in >> rng;
