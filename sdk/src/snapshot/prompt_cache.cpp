@@ -14,6 +14,9 @@
 #include <cstring>
 #include <fstream>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 namespace fs = std::filesystem;
 
 namespace specula::internal {
@@ -56,27 +59,45 @@ std::string entry_name(std::span<const int32_t> tokens) {
     return name;
 }
 
-bool is_entry(const fs::directory_entry &e) {
-    std::error_code ec;
-    return e.is_regular_file(ec) && e.path().extension() == kSuffix && e.path().filename().string().find(".tmp.") == std::string::npos;
+bool is_entry(const fs::path &p) {
+    return p.extension() == kSuffix && p.filename().string().find(".tmp.") == std::string::npos;
+}
+
+// Calls f(path, stat) for every regular file in dir (and below it when recursive), with POSIX calls: std::filesystem's
+// directory iterators allocate inside noexcept functions of libstdc++, so a bad_alloc there was std::terminate (found
+// by tests/alloc). A file or directory removed meanwhile (by another process) is skipped.
+template <typename F> void walk_files(const fs::path &dir, bool recursive, F &&f) {
+    DIR *d = ::opendir(dir.c_str());
+    if (d == nullptr) return;
+    struct Closer {
+        DIR *d;
+        ~Closer() { ::closedir(d); }
+    } closer{d};
+    while (const dirent *e = ::readdir(d)) {
+        if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+        const fs::path p = dir / e->d_name;
+        struct stat st;
+        if (::lstat(p.c_str(), &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (recursive) walk_files(p, true, f);
+        } else if (S_ISREG(st.st_mode)) {
+            f(p, st);
+        }
+    }
 }
 
 // Every entry file under the cache directory (all models), with its size and last use.
 struct EntryFile {
     fs::path path;
     uint64_t size;
-    fs::file_time_type time;
+    int64_t time;  // last write, ns since the epoch
 };
 std::vector<EntryFile> entry_files(const fs::path &root) {
     std::vector<EntryFile> files;
-    std::error_code ec;
-    for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
-        if (!is_entry(*it)) continue;
-        std::error_code e2;
-        const uint64_t size = it->file_size(e2);
-        const fs::file_time_type time = it->last_write_time(e2);
-        if (!e2) files.push_back({it->path(), size, time});  // else removed by another process meanwhile
-    }
+    walk_files(root, true, [&](const fs::path &p, const struct stat &st) {
+        if (is_entry(p))
+            files.push_back({p, uint64_t(st.st_size), int64_t(st.st_mtim.tv_sec) * 1000000000 + int64_t(st.st_mtim.tv_nsec)});
+    });
     return files;
 }
 
@@ -102,24 +123,23 @@ fs::path PromptCache::model_dir(Session &session) {
 
 std::map<std::string, PromptCache::Entry> &PromptCache::refresh(const fs::path &dir, int32_t n_vocab) {
     std::map<std::string, Entry> &known = known_[dir.string()];
-    std::error_code ec;
     std::map<std::string, Entry> now;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        if (!is_entry(*it)) continue;
-        const std::string name = it->path().filename().string();
+    walk_files(dir, false, [&](const fs::path &path, const struct stat &) {
+        if (!is_entry(path)) return;
+        const std::string name = path.filename().string();
         auto found = known.find(name);
         if (found != known.end()) {
             now.emplace(name, std::move(found->second));
-            continue;
+            return;
         }
         try {
-            now.emplace(name, Entry{read_entry_tokens(it->path(), n_vocab)});
+            now.emplace(name, Entry{read_entry_tokens(path, n_vocab)});
         } catch (const Error &e) {
-            if (e.status() == SPECULA_ERR_IO) continue;  // removed by another process while we looked
+            if (e.status() == SPECULA_ERR_IO) return;  // removed by another process while we looked
             log(SPECULA_LOG_WARN, "prompt cache: removing a damaged entry: %s", e.what());
-            remove(it->path());
+            remove(path);
         }
-    }
+    });
     known = std::move(now);
     return known;
 }
