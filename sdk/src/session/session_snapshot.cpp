@@ -399,6 +399,10 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         if (spec_.attached()) spec_.drafter()->rewind(0);
         throw;
     }
+    // The rest of the apply phase allocates too (the pending round's path, the drafters' state): a bad_alloc there
+    // left a half-loaded session (found by tests/alloc). As for a backend failure above, the session is then left
+    // with an empty context rather than an inconsistent one.
+    try {
     tokens_ = std::move(tokens);
     if (spec_.tuner()) spec_.tuner()->context_grew(int32_t(tokens_.size()));
     n_evaluated_ = n_evaluated;
@@ -434,6 +438,11 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         n_run_generated_ = 0;
         run_first_token_ = true;
         run_start_ms_ = now_ms();
+    }
+    } catch (...) {
+        rewind(0);
+        if (spec_.attached()) spec_.drafter()->rewind(0);
+        throw;
     }
     if (keep < h.n_tokens) rewind(keep);
     n_restored_tokens_ += keep < h.n_tokens ? n_evaluated_ : h.n_kv;
