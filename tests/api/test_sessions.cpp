@@ -95,7 +95,7 @@ specula_status append(specula_session *s, const std::vector<int32_t> &tokens) {
 
 }  // namespace
 
-TEST_CASE("cancel from another thread stops generation within one step", "[session][cancel]") {
+TEST_CASE("cancel from another thread stops generation within one step", "[session][cancel][concurrency]") {
     specula::Session s = make_session(shared_model());
     s.append_text(kPrompt);
     const int32_t n_prompt = s.n_tokens();
@@ -193,7 +193,7 @@ TEST_CASE("cancel before generate returns CANCELLED at once and is consumed", "[
     CHECK(run.tokens.size() == 8);
 }
 
-TEST_CASE("two sessions on one model in two threads match one session alone", "[session][threads]") {
+TEST_CASE("two sessions on one model in two threads match one session alone", "[session][threads][concurrency]") {
     const specula::Model &model = shared_model();
     const bool use_greedy = GENERATE(true, false);
     const specula::SamplerOptions sampler = use_greedy ? greedy() : seeded(1234);
@@ -228,7 +228,7 @@ TEST_CASE("two sessions on one model in two threads match one session alone", "[
     }
 }
 
-TEST_CASE("destroying the model before its session is fine", "[session][lifetime]") {
+TEST_CASE("destroying the model before its session is fine", "[session][lifetime][concurrency]") {
     specula_model *model = nullptr;
     REQUIRE(specula_model_load(kModelPath.c_str(), nullptr, &model, nullptr) == SPECULA_OK);
     specula_session *session = nullptr;

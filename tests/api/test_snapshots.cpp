@@ -95,7 +95,7 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t> &
 
 }  // namespace
 
-TEST_CASE("snapshots: generate N, save, load in a new session, generate M equals N + M in one run", "[snapshot][api]") {
+TEST_CASE("snapshots: generate N, save, load in a new session, generate M equals N + M in one run", "[snapshot][api][concurrency]") {
     const Drafters drafters = GENERATE(Drafters::None, Drafters::Ngram, Drafters::LongSpec, Drafters::LongSpecNgram, Drafters::DraftModel);
     const float temperature = GENERATE(0.0f, 1.0f);
     CAPTURE(name_of(drafters), temperature);
@@ -458,7 +458,7 @@ TEST_CASE("prompt cache: the longest cached prefix is restored and the output is
     CHECK(st.evictions == 1);
 }
 
-TEST_CASE("prompt cache: size limit, damaged entries, another model, several handles on one directory", "[snapshot][api]") {
+TEST_CASE("prompt cache: size limit, damaged entries, another model, several handles on one directory", "[snapshot][api][concurrency]") {
     TempDir dir("specula-snapshots");
     const std::string path = dir.file("cache");
     auto context_of = [](const std::string &text) {

@@ -347,7 +347,7 @@ TEST_CASE("speculative: a truncated draft file is IO or FORMAT and yields no han
     }
 }
 
-TEST_CASE("speculative: greedy output equals plain greedy decoding with every drafter", "[speculative][api]") {
+TEST_CASE("speculative: greedy output equals plain greedy decoding with every drafter", "[speculative][api][concurrency]") {
     TempDir dir("specula-speculative-api");
     const std::string draft_path = write_random_draft(dir, stories(), "d.gguf");
     const std::vector<int32_t> &expected = reference_tokens();

@@ -488,7 +488,7 @@ TEST_CASE("C API vocabulary: NULL arguments", "[api][tokenizer]") {
     CHECK(n == 4);  // " the"
 }
 
-TEST_CASE("C API tokenize: one model, many threads", "[api][tokenizer]") {
+TEST_CASE("C API tokenize: one model, many threads", "[api][tokenizer][concurrency]") {
     const fs::path path = vocab_path("llama-bpe");
     if (!have_fixture(path)) return;
     const ModelPtr model = load_vocab_only(path);

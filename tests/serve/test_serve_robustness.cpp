@@ -74,7 +74,7 @@ double metric(const std::string &text, const std::string &name) {
 
 }  // namespace
 
-TEST_CASE("concurrent clients on two slots each get exactly their greedy continuation", "[serve]") {
+TEST_CASE("concurrent clients on two slots each get exactly their greedy continuation", "[serve][concurrency]") {
     ServerProcess server({"-m", bundled_model(), "-c", "512", "--parallel", "2", "-t", "1"});
     const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily wanted to", "One day, Tom",
                                               "The sun was", "Max loved to"};
@@ -105,7 +105,7 @@ TEST_CASE("concurrent clients on two slots each get exactly their greedy continu
     CHECK(get(after, "/health").status == 200);
 }
 
-TEST_CASE("a full queue answers 503, a client that hangs up frees its slot at once", "[serve]") {
+TEST_CASE("a full queue answers 503, a client that hangs up frees its slot at once", "[serve][concurrency]") {
     ScratchDir dir;
     const std::string model = make_slow_model(dir);
     ServerProcess server({"-m", model, "--ngram-nodes", "4", "-c", "4096", "--parallel", "1", "--max-queue", "0", "-t", "1"});

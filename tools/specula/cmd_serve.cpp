@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -90,7 +91,9 @@ int run_serve(ServeArgs &a) {
     std::fprintf(stderr, "server is listening on http://%s:%d\n", c.host.c_str(), port);
     std::fflush(stderr);
 
-    int stop_signal = 0;
+    // Written by the waiter thread, read here after run() returns: atomic, since nothing else orders the two
+    // (ThreadSanitizer's concurrency pass found the plain int racing).
+    std::atomic<int> stop_signal{0};
     std::thread waiter([&] {
         int sig = 0;
         sigwait(&signals, &sig);
@@ -103,7 +106,7 @@ int run_serve(ServeArgs &a) {
     const bool ok = server.run();
     if (stop_signal == 0) pthread_kill(waiter_handle, SIGUSR1);
     waiter.join();
-    if (stop_signal != 0) std::fprintf(stderr, "specula serve: %s: stopped\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    if (stop_signal != 0) std::fprintf(stderr, "specula serve: %s: stopped\n", stop_signal.load() == SIGINT ? "SIGINT" : "SIGTERM");
     return ok || stop_signal != 0 ? kExitOk : kExitFailure;
 }
 
