@@ -721,7 +721,9 @@ SPECULA_API const char *specula_session_drafter_name(const specula_session *sess
  * bound to the model file it was made with (a fingerprint of every byte of the GGUF) and to the drafters it was made
  * with. Loading checks everything before it changes anything: a snapshot of another model or draft, another format
  * version, a damaged or truncated file is refused with its own status and a message, and the session is left
- * exactly as it was. The format is described in docs/snapshots.md.
+ * exactly as it was. Only once every check has passed is the snapshot written into the session; if that step fails
+ * (a device error, or memory running out: BACKEND, OUT_OF_MEMORY), the session is left with an empty context,
+ * never a mix of the two. The format is described in docs/snapshots.md.
  *
  * SPECULA_SNAPSHOT_FULL holds everything a later session needs to continue exactly where this one stopped, after
  * any emitted token: the context, the target's keys/values of the evaluated tokens, the last logits, the sampler's
