@@ -403,42 +403,42 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
     // left a half-loaded session (found by tests/alloc). As for a backend failure above, the session is then left
     // with an empty context rather than an inconsistent one.
     try {
-    tokens_ = std::move(tokens);
-    if (spec_.tuner()) spec_.tuner()->context_grew(int32_t(tokens_.size()));
-    n_evaluated_ = n_evaluated;
-    logits_valid_ = logits_valid;
-    logits_row_ = nullptr;  // the loaded rows replace the round's
-    if (logits_valid) logits_ = std::move(logits);
-    last_token_generated_ = last_generated;
-    decoder_.reset();
-    stops_.reset();
-    drop_ready();
-    if (full) {
-        sampler_ = std::move(*sampler);
-        n_run_generated_ = n_run_generated;
-        run_first_token_ = run_first;
-        decoder_.restore(std::move(decoder_pending));
-        stops_.restore(std::move(stops_pending));
-        n_prompt_tokens_ = n_prompt;
-        n_generated_ = n_generated;
-        n_restored_tokens_ = n_restored;
-        prompt_ms_ = prompt_ms;
-        decode_ms_ = decode_ms;
-        ttft_ms_ = ttft_ms;
-        // The pending round: its rows become path nodes 0..k-1 of an otherwise empty tree.
-        spec_.restore(std::move(ready), std::move(ready_rows), n_vocab, std::move(spec_stats));
-        if (spec_.attached()) {
-            if ((h.flags & SnapshotHeader::kFlagDrafterState) != 0)
-                spec_.drafter()->load_state(drafter_blob);
-            else
-                spec_.drafter()->rewind(0);  // no state saved: the drafters catch up from the restored context
+        tokens_ = std::move(tokens);
+        if (spec_.tuner()) spec_.tuner()->context_grew(int32_t(tokens_.size()));
+        n_evaluated_ = n_evaluated;
+        logits_valid_ = logits_valid;
+        logits_row_ = nullptr;  // the loaded rows replace the round's
+        if (logits_valid) logits_ = std::move(logits);
+        last_token_generated_ = last_generated;
+        decoder_.reset();
+        stops_.reset();
+        drop_ready();
+        if (full) {
+            sampler_ = std::move(*sampler);
+            n_run_generated_ = n_run_generated;
+            run_first_token_ = run_first;
+            decoder_.restore(std::move(decoder_pending));
+            stops_.restore(std::move(stops_pending));
+            n_prompt_tokens_ = n_prompt;
+            n_generated_ = n_generated;
+            n_restored_tokens_ = n_restored;
+            prompt_ms_ = prompt_ms;
+            decode_ms_ = decode_ms;
+            ttft_ms_ = ttft_ms;
+            // The pending round: its rows become path nodes 0..k-1 of an otherwise empty tree.
+            spec_.restore(std::move(ready), std::move(ready_rows), n_vocab, std::move(spec_stats));
+            if (spec_.attached()) {
+                if ((h.flags & SnapshotHeader::kFlagDrafterState) != 0)
+                    spec_.drafter()->load_state(drafter_blob);
+                else
+                    spec_.drafter()->rewind(0);  // no state saved: the drafters catch up from the restored context
+            }
+        } else {
+            if (spec_.attached()) spec_.drafter()->rewind(0);
+            n_run_generated_ = 0;
+            run_first_token_ = true;
+            run_start_ms_ = now_ms();
         }
-    } else {
-        if (spec_.attached()) spec_.drafter()->rewind(0);
-        n_run_generated_ = 0;
-        run_first_token_ = true;
-        run_start_ms_ = now_ms();
-    }
     } catch (...) {
         rewind(0);
         if (spec_.attached()) spec_.drafter()->rewind(0);
