@@ -1,21 +1,21 @@
 // serve_request: the request layer of `specula serve` (tools/serve) on arbitrary request bodies, in process (no
 // HTTP). Input: a request body (JSON text, any bytes). What each endpoint does with a body before and around
 // generation runs on it, through the server's own functions:
-//   every body: json_fields.cpp's typed reads through parse_completion_params (/completion, /infill and the OpenAI
-//     endpoints) and generation_settings;
-//   /completion and /v1/completions: the "prompt" checks of server.cpp's handle_generation, then
-//     prompt_tokens.cpp's tokenize_mixed (strings, token ids, mixed arrays, out-of-range ids);
-//   /v1/chat/completions and /apply-template: the messages (role, string or text-part content) through the model's
-//     chat template (chatml, as `specula serve --chat-template chatml`), tokenized with special tokens parsed;
+//   every body: request_body.cpp's parse_json_body (server.cpp's parse_body on the request's text), then
+//     json_fields.cpp's typed reads through parse_completion_params (/completion, /infill and the OpenAI endpoints)
+//     and generation_settings;
+//   /completion and /v1/completions: request_body.cpp's completion_prompt (the "prompt" checks, then
+//     prompt_tokens.cpp's tokenize_mixed: strings, token ids, mixed arrays, out-of-range ids);
+//   /v1/chat/completions and /apply-template: request_body.cpp's chat_prompt and chat_messages (role, string or
+//     text-part content) through the model's chat template (chatml, as `specula serve --chat-template chatml`);
 //   /infill: infill_prompt.cpp's parse_infill_input, and format_infill + tools/common/fim_prompt.h on a model with
 //     FIM tokens (a synthetic tiny-llama with ../shared/fixtures' deepseek-coder vocabulary, made once at start;
 //     without the fixtures that part is left out and says so once);
-//   /tokenize and /detokenize: their content/tokens handling (with_pieces, ids out of range);
+//   /tokenize and /detokenize: request_body.cpp's tokenize_response and detokenize_response (with_pieces, ids out
+//     of range);
 //   then one generation of at most 4 tokens (completion.cpp's CompletionRunner with the request's sampler, stop
 //     strings, n_indent, ...) on a fresh 64-token session of models/stories260K.gguf when the prompt fits, and the
 //     response bodies of responses.cpp (completion, OpenAI completion and chat, response_fields) serialised.
-// server.cpp's own glue (parse_body, chat_messages, message_content and the prompt checks of handle_generation) is
-// in an anonymous namespace there; the lines below mirror it and must be kept in step with it.
 // Expected outcomes: HttpError (a 4xx answer), specula::Error other than INTERNAL. Anything else (a
 // nlohmann::json exception: a 500 where a 400 was due) is reported as a crash.
 #include "fuzz_common.h"
@@ -24,14 +24,13 @@
 #include "http_error.h"
 #include "infill_prompt.h"
 #include "json_fields.h"
-#include "prompt_tokens.h"
+#include "request_body.h"
 #include "responses.h"
 #include "slot_pool.h"
 
 #include <specula/specula.hpp>
 #include <specula/specula_experimental.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <unistd.h>
@@ -44,78 +43,6 @@ std::unique_ptr<specula::Model> g_model;
 std::unique_ptr<specula::Model> g_fim_model;  // nullptr without the fixtures
 constexpr int32_t kNCtx = 64;
 constexpr int32_t kMaxGenerated = 4;
-
-// server.cpp's message_content / chat_messages (anonymous namespace there), as of this commit.
-std::string message_content(const json &content) {
-    if (content.is_null()) return "";
-    if (content.is_string()) return content.get<std::string>();
-    if (!content.is_array()) throw bad_request("a message's \"content\" must be a string or an array of content parts");
-    std::string text;
-    for (const json &part : content) {
-        if (!part.is_object() || part.value("type", std::string()) != "text" || !part.contains("text") || !part.at("text").is_string())
-            throw bad_request("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
-        text += part.at("text").get<std::string>();
-    }
-    return text;
-}
-
-std::vector<std::pair<std::string, std::string>> chat_messages(const json &body) {
-    if (!body.contains("messages") || !body.at("messages").is_array() || body.at("messages").empty())
-        throw bad_request("\"messages\" must be a non-empty array of {\"role\", \"content\"}");
-    if (body.at("messages").size() > 4096) throw bad_request("\"messages\": too many messages");
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const json &m : body.at("messages")) {
-        if (!m.is_object() || !m.contains("role") || !m.at("role").is_string())
-            throw bad_request("each message must be an object with a string \"role\"");
-        out.emplace_back(m.at("role").get<std::string>(), message_content(m.value("content", json())));
-    }
-    return out;
-}
-
-// handle_generation's prompt for /completion (oai = false) and /v1/completions (oai = true).
-std::vector<int32_t> completion_prompt(const json &body, bool oai) {
-    if (oai) {
-        if (body.contains("echo") && body.at("echo").is_boolean() && body.at("echo").get<bool>()) throw bad_request("Only no echo is supported");
-        for (const char *unsupported : {"best_of", "suffix"})
-            if (body.contains(unsupported) && !body.at(unsupported).is_null()) throw bad_request(std::string("Unsupported param: ") + unsupported);
-        if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
-    }
-    if (!body.contains("prompt") || body.at("prompt").is_null()) throw bad_request("\"prompt\" is required");
-    json p = body.at("prompt");
-    if (p.is_array() && p.size() == 1 && p[0].is_string()) p = p[0];
-    if (p.is_array() && p.size() > 1 && std::all_of(p.begin(), p.end(), [](const json &x) { return x.is_string() || x.is_array(); }))
-        throw bad_request("several prompts in one request are not supported: send one request per prompt");
-    return tokenize_mixed(*g_model, p, true, true, "prompt");
-}
-
-std::vector<int32_t> chat_prompt(const json &body) {
-    if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
-    const std::string text = g_model->apply_chat_template(chat_messages(body), true, "chatml");
-    return g_model->tokenize(text, SPECULA_TOKENIZE_ADD_SPECIAL | SPECULA_TOKENIZE_PARSE_SPECIAL);
-}
-
-void tokenize_endpoint(const json &body) {
-    if (!body.contains("content") || body.at("content").is_null()) return;
-    const bool add_special = bool_field(body, "add_special", false);
-    const bool parse_special = bool_field(body, "parse_special", true);
-    const bool with_pieces = bool_field(body, "with_pieces", false);
-    const std::vector<int32_t> ids = tokenize_mixed(*g_model, body.at("content"), add_special, parse_special, "content");
-    if (with_pieces)
-        for (const int32_t id : ids) (void)g_model->token_to_piece(id, true);
-}
-
-void detokenize_endpoint(const json &body) {
-    if (!body.contains("tokens") || body.at("tokens").is_null()) return;
-    const json &t = body.at("tokens");
-    if (!t.is_array()) throw bad_request("\"tokens\" must be an array of token ids");
-    std::string content;
-    for (const json &id : t) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= g_model->n_vocab())
-            throw bad_request("\"tokens\" must hold token ids in [0, n_vocab)");
-        content += g_model->token_to_piece(int32_t(id.get<int64_t>()), true);
-    }
-    (void)dump(json{{"content", content}});
-}
 
 // Runs fn; HttpError and non-INTERNAL specula::Error are the answers a client gets. Returns whether fn succeeded.
 template <typename Fn> bool answer(Fn &&fn) {
@@ -190,17 +117,17 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const std::string text(reinterpret_cast<const char *>(data), size);
-    json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded() || !body.is_object()) return 0;  // server.cpp's parse_body: 400
+    json body;
+    if (!answer([&] { body = parse_json_body(text); })) return 0;
 
     CompletionParams params;
     if (!answer([&] { params = parse_completion_params(body); })) return 0;
     (void)dump(generation_settings(params, kNCtx));
 
     std::vector<int32_t> completion, oai_completion, chat;
-    answer([&] { completion = completion_prompt(body, false); });
-    answer([&] { oai_completion = completion_prompt(body, true); });
-    answer([&] { chat = chat_prompt(body); });
+    answer([&] { completion = completion_prompt(*g_model, body, false); });
+    answer([&] { oai_completion = completion_prompt(*g_model, body, true); });
+    answer([&] { chat = chat_prompt(*g_model, body, "chatml"); });
     answer([&] { (void)dump(json{{"prompt", g_model->apply_chat_template(chat_messages(body), true, "chatml")}}); });
     answer([&] {
         (void)infill_unsupported_reason(*g_model);
@@ -211,8 +138,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (const int32_t id : prompt) FUZZ_CHECK(id >= 0 && id < g_fim_model->n_vocab());
         }
     });
-    answer([&] { tokenize_endpoint(body); });
-    answer([&] { detokenize_endpoint(body); });
+    answer([&] { (void)dump(tokenize_response(*g_model, body)); });
+    answer([&] { (void)dump(detokenize_response(*g_model, body)); });
 
     // One generation, for the endpoint the body is shaped for.
     const bool is_chat = body.contains("messages");

@@ -4,15 +4,13 @@
 #include "completion.h"
 #include "http_error.h"
 #include "infill_prompt.h"
-#include "prompt_tokens.h"
+#include "request_body.h"
 #include "responses.h"
-#include "utf8_check.h"
 
 #include <httplib.h>
 
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -29,52 +27,11 @@ void send_json(httplib::Response &res, const json &body, int status = 200) {
     res.set_content(dump(body), kJson);
 }
 
-json parse_body(const httplib::Request &req) {
-    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded()) throw bad_request("the request body is not valid JSON");
-    if (!body.is_object()) throw bad_request("the request body must be a JSON object");
-    return body;
-}
-
-bool valid_utf8(const std::string &s) {
-    for (size_t i = 0; i < s.size();) {
-        const size_t n = specula_apps::valid_utf8_length(s, i);
-        if (n == 0) return false;
-        i += n;
-    }
-    return true;
-}
+json parse_body(const httplib::Request &req) { return parse_json_body(req.body); }
 
 bool write_event(httplib::DataSink &sink, const json &data) {
     const std::string event = "data: " + dump(data) + "\n\n";
     return sink.write(event.data(), event.size());
-}
-
-// The text of an OpenAI message's content: a string, or an array of parts of which the text ones are joined.
-std::string message_content(const json &content) {
-    if (content.is_null()) return "";
-    if (content.is_string()) return content.get<std::string>();
-    if (!content.is_array()) throw bad_request("a message's \"content\" must be a string or an array of content parts");
-    std::string text;
-    for (const json &part : content) {
-        if (!part.is_object() || part.value("type", std::string()) != "text" || !part.contains("text") || !part.at("text").is_string())
-            throw bad_request("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
-        text += part.at("text").get<std::string>();
-    }
-    return text;
-}
-
-std::vector<std::pair<std::string, std::string>> chat_messages(const json &body) {
-    if (!body.contains("messages") || !body.at("messages").is_array() || body.at("messages").empty())
-        throw bad_request("\"messages\" must be a non-empty array of {\"role\", \"content\"}");
-    if (body.at("messages").size() > 4096) throw bad_request("\"messages\": too many messages");
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const json &m : body.at("messages")) {
-        if (!m.is_object() || !m.contains("role") || !m.at("role").is_string())
-            throw bad_request("each message must be an object with a string \"role\"");
-        out.emplace_back(m.at("role").get<std::string>(), message_content(m.value("content", json())));
-    }
-    return out;
 }
 
 ErrorType status_error_type(specula_status status) {
@@ -256,16 +213,7 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
 
     std::vector<int32_t> prompt;
     switch (api) {
-    case Api::Completion: {
-        if (!body.contains("prompt") || body.at("prompt").is_null()) throw bad_request("\"prompt\" is required");
-        json p = body.at("prompt");
-        // An array of several strings is several prompts in llama-server; one slot answers one prompt here.
-        if (p.is_array() && p.size() == 1 && p[0].is_string()) p = p[0];
-        if (p.is_array() && p.size() > 1 && std::all_of(p.begin(), p.end(), [](const json &x) { return x.is_string() || x.is_array(); }))
-            throw bad_request("several prompts in one request are not supported: send one request per prompt");
-        prompt = tokenize_mixed(model_, p, true, true, "prompt");
-        break;
-    }
+    case Api::Completion: prompt = completion_prompt(model_, body, false); break;
     case Api::Infill: {
         const std::string missing = infill_unsupported_reason(model_);
         // llama-server answers 501 here; a request the model cannot serve is the client's to fix, so Specula says 400.
@@ -274,25 +222,8 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
         prompt = format_infill(model_, in, InfillBudget{config_.n_batch, config_.n_predict, n_ctx});
         break;
     }
-    case Api::OaiCompletion: {
-        if (body.contains("echo") && body.at("echo").is_boolean() && body.at("echo").get<bool>()) throw bad_request("Only no echo is supported");
-        for (const char *unsupported : {"best_of", "suffix"})
-            if (body.contains(unsupported) && !body.at(unsupported).is_null()) throw bad_request(std::string("Unsupported param: ") + unsupported);
-        if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
-        if (!body.contains("prompt") || body.at("prompt").is_null()) throw bad_request("\"prompt\" is required");
-        json p = body.at("prompt");
-        if (p.is_array() && p.size() == 1 && p[0].is_string()) p = p[0];
-        if (p.is_array() && p.size() > 1 && std::all_of(p.begin(), p.end(), [](const json &x) { return x.is_string() || x.is_array(); }))
-            throw bad_request("Only one completion choice is allowed: send one prompt per request");
-        prompt = tokenize_mixed(model_, p, true, true, "prompt");
-        break;
-    }
-    case Api::OaiChat: {
-        if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
-        const std::string text = model_.apply_chat_template(chat_messages(body), true, config_.chat_template);
-        prompt = model_.tokenize(text, SPECULA_TOKENIZE_ADD_SPECIAL | SPECULA_TOKENIZE_PARSE_SPECIAL);
-        break;
-    }
+    case Api::OaiCompletion: prompt = completion_prompt(model_, body, true); break;
+    case Api::OaiChat: prompt = chat_prompt(model_, body, config_.chat_template); break;
     }
     if (prompt.empty()) throw bad_request("the prompt is empty");
     if (int64_t(prompt.size()) >= n_ctx)
@@ -394,46 +325,11 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
 }
 
 void Server::handle_tokenize(const httplib::Request &req, httplib::Response &res) {
-    const json body = parse_body(req);
-    json tokens = json::array();
-    if (body.contains("content") && !body.at("content").is_null()) {
-        const bool add_special = bool_field(body, "add_special", false);
-        const bool parse_special = bool_field(body, "parse_special", true);
-        const bool with_pieces = bool_field(body, "with_pieces", false);
-        const std::vector<int32_t> ids = tokenize_mixed(model_, body.at("content"), add_special, parse_special, "content");
-        if (!with_pieces) {
-            tokens = ids;
-        } else {
-            for (const int32_t id : ids) {
-                const std::string piece = model_.token_to_piece(id, true);
-                json p;
-                if (valid_utf8(piece)) {
-                    p = piece;
-                } else {
-                    p = json::array();  // not UTF-8 on its own (part of a character): its bytes
-                    for (const unsigned char c : piece) p.push_back(int(c));
-                }
-                tokens.push_back({{"id", id}, {"piece", p}});
-            }
-        }
-    }
-    send_json(res, {{"tokens", tokens}});
+    send_json(res, tokenize_response(model_, parse_body(req)));
 }
 
 void Server::handle_detokenize(const httplib::Request &req, httplib::Response &res) {
-    const json body = parse_body(req);
-    std::string content;
-    if (body.contains("tokens") && !body.at("tokens").is_null()) {
-        const json &t = body.at("tokens");
-        if (!t.is_array()) throw bad_request("\"tokens\" must be an array of token ids");
-        const int32_t n_vocab = model_.n_vocab();
-        for (const json &id : t) {
-            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_vocab)
-                throw bad_request("\"tokens\" must hold token ids in [0, " + std::to_string(n_vocab) + ")");
-            content += model_.token_to_piece(int32_t(id.get<int64_t>()), true);
-        }
-    }
-    send_json(res, {{"content", content}});
+    send_json(res, detokenize_response(model_, parse_body(req)));
 }
 
 void Server::handle_apply_template(const httplib::Request &req, httplib::Response &res) {

@@ -1,0 +1,120 @@
+#include "request_body.h"
+
+#include "prompt_tokens.h"
+#include "utf8_check.h"
+
+#include <algorithm>
+
+namespace specula_serve {
+
+namespace {
+
+bool valid_utf8(const std::string &s) {
+    for (size_t i = 0; i < s.size();) {
+        const size_t n = specula_apps::valid_utf8_length(s, i);
+        if (n == 0) return false;
+        i += n;
+    }
+    return true;
+}
+
+}  // namespace
+
+json parse_json_body(const std::string &text) {
+    json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) throw bad_request("the request body is not valid JSON");
+    if (!body.is_object()) throw bad_request("the request body must be a JSON object");
+    return body;
+}
+
+std::string message_content(const json &content) {
+    if (content.is_null()) return "";
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) throw bad_request("a message's \"content\" must be a string or an array of content parts");
+    std::string text;
+    for (const json &part : content) {
+        if (!part.is_object() || part.value("type", std::string()) != "text" || !part.contains("text") || !part.at("text").is_string())
+            throw bad_request("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+        text += part.at("text").get<std::string>();
+    }
+    return text;
+}
+
+std::vector<std::pair<std::string, std::string>> chat_messages(const json &body) {
+    if (!body.contains("messages") || !body.at("messages").is_array() || body.at("messages").empty())
+        throw bad_request("\"messages\" must be a non-empty array of {\"role\", \"content\"}");
+    if (body.at("messages").size() > 4096) throw bad_request("\"messages\": too many messages");
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const json &m : body.at("messages")) {
+        if (!m.is_object() || !m.contains("role") || !m.at("role").is_string())
+            throw bad_request("each message must be an object with a string \"role\"");
+        out.emplace_back(m.at("role").get<std::string>(), message_content(m.value("content", json())));
+    }
+    return out;
+}
+
+std::vector<int32_t> completion_prompt(const specula::Model &model, const json &body, bool oai) {
+    if (oai) {
+        if (body.contains("echo") && body.at("echo").is_boolean() && body.at("echo").get<bool>()) throw bad_request("Only no echo is supported");
+        for (const char *unsupported : {"best_of", "suffix"})
+            if (body.contains(unsupported) && !body.at(unsupported).is_null()) throw bad_request(std::string("Unsupported param: ") + unsupported);
+        if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
+    }
+    if (!body.contains("prompt") || body.at("prompt").is_null()) throw bad_request("\"prompt\" is required");
+    json p = body.at("prompt");
+    // An array of several strings is several prompts in llama-server; one slot answers one prompt here.
+    if (p.is_array() && p.size() == 1 && p[0].is_string()) p = p[0];
+    if (p.is_array() && p.size() > 1 && std::all_of(p.begin(), p.end(), [](const json &x) { return x.is_string() || x.is_array(); }))
+        throw bad_request(oai ? "Only one completion choice is allowed: send one prompt per request"
+                              : "several prompts in one request are not supported: send one request per prompt");
+    return tokenize_mixed(model, p, true, true, "prompt");
+}
+
+std::vector<int32_t> chat_prompt(const specula::Model &model, const json &body, const std::string &chat_template) {
+    if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
+    const std::string text = model.apply_chat_template(chat_messages(body), true, chat_template);
+    return model.tokenize(text, SPECULA_TOKENIZE_ADD_SPECIAL | SPECULA_TOKENIZE_PARSE_SPECIAL);
+}
+
+json tokenize_response(const specula::Model &model, const json &body) {
+    json tokens = json::array();
+    if (body.contains("content") && !body.at("content").is_null()) {
+        const bool add_special = bool_field(body, "add_special", false);
+        const bool parse_special = bool_field(body, "parse_special", true);
+        const bool with_pieces = bool_field(body, "with_pieces", false);
+        const std::vector<int32_t> ids = tokenize_mixed(model, body.at("content"), add_special, parse_special, "content");
+        if (!with_pieces) {
+            tokens = ids;
+        } else {
+            for (const int32_t id : ids) {
+                const std::string piece = model.token_to_piece(id, true);
+                json p;
+                if (valid_utf8(piece)) {
+                    p = piece;
+                } else {
+                    p = json::array();  // not UTF-8 on its own (part of a character): its bytes
+                    for (const unsigned char c : piece) p.push_back(int(c));
+                }
+                tokens.push_back({{"id", id}, {"piece", p}});
+            }
+        }
+    }
+    return {{"tokens", tokens}};
+}
+
+json detokenize_response(const specula::Model &model, const json &body) {
+    std::string content;
+    if (body.contains("tokens") && !body.at("tokens").is_null()) {
+        const json &t = body.at("tokens");
+        if (!t.is_array()) throw bad_request("\"tokens\" must be an array of token ids");
+        const int32_t n_vocab = model.n_vocab();
+        for (const json &id : t) {
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_vocab)
+                throw bad_request("\"tokens\" must hold token ids in [0, " + std::to_string(n_vocab) + ")");
+            content += model.token_to_piece(int32_t(id.get<int64_t>()), true);
+        }
+    }
+    return {{"content", content}};
+}
+
+}  // namespace specula_serve

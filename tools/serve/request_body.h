@@ -1,0 +1,43 @@
+// The request bodies of the prompt-taking endpoints read into what the server acts on: the JSON object itself, the
+// prompt tokens of /completion, /v1/completions and /v1/chat/completions, the chat messages (/apply-template too),
+// and the answers of /tokenize and /detokenize. Free functions of the model and the body, with no HTTP in them, so
+// that server.cpp's handlers and the fuzz target tests/fuzz/fuzz_serve_request.cpp run the same checks. Every
+// malformed body is a 400 (HttpError) with llama-server's message where it has one.
+#pragma once
+
+#include "json_fields.h"
+
+#include <specula/specula.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace specula_serve {
+
+// A request body: a JSON object, else a 400.
+json parse_json_body(const std::string &text);
+
+// The text of an OpenAI message's content: a string, or an array of parts of which the text ones are joined.
+std::string message_content(const json &content);
+
+// "messages" as (role, content) pairs, for Model::apply_chat_template.
+std::vector<std::pair<std::string, std::string>> chat_messages(const json &body);
+
+// The prompt of /completion (oai = false) and /v1/completions (oai = true, with the OpenAI parameters Specula
+// refuses): one prompt, as tokenize_mixed reads it, with BOS and special tokens parsed.
+std::vector<int32_t> completion_prompt(const specula::Model &model, const json &body, bool oai);
+
+// The prompt of /v1/chat/completions: the messages through the chat template (chat_template as
+// `specula serve --chat-template` names it), tokenized with BOS and special tokens parsed.
+std::vector<int32_t> chat_prompt(const specula::Model &model, const json &body, const std::string &chat_template);
+
+// /tokenize's answer, {"tokens": [...]}: ids, or {"id", "piece"} objects with "with_pieces" (a piece that is not
+// UTF-8 on its own given as its bytes).
+json tokenize_response(const specula::Model &model, const json &body);
+
+// /detokenize's answer, {"content": "..."}.
+json detokenize_response(const specula::Model &model, const json &body);
+
+}  // namespace specula_serve
