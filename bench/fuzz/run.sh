@@ -57,6 +57,7 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || ! grep -q '^SPECULA_FUZZ:BOOL=ON' "$B
     if command -v ccache >/dev/null; then launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
     echo "run.sh: configuring $BUILD_DIR (clang, SPECULA_FUZZ=ON)"
     cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" \
         -DSPECULA_FUZZ=ON -DSPECULA_BUILD_TESTS=ON -DSPECULA_BUILD_TOOLS=OFF -DSPECULA_BUILD_BENCH=OFF -DSPECULA_BUILD_DEMO=OFF \
         -DSPECULA_CUDA=OFF -DSPECULA_VULKAN=OFF "${launcher[@]}" > "$BUILD_DIR.configure.log" 2>&1 \
         || { cat "$BUILD_DIR.configure.log" >&2; echo "run.sh: configure failed" >&2; exit 2; }
