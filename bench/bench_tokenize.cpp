@@ -99,15 +99,7 @@ std::vector<BenchVocab> select_vocabs(const Args &args) {
 
 // ---- corpus -------------------------------------------------------------------------------------------------
 
-
-bool valid_utf8(const std::string &s) {
-    for (size_t i = 0; i < s.size();) {
-        const size_t n = specula_apps::valid_utf8_length(s, i);
-        if (n == 0) return false;
-        i += n;
-    }
-    return true;
-}
+using specula_apps::valid_utf8;
 
 // Cuts s to at most max bytes without splitting a character.
 void cut_at_char_boundary(std::string &s, size_t max) {

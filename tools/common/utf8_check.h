@@ -29,4 +29,14 @@ inline size_t valid_utf8_length(std::string_view s, size_t i) {
     return n;
 }
 
+// Whether all of s is well-formed UTF-8.
+inline bool valid_utf8(std::string_view s) {
+    for (size_t i = 0; i < s.size();) {
+        const size_t n = valid_utf8_length(s, i);
+        if (n == 0) return false;
+        i += n;
+    }
+    return true;
+}
+
 }  // namespace specula_apps

@@ -7,18 +7,7 @@
 
 namespace specula_serve {
 
-namespace {
-
-bool valid_utf8(const std::string &s) {
-    for (size_t i = 0; i < s.size();) {
-        const size_t n = specula_apps::valid_utf8_length(s, i);
-        if (n == 0) return false;
-        i += n;
-    }
-    return true;
-}
-
-}  // namespace
+using specula_apps::valid_utf8;
 
 json parse_json_body(const std::string &text) {
     json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
