@@ -186,8 +186,9 @@ TEST_CASE("cuda attention: split-K chunks with tree tails and the hybrid merge a
                 worst_hybrid = std::max(worst_hybrid, std::fabs(o - double(hybrid[at])));
             }
         }
-    CHECK(worst_exact < 1e-4);
-    CHECK(worst_hybrid < 1e-4);
+    // The chunks run on tensor cores with queries and probabilities rounded to F16 (relative 2^-11): ~1e-4 here.
+    CHECK(worst_exact < 5e-4);
+    CHECK(worst_hybrid < 5e-4);
 
     // Batch invariance: node 4 (depth 3) decoded alone, with its ancestors committed in slots n_past.. (here the
     // path 0, 1, 3, 4 is already in those slots only for node 0; so build the decode view on a copy of the cache).
@@ -213,6 +214,174 @@ TEST_CASE("cuda attention: split-K chunks with tree tails and the hybrid merge a
     attention_merge(partials.as<float>(), nullptr, decode, s, out1.as<float>(), nullptr, nullptr);
     const std::vector<float> alone = download(out1, size_t(s.n_head * s.head_dim));
     CHECK(std::memcmp(alone.data(), exact.data() + size_t(4 * s.n_head * s.head_dim), alone.size() * 4) == 0);
+}
+
+namespace {
+
+// A K/V cache for one layer (F16 on the device, its values on the host) and the queries of a set of rows, each
+// row with its logical key list: prefix slots 0 .. n_prefix - 1, then its tail slots.
+struct AttentionCase {
+    AttentionShape s;
+    int32_t n_prefix = 0;
+    bool causal = false;                      // tails are n_prefix .. n_prefix + i, passed as tail_slots == nullptr
+    std::vector<std::vector<int32_t>> tails;  // per row
+    std::vector<uint16_t> kh, vh;             // n_slots x dkv
+    std::vector<float> q;                     // rows x n_head x head_dim
+    int32_t dkv() const { return s.n_head_kv * s.head_dim; }
+    size_t q_floats() const { return size_t(s.n_head) * size_t(s.head_dim); }
+};
+
+AttentionCase make_case(int32_t n_head, int32_t n_head_kv, int32_t head_dim, int32_t chunk, int32_t n_prefix, int32_t n_slots, uint32_t seed) {
+    AttentionCase c;
+    c.s.n_head = n_head;
+    c.s.n_head_kv = n_head_kv;
+    c.s.head_dim = head_dim;
+    c.s.chunk = chunk;
+    c.s.scale = 1.0f / std::sqrt(float(head_dim));
+    c.n_prefix = n_prefix;
+    const std::vector<float> kf = random_floats(size_t(n_slots * c.dkv()), seed), vf = random_floats(size_t(n_slots * c.dkv()), seed + 1);
+    for (float x : kf) c.kh.push_back(float_to_half(x));
+    for (float x : vf) c.vh.push_back(float_to_half(x));
+    return c;
+}
+
+// Cache slots that no row reads hold NaN: the kernel must not let them reach a result (0 * NaN is NaN).
+void poison_slots(AttentionCase &c, int32_t from) {
+    for (size_t e = size_t(from) * size_t(c.dkv()); e < c.kh.size(); ++e) c.kh[e] = c.vh[e] = 0x7E00;
+}
+
+struct AttentionResult {
+    std::vector<float> out, lse;
+};
+
+// attention_chunks + attention_merge over the case's rows.
+AttentionResult run_attention(const AttentionCase &c) {
+    const int32_t n = int32_t(c.tails.size());
+    std::vector<int32_t> starts, lens, slots;
+    int32_t max_keys = 0;
+    for (const auto &t : c.tails) {
+        starts.push_back(int32_t(slots.size()));
+        lens.push_back(int32_t(t.size()));
+        slots.insert(slots.end(), t.begin(), t.end());
+        max_keys = std::max(max_keys, c.n_prefix + int32_t(t.size()));
+    }
+    slots.push_back(0);  // never empty
+    DeviceBuffer dk = upload(c.kh), dv = upload(c.vh), dq = upload(c.q), d_starts = upload(starts), d_lens = upload(lens), d_slots = upload(slots);
+    AttentionRows rows;
+    rows.n = n;
+    rows.n_prefix = c.n_prefix;
+    rows.max_keys = max_keys;
+    rows.tail_start = d_starts.as<int32_t>();
+    rows.tail_len = d_lens.as<int32_t>();
+    rows.tail_slots = c.causal ? nullptr : d_slots.as<int32_t>();
+    DeviceBuffer partials(attention_partials_floats(c.s, n, max_keys) * 4), out(size_t(n) * c.q_floats() * 4), lse(size_t(n * c.s.n_head) * 4);
+    attention_chunks(dq.as<float>(), dk.as<__half>(), dv.as<__half>(), c.dkv(), rows, c.s, partials.as<float>(), nullptr);
+    attention_merge(partials.as<float>(), nullptr, rows, c.s, out.as<float>(), lse.as<float>(), nullptr);
+    return {download(out, size_t(n) * c.q_floats()), download(lse, size_t(n * c.s.n_head))};
+}
+
+// Largest |softmax(q k^T * scale) v - out| over the case's rows, in double precision on the host.
+double worst_error(const AttentionCase &c, const AttentionResult &r) {
+    const int32_t hd = c.s.head_dim, group = c.s.n_head / c.s.n_head_kv;
+    double worst = 0;
+    for (size_t i = 0; i < c.tails.size(); ++i) {
+        std::vector<int32_t> keys;
+        for (int32_t p = 0; p < c.n_prefix; ++p) keys.push_back(p);
+        keys.insert(keys.end(), c.tails[i].begin(), c.tails[i].end());
+        for (int32_t h = 0; h < c.s.n_head; ++h) {
+            const size_t kv0 = size_t((h / group) * hd), q0 = i * c.q_floats() + size_t(h * hd);
+            std::vector<double> w;
+            double mx = -1e300, sum = 0;
+            for (int32_t slot : keys) {
+                double dot = 0;
+                for (int32_t d = 0; d < hd; ++d) dot += double(c.q[q0 + size_t(d)]) * double(half_to_float(c.kh[size_t(slot) * size_t(c.dkv()) + kv0 + size_t(d)]));
+                w.push_back(dot * c.s.scale);
+                mx = std::max(mx, w.back());
+            }
+            for (double &x : w) sum += (x = std::exp(x - mx));
+            for (int32_t d = 0; d < hd; ++d) {
+                double o = 0;
+                for (size_t k = 0; k < keys.size(); ++k) o += w[k] / sum * double(half_to_float(c.vh[size_t(keys[k]) * size_t(c.dkv()) + kv0 + size_t(d)]));
+                worst = std::max(worst, std::fabs(o - double(r.out[q0 + size_t(d)])));
+            }
+        }
+    }
+    return worst;
+}
+
+// Row i of the case as a single row: with the same prefix and tail (as_decode false: for a tree, its tail keys
+// go through the per-row path), or decoded (as_decode true): its tail copied into the slots after the prefix,
+// so that every key is a shared prefix key but the last, which is its own causal tail.
+AttentionCase single_row(const AttentionCase &c, size_t i, bool as_decode) {
+    AttentionCase one = c;
+    one.q.assign(c.q.begin() + std::ptrdiff_t(i * c.q_floats()), c.q.begin() + std::ptrdiff_t((i + 1) * c.q_floats()));
+    one.tails = {c.tails[i]};
+    if (!as_decode) return one;
+    const std::vector<int32_t> &tail = c.tails[i];
+    const size_t dkv = size_t(c.dkv());
+    for (size_t j = 0; j < tail.size(); ++j)
+        for (size_t e = 0; e < dkv; ++e) {
+            one.kh[(size_t(c.n_prefix) + j) * dkv + e] = c.kh[size_t(tail[j]) * dkv + e];
+            one.vh[(size_t(c.n_prefix) + j) * dkv + e] = c.vh[size_t(tail[j]) * dkv + e];
+        }
+    one.n_prefix = c.n_prefix + int32_t(tail.size()) - 1;
+    one.causal = true;
+    one.tails = {{one.n_prefix}};
+    return one;
+}
+
+}  // namespace
+
+TEST_CASE("cuda attention on tensor cores: causal batches and trees match a host softmax, and each row alone has the same bits",
+          "[cuda][kernels][tree]") {
+    struct Config {
+        const char *name;
+        int32_t n_head, n_head_kv, head_dim, chunk, n_prefix, n_rows;
+        bool tree;
+    };
+    const std::vector<Config> configs = {
+        {"causal prefill, GQA 4, head_dim 64", 8, 2, 64, 64, 0, 40, false},
+        {"causal batch after a prefix, GQA 4, head_dim 64", 8, 2, 64, 64, 90, 40, false},
+        {"tree of 40 nodes, GQA 4, head_dim 64", 8, 2, 64, 64, 250, 40, true},
+        {"tree, head_dim 8 (padded to 16), GQA 2", 8, 4, 8, 64, 70, 24, true},
+        {"causal batch, head_dim 40, GQA 7", 14, 2, 40, 128, 37, 40, false},
+        {"tree, head_dim 256, GQA 4", 4, 1, 256, 64, 33, 12, true},
+        {"tree, 20 query heads per KV head (two query tiles per row)", 20, 1, 32, 64, 100, 10, true},
+    };
+    for (const Config &cfg : configs) {
+        INFO(cfg.name);
+        const int32_t n_slots = cfg.n_prefix + cfg.n_rows + 24;
+        AttentionCase c = make_case(cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.chunk, cfg.n_prefix, n_slots, uint32_t(cfg.head_dim * 31 + cfg.n_prefix));
+        poison_slots(c, cfg.n_prefix + cfg.n_rows);
+        c.causal = !cfg.tree;
+        std::mt19937 rng(uint32_t(cfg.n_rows));
+        std::vector<int32_t> parent(size_t(cfg.n_rows), -1);
+        for (int32_t i = 0; i < cfg.n_rows; ++i) {
+            // A tree's node i sits in slot n_prefix + i under a random earlier node; a causal row's parent is the row before.
+            if (i > 0) parent[size_t(i)] = cfg.tree ? int32_t(rng() % uint32_t(i)) : i - 1;
+            std::vector<int32_t> tail;
+            for (int32_t j = i; j >= 0; j = parent[size_t(j)]) tail.insert(tail.begin(), cfg.n_prefix + j);
+            c.tails.push_back(tail);
+        }
+        c.q = random_floats(size_t(cfg.n_rows) * c.q_floats(), uint32_t(cfg.n_rows + cfg.head_dim));
+        const AttentionResult all = run_attention(c);
+        const double worst = worst_error(c, all);
+        INFO("worst error " << worst);
+        // Queries and probabilities are F16 operands (rounding error up to 2^-11 relative): with few keys per row
+        // (a prompt's first rows) nothing averages out, and |v| reaches 4 here.
+        CHECK(worst < 2e-3);
+
+        for (size_t i = 0; i < c.tails.size(); ++i) {
+            INFO("row " << i << " (" << c.tails[i].size() << " tail keys)");
+            for (const bool as_decode : {false, true}) {
+                if (as_decode && c.causal) continue;  // a causal row alone is already its decode
+                const AttentionResult one = run_attention(single_row(c, i, as_decode));
+                INFO((as_decode ? "decoded" : "alone"));
+                CHECK(std::memcmp(one.out.data(), all.out.data() + i * c.q_floats(), c.q_floats() * 4) == 0);
+                CHECK(std::memcmp(one.lse.data(), all.lse.data() + i * size_t(c.s.n_head), size_t(c.s.n_head) * 4) == 0);
+            }
+        }
+    }
 }
 
 TEST_CASE("cuda argmax picks the lowest index among ties", "[cuda][kernels]") {

@@ -1,8 +1,10 @@
-// Attention on the GPU: split-K flash-decoding over each row's logical key list, LongSpec's masked tree
-// attention, and the log-sum-exp merge of the parts. Partials are (max, sum of exponentials, unnormalised
+// Attention on the GPU: split-K flash attention on tensor cores over each row's logical key list, LongSpec's
+// masked tree attention (CUDA cores), and the log-sum-exp merge of the parts. Partials are (max, sum of exponentials, unnormalised
 // output): merging (m1, l1, o1) and (m2, l2, o2) gives m = max(m1, m2), l = l1 e^(m1-m) + l2 e^(m2-m),
 // o = o1 e^(m1-m) + o2 e^(m2-m), and the result o / l with log-sum-exp m + log l.
 #include "kernels.h"
+
+#include <mma.h>
 
 #include <cmath>
 
@@ -10,7 +12,9 @@ namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kChunkWarps = 8;
+constexpr int kTile = 16;                     // WMMA 16x16x16: 16 queries x 16 keys x 16 dimensions
+constexpr int kChunkWarps = 4;
+constexpr int kSubKeys = kTile * kChunkWarps;  // keys loaded per block step; in the tail phase, one 16-key tile per warp
 
 __device__ float warp_max(float v) {
     for (int off = kWarp / 2; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
@@ -21,94 +25,248 @@ __device__ float warp_sum(float v) {
     return v;
 }
 
-int sub_block(int head_dim) { return head_dim <= 128 ? 64 : 32; }
-int padded_dim(int head_dim) { return head_dim + 2; }  // odd word stride: lanes reading different rows miss bank conflicts
 int32_t chunk_count(const AttentionShape &s, int32_t max_keys) { return (max_keys + s.chunk - 1) / s.chunk; }
 
-// grid (chunks, KV heads). Dynamic shared memory: K and V of up to `sub` prefix keys, then per warp the query
-// (head_dim floats) and the sub-block's probabilities (sub floats).
-__global__ void attention_chunks_kernel(const float *__restrict__ q, const __half *__restrict__ k_cache, const __half *__restrict__ v_cache,
-                                        int32_t dkv, AttentionRows rows, AttentionShape s, int32_t sub, int32_t n_chunks,
-                                        float *__restrict__ partials) {
-    SPECULA_DYNAMIC_SHARED(unsigned char, smem);
-    const int hd = s.head_dim, hp = hd + 2;
-    __half *ks = reinterpret_cast<__half *>(smem);
-    __half *vs = ks + sub * hp;
-    float *qs_all = reinterpret_cast<float *>(vs + sub * hp);  // 2 * sub * hp halves: an even count, float-aligned
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    float *qs = qs_all + warp * (hd + sub);
-    float *ps = qs + hd;
+// ---- tensor-core split-K attention ----------------------------------------------------------------------
+// Shared-memory layout of attention_chunks_kernel. Head dimensions are padded with zeros to a multiple of 16
+// (zeros change no dot product); rows of K, V and Q get 8 more halves so that the rows of a tile start in
+// different banks. Every region is a multiple of 32 bytes long, as WMMA loads and stores need 256-bit alignment.
+struct ChunkLayout {
+    int hd16 = 0, ldh = 0;  // padded head_dim; halves per row of K, V and Q in shared memory
+    __host__ __device__ explicit ChunkLayout(int head_dim) : hd16((head_dim + kTile - 1) / kTile * kTile), ldh(hd16 + 8) {}
+    __host__ __device__ size_t kv_halves() const { return size_t(kSubKeys) * size_t(ldh); }  // each of K and V
+    // Per warp: its 16 queries as F16, a 16x16 float tile (scores, then P V), P as F16, and a factor per query.
+    __host__ __device__ size_t warp_bytes() const { return size_t(kTile) * ldh * 2 + kTile * kTile * 4 + kTile * kTile * 2 + kTile * 4; }
+    __host__ __device__ size_t bytes() const { return 2 * kv_halves() * 2 + size_t(kChunkWarps) * warp_bytes(); }
+};
 
-    const int32_t c = blockIdx.x, g = blockIdx.y, group = s.n_head / s.n_head_kv;
-    const int32_t chunk_begin = c * s.chunk;
-    const int32_t chunk_end = min(chunk_begin + s.chunk, rows.max_keys);
-    const int32_t n_queries = rows.n * group;
-    const size_t head_offset = size_t(g) * hd;
+// One warp's scratch in shared memory.
+struct WarpScratch {
+    __half *q;     // 16 x ldh: the tile's queries, rounded to F16 (the A operand of Q K^T)
+    float *s;      // 16 x 16: scores, then one 16-dimension slice of P V
+    __half *p;     // 16 x 16: probabilities rounded to F16 (the A operand of P V)
+    float *alpha;  // 16: rescale of each query's running output, or -1 when this key tile did not update it
+};
 
-    for (int32_t p0 = chunk_begin; p0 < chunk_end; p0 += sub) {
-        const int32_t p1 = min(p0 + sub, chunk_end);
-        // Keys every row reads from the same slot: the committed prefix, or all of them for a causal batch (no
-        // tail_slots: the tail of row i is the batch's slots n_prefix .. n_prefix + i, so key p is slot p).
-        const bool causal = rows.tail_slots == nullptr;
-        const int32_t shared_keys = causal ? p1 - p0 : max(0, min(p1, rows.n_prefix) - p0);
-        for (int e = threadIdx.x; e < shared_keys * hd; e += blockDim.x) {
-            const int key = e / hd, d = e % hd;
-            const size_t src = size_t(p0 + key) * dkv + head_offset + d;
-            ks[key * hp + d] = k_cache[src];
-            vs[key * hp + d] = v_cache[src];
+__device__ WarpScratch warp_scratch(unsigned char *smem, const ChunkLayout &lay, int warp) {
+    unsigned char *base = smem + 2 * lay.kv_halves() * 2 + size_t(warp) * lay.warp_bytes();
+    WarpScratch w;
+    w.q = reinterpret_cast<__half *>(base);
+    w.s = reinterpret_cast<float *>(base + size_t(kTile) * lay.ldh * 2);
+    w.p = reinterpret_cast<__half *>(w.s + kTile * kTile);
+    w.alpha = reinterpret_cast<float *>(w.p + kTile * kTile);
+    return w;
+}
+
+// What every step of one block (chunk c, KV head g) needs to know. A "query" is one (row, query head of the
+// group): query qi is row qi / group, head g * group + qi % group.
+struct ChunkJob {
+    AttentionRows rows;
+    AttentionShape s;
+    ChunkLayout lay;
+    int32_t c, g, group, n_chunks, chunk_begin, chunk_end;
+    size_t head_offset;  // of KV head g in a cache row
+    int32_t dkv;
+    float *partials;
+
+    __device__ int32_t row_keys(int32_t i) const { return rows.n_prefix + (rows.tail_len ? rows.tail_len[i] : 0); }
+    // Keys of row i in [p0, p0 + 16) of this chunk (0 .. 16): its keys are the logical positions [0, row_keys).
+    __device__ int visible(int32_t i, int32_t p0) const { return max(0, min(kTile, min(chunk_end, row_keys(i)) - p0)); }
+    // (max, sum, output[head_dim]) of query qi in this chunk.
+    __device__ float *partial(int32_t qi) const {
+        const int32_t i = qi / group, h = g * group + qi % group;
+        return partials + ((size_t(i) * s.n_head + h) * n_chunks + c) * size_t(s.head_dim + 2);
+    }
+};
+
+// Queries [q0, q1) (at most 16) into w.q as F16, zero rows and columns beyond them (warp-wide).
+__device__ void load_query_tile(const WarpScratch &w, const float *__restrict__ q, const ChunkJob &job, int32_t q0, int32_t q1) {
+    const int hd = job.s.head_dim, hd16 = job.lay.hd16;
+    for (int e = threadIdx.x % kWarp; e < kTile * hd16; e += kWarp) {
+        const int r = e / hd16, d = e % hd16;
+        const int32_t qi = q0 + r;
+        float v = 0.0f;
+        if (qi < q1 && d < hd) v = q[(size_t(qi / job.group) * job.s.n_head + job.g * job.group + qi % job.group) * hd + d];
+        w.q[r * job.lay.ldh + d] = __float2half_rn(v);
+    }
+}
+
+// The keys every row reads from the same slot, logical positions [p0, p0 + kSubKeys), into ks / vs (block-wide).
+// Positions at or past `valid_end` get zero rows: a zero V row times a zero probability adds exactly nothing,
+// where whatever else is in shared memory or in unwritten cache slots might be NaN.
+__device__ void load_shared_keys(__half *ks, __half *vs, const __half *__restrict__ k_cache, const __half *__restrict__ v_cache,
+                                 const ChunkJob &job, int32_t p0, int32_t valid_end) {
+    const int hd = job.s.head_dim, hd16 = job.lay.hd16;
+    for (int e = threadIdx.x; e < kSubKeys * hd16; e += blockDim.x) {
+        const int key = e / hd16, d = e % hd16;
+        const int32_t p = p0 + key;
+        __half kv = __float2half_rn(0.0f), vv = kv;
+        if (p < valid_end && d < hd) {
+            const size_t src = size_t(p) * job.dkv + job.head_offset + d;  // key p is slot p
+            kv = k_cache[src];
+            vv = v_cache[src];
         }
-        __syncthreads();
-        for (int32_t qi = warp; qi < n_queries; qi += kChunkWarps) {
-            const int32_t i = qi / group, h = g * group + qi % group;
-            const int32_t keys_i = rows.n_prefix + (rows.tail_len ? rows.tail_len[i] : 0);
-            if (p0 >= keys_i) continue;
-            const int32_t n_keys = min(p1, keys_i) - p0;
-            const int32_t *tail = causal ? nullptr : rows.tail_slots + rows.tail_start[i];
-            for (int d = lane; d < hd; d += kWarp) qs[d] = q[(size_t(i) * s.n_head + h) * hd + d];
-            __syncwarp();
-            // Scores: lane j takes keys j and j + 32 of the sub-block; each dot product runs d = 0 .. hd-1 in order.
-            float score[2] = {-INFINITY, -INFINITY};
-            for (int r = 0; r < 2; ++r) {
-                const int j = lane + r * kWarp;
-                if (j >= n_keys) continue;
-                const int32_t p = p0 + j;
-                const __half *kr = (causal || p < rows.n_prefix) ? ks + j * hp : k_cache + size_t(tail[p - rows.n_prefix]) * dkv + head_offset;
-                float dot = 0.0f;
-                for (int d = 0; d < hd; ++d) dot += qs[d] * __half2float(kr[d]);
-                score[r] = dot * s.scale;
-            }
-            float *part = partials + ((size_t(i) * s.n_head + h) * n_chunks + c) * size_t(hd + 2);
-            const bool first = p0 == chunk_begin;
-            const float m_old = first ? -INFINITY : part[0];
-            const float l_old = first ? 0.0f : part[1];
-            const float m_new = fmaxf(m_old, warp_max(fmaxf(score[0], score[1])));
+        ks[key * job.lay.ldh + d] = kv;
+        vs[key * job.lay.ldh + d] = vv;
+    }
+}
+
+// Row i's logical keys [p0, p0 + 16) into a warp's own 16-key tile (warp-wide): prefix slots, then its tail
+// slots; zero rows past its last key in this chunk.
+__device__ void gather_row_keys(__half *kt, __half *vt, const __half *__restrict__ k_cache, const __half *__restrict__ v_cache,
+                                const ChunkJob &job, int32_t i, int32_t p0) {
+    const int hd = job.s.head_dim, hd16 = job.lay.hd16;
+    const int32_t end = min(job.chunk_end, job.row_keys(i)), n_prefix = job.rows.n_prefix;
+    const int32_t *tail = job.rows.tail_slots + job.rows.tail_start[i];
+    for (int e = threadIdx.x % kWarp; e < kTile * hd16; e += kWarp) {
+        const int key = e / hd16, d = e % hd16;
+        const int32_t p = p0 + key;
+        __half kv = __float2half_rn(0.0f), vv = kv;
+        if (p < end && d < hd) {
+            const int32_t slot = p < n_prefix ? p : tail[p - n_prefix];
+            const size_t src = size_t(slot) * job.dkv + job.head_offset + d;
+            kv = k_cache[src];
+            vv = v_cache[src];
+        }
+        kt[key * job.lay.ldh + d] = kv;
+        vt[key * job.lay.ldh + d] = vv;
+    }
+}
+
+// The one place attention arithmetic happens (warp-wide): queries [q0, q1) (loaded in w.q) against the 16 keys
+// at logical positions [p0, p0 + 16) in kt / vt, updating each query's online softmax (max, sum, output) in its
+// chunk partial. Batch invariance: a tensor-core output depends only on its A row, B column and C element, so
+// a query's scores and its P V are the same bits whichever other queries share the tile; the softmax is per
+// query, over its keys in logical order; its invisible keys get P = 0 exactly (against zero or finite V rows),
+// and a key tile where it has no key leaves its state untouched. The shared-prefix path and the per-row tail
+// path both come here, so the same logical keys give the same bits either way.
+__device__ void attend_key_tile(const WarpScratch &w, const __half *kt, const __half *vt, const ChunkJob &job, int32_t q0, int32_t q1,
+                                int32_t p0) {
+    namespace wmma = nvcuda::wmma;
+    const int lane = threadIdx.x % kWarp, ldh = job.lay.ldh, hd = job.s.head_dim;
+    const bool first = p0 == job.chunk_begin;  // a row with keys in this chunk has its first one at chunk_begin
+    const int32_t my_q = q0 + lane;
+    const int n_vis = lane < kTile && my_q < q1 ? job.visible(my_q / job.group, p0) : 0;
+    if (warp_max(float(n_vis)) == 0.0f) return;  // no query of the tile has a key here (uniform across the warp)
+
+    // S = Q K^T, summed over the head dimension in 16-wide slices, in order.
+    wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int d0 = 0; d0 < job.lay.hd16; d0 += kTile) {
+        wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, __half, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, __half, wmma::col_major> b;
+        wmma::load_matrix_sync(a, w.q + d0, unsigned(ldh));
+        wmma::load_matrix_sync(b, kt + d0, unsigned(ldh));  // K row-major = K^T column-major
+        wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(w.s, acc, kTile, wmma::mem_row_major);
+    __syncwarp();
+
+    // Online softmax, lane r for query r, keys in logical order. P is rounded to F16 before it is summed, so
+    // the sum l and the output P V weigh keys alike.
+    if (lane < kTile) {
+        const __half zero = __float2half_rn(0.0f);
+        float alpha = -1.0f;
+        if (n_vis > 0) {
+            float *part = job.partial(my_q);
+            float m_blk = -INFINITY;
+            for (int j = 0; j < n_vis; ++j) m_blk = fmaxf(m_blk, w.s[lane * kTile + j] * job.s.scale);
+            const float m_old = first ? -INFINITY : part[0], l_old = first ? 0.0f : part[1];
+            const float m_new = fmaxf(m_old, m_blk);
             float sum = 0.0f;
-            for (int r = 0; r < 2; ++r) {
-                const int j = lane + r * kWarp;
-                const float pj = j < n_keys ? expf(score[r] - m_new) : 0.0f;
-                if (j < sub) ps[j] = pj;
-                sum += pj;
+            for (int j = 0; j < kTile; ++j) {
+                const __half pj = j < n_vis ? __float2half_rn(expf(w.s[lane * kTile + j] * job.s.scale - m_new)) : zero;
+                w.p[lane * kTile + j] = pj;
+                sum += __half2float(pj);
             }
-            sum = warp_sum(sum);
-            const float alpha = first ? 0.0f : expf(m_old - m_new);
-            __syncwarp();
-            for (int d = lane; d < hd; d += kWarp) {
-                float acc = 0.0f;
-                for (int j = 0; j < n_keys; ++j) {
-                    const int32_t p = p0 + j;
-                    const __half *vr = (causal || p < rows.n_prefix) ? vs + j * hp : v_cache + size_t(tail[p - rows.n_prefix]) * dkv + head_offset;
-                    acc += ps[j] * __half2float(vr[d]);
-                }
-                part[2 + d] = (first ? 0.0f : part[2 + d] * alpha) + acc;
-            }
-            __syncwarp();
-            if (lane == 0) {
-                part[0] = m_new;
-                part[1] = l_old * alpha + sum;
-            }
-            __syncwarp();
+            alpha = first ? 0.0f : expf(m_old - m_new);
+            part[0] = m_new;
+            part[1] = l_old * alpha + sum;
+        } else {
+            for (int j = 0; j < kTile; ++j) w.p[lane * kTile + j] = zero;
         }
+        w.alpha[lane] = alpha;
+    }
+    __syncwarp();
+
+    // O = O * alpha + P V, one 16-dimension slice at a time (P V into a zeroed accumulator, then added in float).
+    wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, __half, wmma::row_major> pa;
+    wmma::load_matrix_sync(pa, w.p, kTile);
+    for (int d0 = 0; d0 < job.lay.hd16; d0 += kTile) {
+        wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, __half, wmma::row_major> b;
+        wmma::load_matrix_sync(b, vt + d0, unsigned(ldh));
+        wmma::fill_fragment(acc, 0.0f);
+        wmma::mma_sync(acc, pa, b, acc);
+        wmma::store_matrix_sync(w.s, acc, kTile, wmma::mem_row_major);
+        __syncwarp();
+        for (int e = lane; e < kTile * kTile; e += kWarp) {
+            const int r = e / kTile, d = d0 + e % kTile;
+            const float alpha = w.alpha[r];
+            if (alpha < 0.0f || d >= hd) continue;
+            float *o = job.partial(q0 + r) + 2 + d;
+            *o = (first ? 0.0f : *o * alpha) + w.s[e];
+        }
+        __syncwarp();
+    }
+}
+
+// grid (chunks, KV heads), kChunkWarps warps. Chunk c is logical keys [c * chunk, (c+1) * chunk) of every row.
+// Phase 1, key tiles every row reads from the same slots (all of them for a causal batch, where key p is slot p;
+// for a tree, those wholly inside the committed prefix): loaded once per block, kSubKeys at a time, and run
+// against every query of the KV group, 16 queries per WMMA tile. Phase 2, a tree's other key tiles: per row,
+// its own keys gathered into the warp's 16-key tile, with the row's query heads alone in the query tile.
+__global__ void attention_chunks_kernel(const float *__restrict__ q, const __half *__restrict__ k_cache, const __half *__restrict__ v_cache,
+                                        int32_t dkv, AttentionRows rows, AttentionShape s, int32_t n_chunks, float *__restrict__ partials) {
+    SPECULA_DYNAMIC_SHARED(unsigned char, smem);
+    ChunkJob job{rows, s, ChunkLayout(s.head_dim), int32_t(blockIdx.x), int32_t(blockIdx.y), s.n_head / s.n_head_kv, n_chunks, 0, 0,
+                 size_t(blockIdx.y) * size_t(s.head_dim), dkv, partials};
+    job.chunk_begin = job.c * s.chunk;
+    job.chunk_end = min(job.chunk_begin + s.chunk, rows.max_keys);
+    const int warp = threadIdx.x / kWarp;
+    __half *ks = reinterpret_cast<__half *>(smem);
+    __half *vs = ks + job.lay.kv_halves();
+    const WarpScratch w = warp_scratch(smem, job.lay, warp);
+    const int ldh = job.lay.ldh;
+
+    const bool causal = rows.tail_slots == nullptr;
+    // End of the shared key tiles: the whole chunk when causal, else the tiles that lie wholly in the prefix.
+    int32_t shared_end = job.chunk_end;
+    if (!causal && rows.n_prefix < job.chunk_end)
+        shared_end = job.chunk_begin + max(0, rows.n_prefix - job.chunk_begin) / kTile * kTile;
+    const int32_t valid_end = causal ? shared_end : min(shared_end, rows.n_prefix);
+    const int32_t n_queries = rows.n * job.group, n_tiles = (n_queries + kTile - 1) / kTile;
+
+    int32_t loaded = -1;  // query tile now in w.q
+    for (int32_t pb = job.chunk_begin; pb < shared_end; pb += kSubKeys) {
+        load_shared_keys(ks, vs, k_cache, v_cache, job, pb, valid_end);
         __syncthreads();
+        for (int32_t t = warp; t < n_tiles; t += kChunkWarps) {
+            const int32_t q0 = t * kTile, q1 = min(q0 + kTile, n_queries);
+            if (loaded != t) {
+                load_query_tile(w, q, job, q0, q1);
+                loaded = t;
+                __syncwarp();
+            }
+            for (int32_t p0 = pb; p0 < min(pb + kSubKeys, shared_end); p0 += kTile)
+                attend_key_tile(w, ks + (p0 - pb) * ldh, vs + (p0 - pb) * ldh, job, q0, q1, p0);
+        }
+        __syncthreads();  // before ks / vs are reloaded, and before phase 2 reads what phase 1 wrote
+    }
+    if (causal || shared_end >= job.chunk_end) return;
+
+    __half *kt = ks + warp * kTile * ldh, *vt = vs + warp * kTile * ldh;
+    for (int32_t i = warp; i < rows.n; i += kChunkWarps) {
+        const int32_t end = min(job.chunk_end, job.row_keys(i));
+        for (int32_t h0 = 0; h0 < job.group && shared_end < end; h0 += kTile) {
+            const int32_t q0 = i * job.group + h0, q1 = i * job.group + min(job.group, h0 + kTile);
+            load_query_tile(w, q, job, q0, q1);
+            for (int32_t p0 = shared_end; p0 < end; p0 += kTile) {
+                gather_row_keys(kt, vt, k_cache, v_cache, job, i, p0);
+                __syncwarp();
+                attend_key_tile(w, kt, vt, job, q0, q1, p0);
+                __syncwarp();  // before the next gather overwrites the tile
+            }
+        }
     }
 }
 
@@ -202,11 +360,14 @@ void attention_chunks(const float *q, const __half *k_cache, const __half *v_cac
                       const AttentionShape &s, float *partials, cudaStream_t stream) {
     const int32_t n_chunks = chunk_count(s, rows.max_keys);
     if (rows.n <= 0 || n_chunks <= 0) return;
-    const int sub = sub_block(s.head_dim), hp = padded_dim(s.head_dim);
-    const size_t halves = size_t(2 * sub * hp);
-    const size_t bytes = halves * sizeof(__half) + size_t(kChunkWarps) * size_t(s.head_dim + sub) * sizeof(float);
+    const size_t bytes = ChunkLayout(s.head_dim).bytes();  // 57.25 KiB at head_dim 128, 105.25 KiB at 256
+#ifndef SPECULA_CUDA_EMULATION
+    // Past the default 48 KB of dynamic shared memory a kernel has to opt in (sm_80: up to 163 KB per block).
+    if (bytes > 48 * 1024)
+        (void)cudaFuncSetAttribute(attention_chunks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+#endif
     SPECULA_LAUNCH(attention_chunks_kernel, dim3(unsigned(n_chunks), unsigned(s.n_head_kv)), kChunkWarps * kWarp, bytes, stream)(
-        q, k_cache, v_cache, n_embd_kv, rows, s, sub, n_chunks, partials);
+        q, k_cache, v_cache, n_embd_kv, rows, s, n_chunks, partials);
 }
 
 void attention_tree(const float *q, const __half *k_cache, const __half *v_cache, int32_t n_embd_kv, int32_t n_rows, int32_t first_tree_slot,

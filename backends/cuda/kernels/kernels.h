@@ -93,10 +93,15 @@ struct AttentionShape {
     float scale = 0;
 };
 
-// Split-K flash-decoding over each row's logical key list: chunk c covers logical keys [c * chunk, (c+1) * chunk).
-// One block per (chunk, KV head) loads the chunk's prefix keys into shared memory once for every row and query
-// head of the group, then each warp runs the online softmax of one query over it. Writes per (row, head, chunk)
-// the running max, the sum of exponentials and the unnormalised output (partials: attention_partials_floats()).
+// Split-K flash attention over each row's logical key list, on tensor cores: chunk c covers logical keys
+// [c * chunk, (c+1) * chunk). One block per (chunk, KV head) loads the keys every row reads from the same slot
+// (a causal batch: all; a tree: the committed prefix) into shared memory once for all rows and query heads of
+// the group, and runs them in WMMA tiles of 16 queries x 16 keys: S = Q K^T and O += P V with F16 operands
+// (queries and probabilities rounded to F16) and F32 accumulation, an online softmax per query over 16-key tiles
+// in logical order. A tree's tail keys go through the same tile code per row, gathered from the row's slots.
+// A query's bits do not depend on the other queries of its tile or on the batch (attention.cu says why).
+// Writes per (row, head, chunk) the running max, the sum of exponentials and the unnormalised output
+// (partials: attention_partials_floats()). Any chunk size works; a multiple of 16 leaves no part-filled tile.
 size_t attention_partials_floats(const AttentionShape &s, int32_t n_rows, int32_t max_keys);
 void attention_chunks(const float *q, const __half *k_cache, const __half *v_cache, int32_t n_embd_kv, const AttentionRows &rows,
                       const AttentionShape &s, float *partials, cudaStream_t stream);
