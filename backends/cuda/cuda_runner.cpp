@@ -119,6 +119,8 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int de
     check(cudaMemcpy(rope_sin_.as(), sin_t.data(), rope_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
 
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    prefill_ = PrefillGemm::create(stream_, &prefill_note_);
+    if (!prefill_) log(SPECULA_LOG_INFO, "CUDA: prompt batches stay on the batch-invariant kernels: %s", prefill_note_.c_str());
     host_logits_.reserve(s.logits);
     // Sized so that a decode step never allocates (allocation is not allowed while a graph is being captured).
     ints_ = DeviceBuffer(size_t(1) << 20);
@@ -128,6 +130,7 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int de
 CudaRunner::~CudaRunner() {
     cudaSetDevice(device_);
     if (decode_graph_ != nullptr) cudaGraphExecDestroy(decode_graph_);
+    prefill_.reset();  // its handle is bound to the stream: released first
     if (stream_ != nullptr) {
         cudaStreamSynchronize(stream_);
         cudaStreamDestroy(stream_);
@@ -292,6 +295,14 @@ bool CudaRunner::enqueue_batch(const int32_t *tokens, int32_t m, int32_t n_past,
 
     float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *k = k_.as<float>(), *v = v_.as<float>(), *att = att_.as<float>();
     cudaStream_t st = stream_;
+    // Long causal batches (a prompt) multiply through cuBLAS; decoded tokens and trees never do (prefill_gemm.h).
+    const bool use_cublas = prefill_ != nullptr && tree == nullptr && m >= PrefillGemm::kMinRows;
+    auto mm = [&](const DeviceMatrix &wm, const float *in, int32_t rows_in, float *out) {
+        if (use_cublas && rows_in >= PrefillGemm::kMinRows)
+            prefill_->gemm(wm, in, rows_in, out, gemm_scratch_.as(), st);
+        else
+            gemm(wm, in, rows_in, out, gemm_scratch_.as(), st);
+    };
     embed(w.token_embd, d_tokens, m, x, st);
     const size_t layer_stride = size_t(n_ctx_) * size_t(dkv);
     for (int32_t il = 0; il < hp.n_layer; ++il) {
@@ -301,9 +312,9 @@ bool CudaRunner::enqueue_batch(const int32_t *tokens, int32_t m, int32_t n_past,
 
         // Attention block.
         rmsnorm(x, l.attn_norm, m, int32_t(d), hp.norm_eps, xb, st);
-        gemm(l.wq, xb, m, q, gemm_scratch_.as(), st);
-        gemm(l.wk, xb, m, k, gemm_scratch_.as(), st);
-        gemm(l.wv, xb, m, v, gemm_scratch_.as(), st);
+        mm(l.wq, xb, m, q);
+        mm(l.wk, xb, m, k);
+        mm(l.wv, xb, m, v);
         if (l.bq) add_bias(q, l.bq, m, int32_t(dq), st);
         if (l.bk) add_bias(k, l.bk, m, int32_t(dkv), st);
         if (l.bv) add_bias(v, l.bv, m, int32_t(dkv), st);
@@ -324,15 +335,15 @@ bool CudaRunner::enqueue_batch(const int32_t *tokens, int32_t m, int32_t n_past,
             attention_chunks(q, kc, vc, int32_t(dkv), rows, shape_, partials_.as<float>(), st);
             attention_merge(partials_.as<float>(), nullptr, rows, shape_, att, nullptr, st);
         }
-        gemm(l.wo, att, m, xb, gemm_scratch_.as(), st);
+        mm(l.wo, att, m, xb);
         add(x, xb, int64_t(m) * d, st);
 
         // Feed-forward block (SwiGLU).
         rmsnorm(x, l.ffn_norm, m, int32_t(d), hp.norm_eps, xb, st);
-        gemm(l.ffn_gate, xb, m, gate_.as<float>(), gemm_scratch_.as(), st);
-        gemm(l.ffn_up, xb, m, up_.as<float>(), gemm_scratch_.as(), st);
+        mm(l.ffn_gate, xb, m, gate_.as<float>());
+        mm(l.ffn_up, xb, m, up_.as<float>());
         swiglu(gate_.as<float>(), up_.as<float>(), int64_t(m) * dff, st);
-        gemm(l.ffn_down, gate_.as<float>(), m, xb, gemm_scratch_.as(), st);
+        mm(l.ffn_down, gate_.as<float>(), m, xb);
         add(x, xb, int64_t(m) * d, st);
     }
 
@@ -346,7 +357,7 @@ bool CudaRunner::enqueue_batch(const int32_t *tokens, int32_t m, int32_t n_past,
               "cudaMemcpyAsync (hidden rows)");
         return true;
     }
-    gemm(w.output, xb, out_rows, logits_.as<float>(), gemm_scratch_.as(), st);
+    mm(w.output, xb, out_rows, logits_.as<float>());
     if (output == Output::Argmax) {
         argmax(logits_.as<float>() + size_t(out_rows - 1) * n_vocab, n_vocab, argmax_.as<int32_t>(), st);
     } else {

@@ -9,6 +9,7 @@
 #include "backend/target_runner.h"
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/device_weights.h"
+#include "backends/cuda/prefill_gemm.h"
 
 #include <memory>
 #include <optional>
@@ -29,6 +30,8 @@ public:
 
     const char *backend() const override { return "cuda"; }
     bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) override;
+    // Causal batches of PrefillGemm::kMinRows rows or more multiply through cuBLAS (when it is there): not batch-invariant.
+    bool prompt_batches_are_invariant() const override { return prefill_ == nullptr; }
     bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
                    const uint8_t *mask, float *logits) override;
     void tree_logits(int32_t i, float *logits) override;
@@ -57,6 +60,9 @@ public:
     // Whether decode steps run as CUDA graphs (on by default; SPECULA_CUDA_GRAPHS=0 turns them off).
     bool graphs_enabled() const { return use_graphs_; }
     int32_t attention_chunk() const { return shape_.chunk; }
+    // The cuBLAS library long prompt batches go through ("libcublas.so.13", "emulator"), or why none (prefill_note()).
+    const char *prefill_library() const { return prefill_ ? prefill_->library().c_str() : nullptr; }
+    const std::string &prefill_note() const { return prefill_note_; }
 
     // For kernels that run beside the target on its device and stream (the LongSpec drafter).
     const DeviceWeights &weights() const { return *weights_; }
@@ -95,6 +101,8 @@ private:
     cudaStream_t stream_ = nullptr;
     bool use_graphs_ = true;
     cudaGraphExec_t decode_graph_ = nullptr;
+    std::unique_ptr<PrefillGemm> prefill_;  // null: every batch on our kernels
+    std::string prefill_note_;
 
     DeviceBuffer kv_k_, kv_v_;             // [n_layer][n_ctx][n_embd_kv] F16
     DeviceBuffer rope_cos_, rope_sin_;     // [n_ctx][rope_dim / 2]

@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <sstream>
@@ -137,6 +138,29 @@ int main(int argc, char **argv) {
         }
 
         std::mt19937 rng(7);
+        {
+            // Prefill through cuBLAS against our batch-invariant kernels, same prompt, same batches, one run each
+            // (after a warm-up pass that pays for cuBLAS's first-call set-up).
+            const int32_t n = std::min(1024, parse_list(a.contexts).front());
+            std::vector<int32_t> prompt(static_cast<size_t>(n));
+            for (int32_t &t : prompt) t = int32_t(rng() % uint32_t(hp.n_vocab));
+            std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
+            auto prefill_tok_s = [&](CudaRunner &r) {
+                r.eval(prompt.data(), std::min(n, a.prefill_batch), 0, logits.data(), false);  // warm-up
+                cudaDeviceSynchronize();
+                const double t0 = bench::now_s();
+                for (int32_t i = 0; i < n; i += a.prefill_batch) r.eval(prompt.data() + i, std::min(a.prefill_batch, n - i), i, logits.data(), false);
+                return double(n) / (bench::now_s() - t0);
+            };
+            CudaRunner fast(model, n + 8, 0);
+            setenv("SPECULA_CUDA_CUBLAS", "0", 1);
+            CudaRunner invariant(model, n + 8, 0);
+            unsetenv("SPECULA_CUDA_CUBLAS");
+            const double fast_tps = prefill_tok_s(fast), inv_tps = prefill_tok_s(invariant);
+            std::printf("prefill of %d tokens in batches of %d: %s %.0f tok/s, batch-invariant kernels %.0f tok/s: %.2fx\n", n, a.prefill_batch,
+                        fast.prefill_library() ? (std::string("cuBLAS (") + fast.prefill_library() + ")").c_str() : fast.prefill_note().c_str(),
+                        fast_tps, inv_tps, fast_tps / inv_tps);
+        }
         const DraftTree tree = make_tree(widths, hp.n_vocab, rng);
         std::printf("tree: [%s] = %d nodes, depth %d\n\n", a.tree.c_str(), tree.size(), tree.max_depth());
         std::printf("| context | prefill tok/s | decode ms | decode tok/s | verify ms (exact) | verify/decode | verify ms (hybrid) | hybrid/decode "

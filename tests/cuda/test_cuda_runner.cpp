@@ -4,6 +4,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_devices.h"
 #include "backends/cuda/cuda_runner.h"
+#include "backends/cuda/prefill_gemm.h"
 #include "core/error.h"
 #include "common/fixture_files.h"
 #include "common/session_run.h"
@@ -25,6 +26,7 @@
 
 using namespace specula::internal;
 using specula::internal::cuda::CudaRunner;
+using specula::internal::cuda::PrefillGemm;
 
 namespace {
 
@@ -295,6 +297,69 @@ TEST_CASE("cuda: the committed trained draft is lossless on CUDA and accepts sev
     const auto &st = spec.speculative_stats();
     INFO("tau " << double(st.produced) / std::max(1, st.rounds));
     CHECK(double(st.produced) / std::max(1, st.rounds) >= 3.0);
+}
+
+// Long prompt batches multiply through cuBLAS (prefill_gemm.h), whose rounding is not our kernels': the session
+// then prefills the same batches with and without a drafter (the last prompt token alone), so speculative greedy
+// output stays equal to plain greedy output. Prompt lengths around the threshold and past one runner slice (256).
+TEST_CASE("cuda: long prompts prefill through cuBLAS and speculative greedy still equals plain greedy", "[cuda][lossless][cublas]") {
+    const auto model = load("models/stories260K.gguf");
+    const int32_t n_vocab = model->hparams().n_vocab;
+    {
+        CudaRunner fast(model, 512, 0);
+        if (fast.prefill_library() == nullptr) {
+            WARN("cuBLAS prefill unavailable: " << fast.prefill_note());
+            return;
+        }
+        CHECK_FALSE(fast.prompt_batches_are_invariant());
+        setenv("SPECULA_CUDA_CUBLAS", "0", 1);
+        CudaRunner invariant(model, 512, 0);
+        unsetenv("SPECULA_CUDA_CUBLAS");
+        CHECK(invariant.prefill_library() == nullptr);
+        CHECK(invariant.prompt_batches_are_invariant());
+        const int32_t n = 100;
+        const std::vector<int32_t> prompt = prompt_for(*model, n);
+        std::vector<float> a(size_t(n) * n_vocab), b(a.size());
+#ifdef SPECULA_CUDA_EMULATION
+        const uint64_t calls = cuda_emulation::cublas_gemm_calls();
+#endif
+        REQUIRE(fast.eval(prompt.data(), n, 0, a.data(), true));
+#ifdef SPECULA_CUDA_EMULATION
+        CHECK(cuda_emulation::cublas_gemm_calls() > calls);  // every layer's GEMMs and the output head
+#endif
+        REQUIRE(invariant.eval(prompt.data(), n, 0, b.data(), true));
+        double worst = 0;
+        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+        INFO("max |cuBLAS - invariant| " << worst);
+        CHECK(worst <= 2e-3 * max_abs(b.data(), b.size()));
+        CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) != 0);  // really another rounding: the test below means something
+    }
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    RandomDraftOptions opt;
+    opt.window = 16;
+    const auto longspec = test_inputs::random_longspec_draft(model, opt, "cuda-cublas-draft");
+    const int32_t n_gen = kEmulated ? 16 : 64;
+    // Around the threshold; on a GPU also past one runner slice (256 rows: a cuBLAS slice, then the rest).
+    std::vector<int32_t> lengths = {PrefillGemm::kMinRows, PrefillGemm::kMinRows + 1};
+    if (!kEmulated) lengths.push_back(300);
+    for (const int32_t len : lengths) {
+        const std::vector<int32_t> prompt = prompt_for(*model, len);
+        Session plain(model, on(BackendKind::Cuda), greedy);
+        const std::vector<int32_t> expected = generate(plain, prompt, n_gen);
+        for (int drafter = 0; drafter < 3; ++drafter) {
+            if (kEmulated && drafter == 1) continue;  // every drafter batches the target's prompt alike; the draft model only doubles the emulator's time
+            SpeculativeConfig c;
+            c.shape = TreeShape::chain(4);
+            if (drafter == 0) c.longspec = longspec;
+            if (drafter == 1) c.draft_model = model;
+            if (drafter == 2) c.ngram = true;
+            Session s(model, on(BackendKind::Cuda), greedy);
+            s.set_speculative(c);
+            INFO("prompt " << len << ", drafter " << s.drafter_name());
+            CHECK(generate(s, prompt, n_gen) == expected);
+        }
+    }
 }
 
 TEST_CASE("cuda: a raised cancel flag stops the pass between launches and the runner recovers", "[cuda]") {

@@ -131,6 +131,12 @@ size_t gemm_scratch_bytes(const DeviceMatrix &w, int32_t n) {
     return aligned + size_t(segments(w)) * n_pad * size_t(w.rows_alloc) * sizeof(float);
 }
 
+void round_to_half(const float *x, int32_t n, int64_t cols, __half *out, cudaStream_t stream) {
+    if (n <= 0) return;
+    const int64_t halves = int64_t(n) * cols;
+    SPECULA_LAUNCH(to_half_padded_kernel, grid_for(halves, 256), 256, 0, stream)(x, n, cols, n, cols, out);
+}
+
 void gemm(const DeviceMatrix &w, const float *x, int32_t n, float *y, void *scratch, cudaStream_t stream) {
     if (n <= 0) return;
     if (w.type == MatType::F32) {

@@ -44,6 +44,8 @@ struct DeviceMatrix {
 // 512-wide segments whose partial sums are added in segment order. Needs scratch of gemm_scratch_bytes().
 size_t gemm_scratch_bytes(const DeviceMatrix &w, int32_t n);
 void gemm(const DeviceMatrix &w, const float *x, int32_t n, float *y, void *scratch, cudaStream_t stream);
+// out[t][k] = x[t][k] rounded to F16 (round to nearest), for n rows of cols floats: the cuBLAS prefill's activations.
+void round_to_half(const float *x, int32_t n, int64_t cols, __half *out, cudaStream_t stream);
 
 // ---- element-wise -------------------------------------------------------------------------------------------
 // out[t] = row tokens[t] of the embedding matrix, as floats.

@@ -37,6 +37,11 @@ public:
     // Returns false if the cancel flag (set_cancel_flag) was raised between kernel launches / layers: the slots
     // [n_past, n_past + n) then hold partial results and must be evaluated again.
     virtual bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) = 0;
+    // Whether eval() computes every row as it would alone, whatever the batch (decoding and tree verification always
+    // do). A runner whose long prompt batches take a faster, batch-dependent path (CUDA's cuBLAS prefill) says
+    // false; the session then evaluates a prompt's last token alone, as a speculative session evaluates it as the
+    // next tree's root, so that plain and speculative runs prefill exactly the same batches (docs/cuda.md).
+    virtual bool prompt_batches_are_invariant() const { return true; }
 
     // Evaluates n nodes of a speculation tree. Node i (token tokens[i], RoPE position positions[i]) is written to
     // KV slot n_past + tree_offset + i and attends to every committed slot [0, n_past) plus the tree slots

@@ -124,10 +124,13 @@ bool Session::evaluate() {
 bool Session::evaluate_pending() {
     // With a drafter the last token is left pending: it is the root of the next speculation tree.
     const size_t target = spec_.attached() ? tokens_.size() - 1 : tokens_.size();
+    // Without a drafter on a runner whose prompt batches depend on the batch, the last token is evaluated alone too:
+    // a speculative session stops its batches one token earlier (above), and both must batch alike to stay equal.
+    const size_t batched = !spec_.attached() && !runner_->prompt_batches_are_invariant() && target > size_t(n_evaluated_) + 1 ? target - 1 : target;
     bool prompt = false;
     while (size_t(n_evaluated_) < target) {
         if (take_cancel()) return false;
-        const int32_t n = std::min<int32_t>(config_.n_batch, int32_t(target) - n_evaluated_);
+        const int32_t n = size_t(n_evaluated_) < batched ? std::min<int32_t>(config_.n_batch, int32_t(batched) - n_evaluated_) : 1;
         at_phase(last_token_generated_ && n == 1 ? Phase::Decode : Phase::Prefill);
         const double t0 = now_ms();
         if (!runner_->eval(tokens_.data() + n_evaluated_, n, n_evaluated_, logits_for_eval(), false)) {
