@@ -1,6 +1,9 @@
 // The LongSpec draft layer on the GPU, beside the target (same device, same stream), reading the target's F16 cache
 // of the cross-attention layer in place: nothing crosses PCIe but the tokens, the rows' key lists and each level's
-// logits (for the beam search, which stays on the host: speculative/beam_tree.cpp, as for the CPU drafter).
+// candidates for the beam search, which stays on the host (speculative/beam_tree.cpp, as for the CPU drafter): the
+// level's rows are ranked on the device (kernels/topk.cu) and only each row's k best (log-prob, id) pairs come
+// back. Full logits come back only when the beam search needs them (a contextual penalty, a sampled chain, the
+// root's logits) or when SPECULA_CUDA_DEVICE_TOPK=0 turns the device ranking off.
 //
 // Same computation as speculative/longspec_drafter.cpp (see its header for the layer): the ring of the last
 // window + 1 committed positions and the tree's nodes are slots of one F16 key/value buffer; self-attention reads
@@ -8,6 +11,7 @@
 // cross-attention is a plain prefix over the target's cache. Every buffer is sized at creation from (window, tree
 // nodes, n_ctx's chunk count bound), so allocated_bytes() is the same at any context length.
 #include "backends/cuda/cuda_runner.h"
+#include "backends/cuda/kernels/topk.h"
 
 #include "formats/half.h"
 #include "core/error.h"
@@ -18,6 +22,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 namespace specula::internal::SPECULA_CUDA_NAMESPACE {
@@ -63,6 +68,10 @@ public:
         gate_ = DeviceBuffer(R * size_t(cfg_.n_ff) * 4);
         up_buf_ = DeviceBuffer(gate_.bytes());
         logits_ = DeviceBuffer(size_t(max_nodes_ + 1) * size_t(hp_.n_vocab) * 4);
+        // A level's candidates: logp then ids, kTopkMaxK per row at most.
+        topk_ = DeviceBuffer(size_t(max_nodes_ + 1) * size_t(kTopkMaxK) * 8);
+        host_topk_.reserve(topk_.bytes());
+        if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_TOPK")) device_topk_ = std::strcmp(env, "0") != 0;
         size_t gemm = gemm_scratch_bytes(target_.weights().output, max_nodes_ + 1);
         for (const DeviceMatrix *m : {&wq_, &wk_, &wv_, &wo_, &cross_wq_, &cross_wo_, &gate_w_, &up_w_, &down_w_})
             gemm = std::max(gemm, gemm_scratch_bytes(*m, rows_));
@@ -83,7 +92,7 @@ public:
 
     size_t allocated_bytes() const override {
         size_t total = up_.bytes() + host_staging_bytes();
-        for (const DeviceBuffer *b : {&kv_k_, &kv_v_, &x_, &xb_, &q_, &k_, &v_, &att_, &gate_, &up_buf_, &logits_, &gemm_, &partials_, &ints_})
+        for (const DeviceBuffer *b : {&kv_k_, &kv_v_, &x_, &xb_, &q_, &k_, &v_, &att_, &gate_, &up_buf_, &logits_, &topk_, &gemm_, &partials_, &ints_})
             total += b->bytes();
         return total + ring_pos_.capacity() * sizeof(int32_t);
     }
@@ -113,7 +122,7 @@ private:
         ring_pos_ = r.positions;
     }
 
-    size_t host_staging_bytes() const { return ints_capacity_ * 4 + logits_.bytes(); }
+    size_t host_staging_bytes() const { return ints_capacity_ * 4 + logits_.bytes() + topk_.bytes(); }
 
     void begin_round(const DraftRequest &request) override {
         const int32_t n = int32_t(request.tokens.size());
@@ -172,9 +181,35 @@ private:
     }
 
     void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) override {
+        forward(tree, first, count);
+        cudaStream_t st = target_.stream();
+        const size_t bytes = size_t(count) * size_t(hp_.n_vocab) * 4;
+        check(cudaMemcpyAsync(host_logits_.as(), logits_.as(), bytes, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (draft logits)");
+        check(cudaStreamSynchronize(st), "draft step");
+        std::memcpy(logits, host_logits_.as(), bytes);
+    }
+
+    // The level ranked on the device: count x k (log-prob, id) pairs come back instead of count x n_vocab logits.
+    bool score_topk(const DraftTree &tree, int32_t first, int32_t count, int32_t k, float *logp, int32_t *ids) override {
+        if (!device_topk_ || k < 1 || k > kTopkMaxK) return false;
+        forward(tree, first, count);
+        cudaStream_t st = target_.stream();
+        const size_t pairs = size_t(count) * size_t(k);
+        float *d_logp = topk_.as<float>();
+        int32_t *d_ids = reinterpret_cast<int32_t *>(d_logp + pairs);
+        row_topk(logits_.as<float>(), count, hp_.n_vocab, hp_.n_vocab, k, d_logp, d_ids, nullptr, st);
+        check(cudaMemcpyAsync(host_topk_.as(), topk_.as(), pairs * 8, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (draft candidates)");
+        check(cudaStreamSynchronize(st), "draft step");
+        std::memcpy(logp, host_topk_.as(), pairs * 4);
+        std::memcpy(ids, static_cast<const char *>(host_topk_.as()) + pairs * 4, pairs * 4);
+        return true;
+    }
+
+    // The layer and the LM head for tree nodes [first, first + count): count rows of logits in logits_.
+    void forward(const DraftTree &tree, int32_t first, int32_t count) {
         require(first + count <= max_nodes_ + 1 && count <= rows_, SPECULA_ERR_INTERNAL, "longspec (CUDA): tree larger than allocated");
         cudaStream_t st = target_.stream();
-        const int32_t d = hp_.n_embd, dq = hp_.n_embd_q(), dkv = hp_.n_embd_kv(), dff = cfg_.n_ff, n_vocab = hp_.n_vocab;
+        const int32_t d = hp_.n_embd, dq = hp_.n_embd_q(), dkv = hp_.n_embd_kv(), dff = cfg_.n_ff;
 
         // Rows: tokens, positions, and each row's visible self-attention slots (ring in position order, then the
         // ancestors within the window, in depth order).
@@ -252,10 +287,6 @@ private:
         gemm(down_w_, gate_.as<float>(), count, xb_.as<float>(), gemm_.as(), st);
         add(x_.as<float>(), xb_.as<float>(), int64_t(count) * d, st);
         gemm(target_.weights().output, x_.as<float>(), count, logits_.as<float>(), gemm_.as(), st);
-        const size_t bytes = size_t(count) * size_t(n_vocab) * 4;
-        check(cudaMemcpyAsync(host_logits_.as(), logits_.as(), bytes, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (draft logits)");
-        check(cudaStreamSynchronize(st), "draft step");
-        std::memcpy(logits, host_logits_.as(), bytes);
     }
 
     std::shared_ptr<const LongSpecDraft> draft_;
@@ -270,8 +301,9 @@ private:
     const float *bq_ = nullptr, *bk_ = nullptr, *bv_ = nullptr, *cross_bq_ = nullptr;
     AttentionShape self_, cross_;
     DeviceBuffer kv_k_, kv_v_;  // [ring_ + max_nodes_][n_embd_kv] F16: the ring, then tree nodes 1..
-    DeviceBuffer x_, xb_, q_, k_, v_, att_, gate_, up_buf_, logits_, gemm_, partials_, ints_;
-    PinnedBuffer host_ints_, host_logits_;
+    DeviceBuffer x_, xb_, q_, k_, v_, att_, gate_, up_buf_, logits_, topk_, gemm_, partials_, ints_;
+    PinnedBuffer host_ints_, host_logits_, host_topk_;
+    bool device_topk_ = true;  // SPECULA_CUDA_DEVICE_TOPK=0: every level's full logits go to the host
     size_t ints_capacity_ = 0;
     std::vector<int32_t> ring_pos_, ring_order_, ancestors_, ints_staging_;
 };

@@ -39,10 +39,26 @@ bool better(const Scored &a, const Scored &b) {
     return a.token < b.token;
 }
 
+// The level's children: the pool's best `width` (ties: lower parent, then lower token), added in parent order so
+// that every level is contiguous and parents precede children.
+void keep_best(std::vector<Scored> &pool, int32_t width, DraftTree &tree, std::vector<float> &cum) {
+    const size_t keep = std::min(pool.size(), size_t(width));
+    std::partial_sort(pool.begin(), pool.begin() + std::ptrdiff_t(keep), pool.end(), better);
+    pool.resize(keep);
+    std::sort(pool.begin(), pool.end(), [](const Scored &a, const Scored &b) {
+        return a.parent != b.parent ? a.parent < b.parent : better(a, b);
+    });
+    for (const Scored &s : pool) {
+        const int32_t before = tree.size();
+        tree.add(s.parent, s.token);
+        if (tree.size() > before) cum.push_back(s.logp);
+    }
+}
+
 }  // namespace
 
 void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_vocab, int32_t row_stride, int32_t target_vocab,
-                     const ScoreLevelFn &score_level) {
+                     const ScoreLevelFn &score_level, const ScoreTopkFn &score_topk) {
     const TreeShape &shape = request.shape;
     const bool sample_chain = request.sampler != nullptr && !request.sampler->greedy() && shape.is_chain();
     std::vector<float> cum(1, 0.0f);  // cumulative log-probability per node
@@ -50,13 +66,37 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
     std::vector<int32_t> history;
     std::vector<Scored> pool;
     std::vector<int32_t> ids;  // one row's candidate ids, reused for every node
+    std::vector<float> cand_logp;  // the level's candidates when the scorer ranks them (score_topk)
+    std::vector<int32_t> cand_ids;
+    const bool may_topk = score_topk && !sample_chain && !request.process_logits;
     Candidates q;
     int32_t first = 0, count = 1;  // the level whose children are chosen next
     for (int32_t level = 0; level < shape.depth() && tree.size() < request.node_budget; ++level) {
-        logits.resize(size_t(count) * size_t(row_stride));
-        score_level(tree, first, count, logits.data());
         const int32_t width = std::min(shape.widths[size_t(level)], request.node_budget - tree.size());
         const int32_t next_first = tree.size();
+        const int32_t k = std::min(width, n_vocab);  // each row's candidates: the global best `width` are among them
+        if (may_topk) {
+            cand_logp.resize(size_t(count) * size_t(k));
+            cand_ids.resize(cand_logp.size());
+            if (score_topk(tree, first, count, k, cand_logp.data(), cand_ids.data())) {
+                pool.clear();
+                for (int32_t r = 0; r < count; ++r) {
+                    const int32_t node = first + r;
+                    for (int32_t i = 0; i < k; ++i) {
+                        const size_t at = size_t(r) * size_t(k) + size_t(i);
+                        if (cand_ids[at] < 0) continue;  // past the vocabulary (not with k <= n_vocab)
+                        pool.push_back({cum[size_t(node)] + cand_logp[at], node, cand_ids[at]});
+                    }
+                }
+                keep_best(pool, width, tree, cum);
+                first = next_first;
+                count = tree.size() - next_first;
+                if (count == 0) break;
+                continue;
+            }
+        }
+        logits.resize(size_t(count) * size_t(row_stride));
+        score_level(tree, first, count, logits.data());
         if (sample_chain) {
             // Sampled chain: one child drawn from q = the sampler chain on the draft logits.
             float *row = logits.data();
@@ -84,24 +124,12 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
             // This row's best `width` candidates; the global best `width` are among the union of these.
             ids.resize(size_t(n_vocab));
             std::iota(ids.begin(), ids.end(), 0);
-            const int32_t k = std::min(width, n_vocab);
             std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
                 return row[a] > row[b] || (row[a] == row[b] && a < b);
             });
             for (int32_t i = 0; i < k; ++i) pool.push_back({cum[size_t(node)] + row[ids[size_t(i)]], node, ids[size_t(i)]});
         }
-        const size_t keep = std::min(pool.size(), size_t(width));
-        std::partial_sort(pool.begin(), pool.begin() + std::ptrdiff_t(keep), pool.end(), better);
-        pool.resize(keep);
-        // Children in parent order, so that every level is contiguous and parents precede children.
-        std::sort(pool.begin(), pool.end(), [](const Scored &a, const Scored &b) {
-            return a.parent != b.parent ? a.parent < b.parent : better(a, b);
-        });
-        for (const Scored &s : pool) {
-            const int32_t before = tree.size();
-            tree.add(s.parent, s.token);
-            if (tree.size() > before) cum.push_back(s.logp);
-        }
+        keep_best(pool, width, tree, cum);
         first = next_first;
         count = tree.size() - next_first;
         if (count == 0) break;

@@ -53,7 +53,10 @@ void LongSpecDrafterBase::draft(const DraftRequest &request, DraftTree &tree) {
     DraftRequest bounded = request;
     bounded.node_budget = std::min(request.node_budget, max_nodes_ + 1);
     build_beam_tree(bounded, tree, n_vocab_, n_vocab_, n_vocab_,
-                    [this](const DraftTree &t, int32_t first, int32_t count, float *logits) { score(t, first, count, logits); });
+                    [this](const DraftTree &t, int32_t first, int32_t count, float *logits) { score(t, first, count, logits); },
+                    [this](const DraftTree &t, int32_t first, int32_t count, int32_t k, float *logp, int32_t *ids) {
+                        return score_topk(t, first, count, k, logp, ids);
+                    });
 }
 
 bool LongSpecDrafterBase::root_logits(const DraftRequest &request, float *logits) {

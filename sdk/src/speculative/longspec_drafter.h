@@ -62,6 +62,13 @@ protected:
     virtual void begin_round(const DraftRequest &request) = 0;
     // The layer for tree nodes [first, first + count) (the root alone when first == 0): count rows of logits.
     virtual void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) = 0;
+    // The same rows, but only each row's k best (log-prob, id) pairs (beam_tree.h: ScoreTopkFn), for a drafter that
+    // can rank where the logits are (the CUDA drafter: on the device). False: unsupported (the default), then
+    // score() runs instead. build_beam_tree asks for it only when it needs no full row.
+    virtual bool score_topk(const DraftTree &tree, int32_t first, int32_t count, int32_t k, float *logp, int32_t *ids) {
+        (void)tree, (void)first, (void)count, (void)k, (void)logp, (void)ids;
+        return false;
+    }
     // The ring copied out of, and back into, wherever the drafter keeps it.
     virtual LongSpecRing ring() const = 0;
     virtual void set_ring(const LongSpecRing &ring) = 0;
