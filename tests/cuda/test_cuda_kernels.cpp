@@ -2,6 +2,7 @@
 // result is bit-identical whatever else shares the launch.
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/kernels/kernels.h"
+#include "device_test_data.h"
 #include "formats/half.h"
 
 #include <catch2/catch.hpp>
@@ -14,62 +15,7 @@
 using namespace specula::internal;
 using namespace specula::internal::SPECULA_CUDA_NAMESPACE;
 
-namespace {
-
-template <typename T> DeviceBuffer upload(const std::vector<T> &v) {
-    DeviceBuffer b(v.size() * sizeof(T));
-    check(cudaMemcpy(b.as(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
-    return b;
-}
-
-std::vector<float> download(const DeviceBuffer &b, size_t n) {
-    std::vector<float> v(n);
-    check(cudaMemcpy(v.data(), b.as(), n * sizeof(float), cudaMemcpyDeviceToHost), "download");
-    return v;
-}
-
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.0f, scale);
-    std::vector<float> v(n);
-    for (float &x : v) x = dist(rng);
-    return v;
-}
-
-// A rows x cols matrix on the device in the layout device_weights.cpp gives it, and its values on the host (F16
-// values rounded as stored).
-struct TestMatrix {
-    DeviceBuffer buf;
-    DeviceMatrix m;
-    std::vector<float> host;  // rows x cols
-};
-
-TestMatrix make_matrix(MatType type, int64_t rows, int64_t cols, uint32_t seed) {
-    TestMatrix t;
-    t.host = random_floats(size_t(rows * cols), seed, 0.1f);
-    t.m.type = type;
-    t.m.rows = rows;
-    t.m.cols = cols;
-    if (type == MatType::F32) {
-        t.m.ld = cols;
-        t.m.rows_alloc = rows;
-        t.buf = upload(t.host);
-    } else {
-        t.m.ld = (cols + 15) / 16 * 16;
-        t.m.rows_alloc = (rows + 15) / 16 * 16;
-        std::vector<uint16_t> h(size_t(t.m.ld * t.m.rows_alloc), 0);
-        for (int64_t r = 0; r < rows; ++r)
-            for (int64_t c = 0; c < cols; ++c) {
-                h[size_t(r * t.m.ld + c)] = float_to_half(t.host[size_t(r * cols + c)]);
-                t.host[size_t(r * cols + c)] = half_to_float(h[size_t(r * t.m.ld + c)]);
-            }
-        t.buf = upload(h);
-    }
-    t.m.data = t.buf.as();
-    return t;
-}
-
-}  // namespace
+using namespace cuda_test_data;
 
 TEST_CASE("cuda gemm matches a host loop and is batch invariant", "[cuda][kernels]") {
     for (const MatType type : {MatType::F32, MatType::F16}) {
