@@ -5,7 +5,8 @@
 // never depends on how many rows share the launch or where the row sits in the batch. A token's logits are then
 // bit-identical whether it is decoded alone or verified inside a speculation tree, which is what makes greedy
 // speculative decoding on the GPU token-for-token lossless (docs/cuda.md). This is why the GEMMs are our own
-// and not cuBLAS: cuBLAS picks different kernels (and split-K) for different batch sizes.
+// and not cuBLAS: cuBLAS picks different kernels (and split-K) for different batch sizes. (Long prompt batches are
+// the exception, through cuBLAS where the batch cannot change a generated token: prefill_gemm.h.)
 #pragma once
 
 #include "backends/cuda/cuda_namespace.h"
