@@ -109,6 +109,7 @@ private:
     DeviceBuffer x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, gemm_scratch_, partials_, tree_partials_, ints_, mask_, argmax_;
     DeviceBuffer hidden_;                  // final normed rows kept by eval_tree(..., nullptr)
     int32_t hidden_rows_ = 0;
+    int32_t device_logit_rows_ = 0;       // rows of the last tree whose logits logits_ holds (0: computed per row)
     PinnedBuffer host_ints_, host_logits_, host_mask_;
     std::vector<int32_t> int_staging_;
 
