@@ -164,8 +164,9 @@ int main(int argc, char **argv) {
         const DraftTree tree = make_tree(widths, hp.n_vocab, rng);
         std::printf("tree: [%s] = %d nodes, depth %d\n\n", a.tree.c_str(), tree.size(), tree.max_depth());
         std::printf("| context | prefill tok/s | decode ms | decode tok/s | verify ms (exact) | verify/decode | verify ms (hybrid) | hybrid/decode "
-                    "| draft ms/level | draft/decode | drafter bytes | session device MiB | decode GB/s | of peak |\n");
-        std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                    "| draft ms/level | draft round/decode | draft round ms, host top-k | host/device top-k | drafter bytes | session device MiB "
+                    "| decode GB/s | of peak |\n");
+        std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 
         for (const int32_t ctx : parse_list(a.contexts)) {
             const int32_t n_ctx = ctx + tree.size() + a.decode + 8;
@@ -210,10 +211,15 @@ int main(int argc, char **argv) {
             const double verify_exact = verify(TreeAttention::Exact), verify_hybrid = verify(TreeAttention::Hybrid);
             runner.set_tree_attention(TreeAttention::Exact);
             // Draft: one round of the LongSpec drafter over the same context.
-            double draft_level_s = 0;
+            double draft_level_s = 0, draft_round_s = 0, draft_round_full_s = 0;
             size_t drafter_bytes = 0;
-            if (draft) {
+            // One drafter with each level's top-k on the device (the default), one copying full logits rows to the
+            // host for the beam search (SPECULA_CUDA_DEVICE_TOPK=0, read when the drafter is made): same rounds.
+            for (const bool device_topk : {false, true}) {
+                if (!draft) break;
+                if (!device_topk) setenv("SPECULA_CUDA_DEVICE_TOPK", "0", 1);
                 auto drafter = runner.make_longspec_drafter(draft, tree.size() - 1);
+                unsetenv("SPECULA_CUDA_DEVICE_TOPK");
                 std::vector<int32_t> context(prompt.begin(), prompt.end());
                 context.resize(static_cast<size_t>(n_past), 0);  // the decoded tokens' ids do not matter here
                 context.push_back(token);
@@ -230,14 +236,18 @@ int main(int argc, char **argv) {
                     drafter->draft(req, out);
                     if (r > 0) t.push_back(bench::now_s() - t0);
                 }
-                draft_level_s = bench::median(t) / double(widths.size());
+                (device_topk ? draft_round_s : draft_round_full_s) = bench::median(t);
+                draft_level_s = draft_round_s / double(widths.size());
                 drafter_bytes = drafter->allocated_bytes();
             }
             const double kv_read = 2.0 * double(hp.n_layer) * double(ctx) * double(hp.n_embd_kv()) * 2.0;
             const double gbs = (double(runner.weight_bytes()) + kv_read) / decode_s / 1e9;
-            std::printf("| %d | %.0f | %.3f | %.1f | %.3f | %.3f | %.3f | %.3f | %s | %s | %zu | %.0f | %.0f | %.0f%% |\n", ctx, double(ctx) / prefill_s,
-                        decode_s * 1e3, 1.0 / decode_s, verify_exact * 1e3, verify_exact / decode_s, verify_hybrid * 1e3, verify_hybrid / decode_s,
-                        draft ? bench::fmt(draft_level_s * 1e3, "%.3f").c_str() : "-", draft ? bench::fmt(draft_level_s / decode_s, "%.3f").c_str() : "-",
+            std::printf("| %d | %.0f | %.3f | %.1f | %.3f | %.3f | %.3f | %.3f | %s | %s | %s | %s | %zu | %.0f | %.0f | %.0f%% |\n", ctx,
+                        double(ctx) / prefill_s, decode_s * 1e3, 1.0 / decode_s, verify_exact * 1e3, verify_exact / decode_s, verify_hybrid * 1e3,
+                        verify_hybrid / decode_s, draft ? bench::fmt(draft_level_s * 1e3, "%.3f").c_str() : "-",
+                        draft ? bench::fmt(draft_round_s / decode_s, "%.3f").c_str() : "-",
+                        draft ? bench::fmt(draft_round_full_s * 1e3, "%.3f").c_str() : "-",
+                        draft ? bench::fmt(draft_round_full_s / draft_round_s, "%.2f").c_str() : "-",
                         drafter_bytes, double(runner.session_device_bytes()) / double(1 << 20), gbs,
                         dev.peak_bandwidth_gbs > 0 ? 100.0 * gbs / dev.peak_bandwidth_gbs : 0.0);
             std::fflush(stdout);
