@@ -88,6 +88,11 @@ public:
         ring_pos_.assign(size_t(ring_), -1);
     }
 
+    ~CudaLongSpecDrafter() override {
+        for (cudaGraphExec_t &g : level_graphs_)
+            if (g != nullptr) cudaGraphExecDestroy(g);
+    }
+
     void rewind(int32_t n_tokens) override { n_done_ = std::min(n_done_, std::max(n_tokens, 0)); }
 
     size_t allocated_bytes() const override {
@@ -98,6 +103,13 @@ public:
     }
 
 private:
+    // A level's rows on the device: tokens, positions, tail starts and lengths, then the key slots.
+    struct LevelRows {
+        const int32_t *d = nullptr;
+        size_t starts_at = 0;
+        int32_t max_keys = 0;
+    };
+
     // The ring's F16 rows are copied through the target's stream (snapshots are rare: no pinned staging).
     LongSpecRing ring() const override {
         LongSpecRing r;
@@ -181,7 +193,7 @@ private:
     }
 
     void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) override {
-        forward(tree, first, count);
+        run_level(tree, first, count, 0);
         cudaStream_t st = target_.stream();
         const size_t bytes = size_t(count) * size_t(hp_.n_vocab) * 4;
         check(cudaMemcpyAsync(host_logits_.as(), logits_.as(), bytes, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (draft logits)");
@@ -192,12 +204,9 @@ private:
     // The level ranked on the device: count x k (log-prob, id) pairs come back instead of count x n_vocab logits.
     bool score_topk(const DraftTree &tree, int32_t first, int32_t count, int32_t k, float *logp, int32_t *ids) override {
         if (!device_topk_ || k < 1 || k > kTopkMaxK) return false;
-        forward(tree, first, count);
+        run_level(tree, first, count, k);
         cudaStream_t st = target_.stream();
         const size_t pairs = size_t(count) * size_t(k);
-        float *d_logp = topk_.as<float>();
-        int32_t *d_ids = reinterpret_cast<int32_t *>(d_logp + pairs);
-        row_topk(logits_.as<float>(), count, hp_.n_vocab, hp_.n_vocab, k, d_logp, d_ids, nullptr, st);
         check(cudaMemcpyAsync(host_topk_.as(), topk_.as(), pairs * 8, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (draft candidates)");
         check(cudaStreamSynchronize(st), "draft step");
         std::memcpy(logp, host_topk_.as(), pairs * 4);
@@ -205,14 +214,69 @@ private:
         return true;
     }
 
-    // The layer and the LM head for tree nodes [first, first + count): count rows of logits in logits_.
-    void forward(const DraftTree &tree, int32_t first, int32_t count) {
-        require(first + count <= max_nodes_ + 1 && count <= rows_, SPECULA_ERR_INTERNAL, "longspec (CUDA): tree larger than allocated");
+    // One level: stages and uploads the rows' integer data (outside any graph: the upload waits for the stream
+    // before it rewrites the pinned staging), then enqueues the level's kernels (the layer, the LM head and, for
+    // k > 0, the device top-k), captured as a CUDA graph and replayed unless SPECULA_CUDA_GRAPHS=0. Each level is
+    // captured anew (its arguments change: rows, key lists, the target's prefix) and patched into an instantiated
+    // graph of the same topology by cudaGraphExecUpdate; a graph that cannot be updated is instantiated again.
+    void run_level(const DraftTree &tree, int32_t first, int32_t count, int32_t k) {
+        const LevelRows rows = stage_rows(tree, first, count);
+        if (!target_.graphs_enabled()) {
+            enqueue_level(rows, first, count, k);
+            return;
+        }
         cudaStream_t st = target_.stream();
-        const int32_t d = hp_.n_embd, dq = hp_.n_embd_q(), dkv = hp_.n_embd_kv(), dff = cfg_.n_ff;
+        cudaGraph_t graph = nullptr;
+        check(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        try {
+            enqueue_level(rows, first, count, k);
+        } catch (...) {
+            cudaStreamEndCapture(st, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            (void)cudaGetLastError();
+            throw;
+        }
+        check(cudaStreamEndCapture(st, &graph), "cudaStreamEndCapture");
+        // What can change the node count: a root-only level stores no key/value, an empty target prefix has no
+        // cross-attention chunks, the device top-k adds a node. One instantiated graph per such topology; the row
+        // count and the prefix length only change kernel arguments and grid sizes, which an update accepts.
+        const uint32_t key = (count - (first == 0 ? 1 : 0) <= 0 ? 1u : 0u) | (n_target_kv_ == 0 ? 2u : 0u) | (k > 0 ? 4u : 0u);
+        cudaGraphExec_t &exec = level_graphs_[key];
+        bool updated = false;
+        if (exec != nullptr) {
+            cudaGraphExecUpdateResultInfo info{};
+            updated = cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess;
+            if (!updated) {
+                (void)cudaGetLastError();
+                cudaGraphExecDestroy(exec);
+                exec = nullptr;
+            }
+        }
+        if (!updated) {
+            const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+            cudaGraphDestroy(graph);
+            if (status != cudaSuccess) exec = nullptr;
+            check(status, "cudaGraphInstantiate");
+        } else {
+            cudaGraphDestroy(graph);
+        }
+        check(cudaGraphLaunch(exec, st), "cudaGraphLaunch");
+    }
 
-        // Rows: tokens, positions, and each row's visible self-attention slots (ring in position order, then the
-        // ancestors within the window, in depth order).
+    void enqueue_level(const LevelRows &rows, int32_t first, int32_t count, int32_t k) {
+        forward(rows, first, count);
+        if (k > 0) {
+            const size_t pairs = size_t(count) * size_t(k);
+            float *d_logp = topk_.as<float>();
+            int32_t *d_ids = reinterpret_cast<int32_t *>(d_logp + pairs);
+            row_topk(logits_.as<float>(), count, hp_.n_vocab, hp_.n_vocab, k, d_logp, d_ids, nullptr, target_.stream());
+        }
+    }
+
+    // Rows: tokens, positions, and each row's visible self-attention slots (ring in position order, then the
+    // ancestors within the window, in depth order), uploaded to ints_.
+    LevelRows stage_rows(const DraftTree &tree, int32_t first, int32_t count) {
+        require(first + count <= max_nodes_ + 1 && count <= rows_, SPECULA_ERR_INTERNAL, "longspec (CUDA): tree larger than allocated");
         std::vector<int32_t> &ints = ints_staging_;
         ints.assign(tree.tokens().begin() + first, tree.tokens().begin() + first + count);
         for (int32_t i = 0; i < count; ++i) ints.push_back(root_pos_ + tree.depth(first + i));
@@ -237,8 +301,17 @@ private:
             ints[starts_at + size_t(count) + size_t(i)] = len;
             max_keys = std::max(max_keys, len);
         }
-        int32_t *di = upload_ints(ints);
-        const int32_t *d_tokens = di, *d_positions = di + count;
+        return LevelRows{upload_ints(ints), starts_at, max_keys};
+    }
+
+    // The layer and the LM head for tree nodes [first, first + count): count rows of logits in logits_. Only
+    // enqueues kernels (it may be captured into a graph): no synchronisation, no copy, no allocation.
+    void forward(const LevelRows &rows, int32_t first, int32_t count) {
+        cudaStream_t st = target_.stream();
+        const int32_t d = hp_.n_embd, dq = hp_.n_embd_q(), dkv = hp_.n_embd_kv(), dff = cfg_.n_ff;
+        const int32_t *di = rows.d, *d_tokens = di, *d_positions = di + count;
+        const size_t starts_at = rows.starts_at;
+        const int32_t max_keys = rows.max_keys;
 
         project_kv(d_tokens, d_positions, count);
         gemm(wq_, xb_.as<float>(), count, q_.as<float>(), gemm_.as(), st);
@@ -305,6 +378,7 @@ private:
     PinnedBuffer host_ints_, host_logits_, host_topk_;
     bool device_topk_ = true;  // SPECULA_CUDA_DEVICE_TOPK=0: every level's full logits go to the host
     size_t ints_capacity_ = 0;
+    cudaGraphExec_t level_graphs_[8] = {};  // by topology (run_level's key); SPECULA_CUDA_GRAPHS=0: none
     std::vector<int32_t> ring_pos_, ring_order_, ancestors_, ints_staging_;
 };
 

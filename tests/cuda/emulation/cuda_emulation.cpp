@@ -76,6 +76,7 @@ struct BlockRun {
 thread_local BlockRun *run = nullptr;
 thread_local std::vector<std::unique_ptr<char[]>> stacks;
 std::atomic<uint64_t> launch_count{0};
+std::atomic<uint64_t> graph_launch_count{0};
 
 void yield_to_scheduler() { specula_emu_switch(&run->current->sp, run->scheduler_sp); }
 
@@ -237,6 +238,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, std
 }
 
 uint64_t launches() { return launch_count.load(); }
+uint64_t graph_launches() { return graph_launch_count.load(); }
 
 }  // namespace cuda_emulation
 
@@ -384,6 +386,7 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGra
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     const auto *e = reinterpret_cast<Graph *>(exec);
+    ++cuda_emulation::graph_launch_count;
     for (const auto &op : e->ops) issue(stream, op);
     return cudaSuccess;
 }

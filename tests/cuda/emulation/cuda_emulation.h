@@ -125,6 +125,8 @@ void *dynamic_shared();
 void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, std::function<void()> body);
 // Kernel launches and copies issued so far (tests check that a replayed graph really re-ran its kernels).
 uint64_t launches();
+// cudaGraphLaunch calls so far (tests check that work really went through a graph).
+uint64_t graph_launches();
 
 template <typename Kernel> struct Launcher {
     Kernel kernel;
