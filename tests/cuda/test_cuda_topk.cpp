@@ -108,7 +108,7 @@ TEST_CASE("cuda row_topk: log-softmax top-k of random rows matches the host", "[
     }
 }
 
-TEST_CASE("cuda row_topk: ties go to the lowest id; -inf entries, n = 1 and k > n", "[cuda][topk]") {
+TEST_CASE("cuda row_topk: ties go to the lowest id, with -inf entries, n = 1 and k > n", "[cuda][topk]") {
     SECTION("ties") {
         // Values on a coarse grid: hundreds of exact ties, including across threads' strided subsets.
         std::vector<float> x = random_rows(3 * 2000, 11, 2.0f);
