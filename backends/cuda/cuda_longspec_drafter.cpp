@@ -11,6 +11,7 @@
 // cross-attention is a plain prefix over the target's cache. Every buffer is sized at creation from (window, tree
 // nodes, n_ctx's chunk count bound), so allocated_bytes() is the same at any context length.
 #include "backends/cuda/cuda_runner.h"
+#include "backends/cuda/graph_replay.h"
 #include "backends/cuda/kernels/topk.h"
 
 #include "formats/half.h"
@@ -225,42 +226,11 @@ private:
             enqueue_level(rows, first, count, k);
             return;
         }
-        cudaStream_t st = target_.stream();
-        cudaGraph_t graph = nullptr;
-        check(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-        try {
-            enqueue_level(rows, first, count, k);
-        } catch (...) {
-            cudaStreamEndCapture(st, &graph);
-            if (graph) cudaGraphDestroy(graph);
-            (void)cudaGetLastError();
-            throw;
-        }
-        check(cudaStreamEndCapture(st, &graph), "cudaStreamEndCapture");
         // What can change the node count: a root-only level stores no key/value, an empty target prefix has no
         // cross-attention chunks, the device top-k adds a node. One instantiated graph per such topology; the row
         // count and the prefix length only change kernel arguments and grid sizes, which an update accepts.
         const uint32_t key = (count - (first == 0 ? 1 : 0) <= 0 ? 1u : 0u) | (n_target_kv_ == 0 ? 2u : 0u) | (k > 0 ? 4u : 0u);
-        cudaGraphExec_t &exec = level_graphs_[key];
-        bool updated = false;
-        if (exec != nullptr) {
-            cudaGraphExecUpdateResultInfo info{};
-            updated = cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess;
-            if (!updated) {
-                (void)cudaGetLastError();
-                cudaGraphExecDestroy(exec);
-                exec = nullptr;
-            }
-        }
-        if (!updated) {
-            const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
-            cudaGraphDestroy(graph);
-            if (status != cudaSuccess) exec = nullptr;
-            check(status, "cudaGraphInstantiate");
-        } else {
-            cudaGraphDestroy(graph);
-        }
-        check(cudaGraphLaunch(exec, st), "cudaGraphLaunch");
+        launch_as_graph(target_.stream(), level_graphs_[key], [&] { enqueue_level(rows, first, count, k); });
     }
 
     void enqueue_level(const LevelRows &rows, int32_t first, int32_t count, int32_t k) {

@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_runner.h"
 
 #include "backend/kv_shift.h"
+#include "backends/cuda/graph_replay.h"
 #include "core/log.h"
 #include "model/rope.h"
 #include "model/model.h"
@@ -183,35 +184,7 @@ bool CudaRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const
     // cudaGraphExecUpdate patches them into the instantiated graph without rebuilding it).
     if (use_graphs_ && tree == nullptr && n == 1) {
         if (cancelled()) return false;
-        cudaGraph_t graph = nullptr;
-        check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-        try {
-            enqueue_batch(tokens, 1, n_past, nullptr, 0, output, false, true);
-        } catch (...) {
-            cudaStreamEndCapture(stream_, &graph);
-            if (graph) cudaGraphDestroy(graph);
-            (void)cudaGetLastError();
-            throw;
-        }
-        check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
-        bool updated = false;
-        if (decode_graph_ != nullptr) {
-            cudaGraphExecUpdateResultInfo info{};
-            updated = cudaGraphExecUpdate(decode_graph_, graph, &info) == cudaSuccess;
-            if (!updated) {
-                (void)cudaGetLastError();
-                cudaGraphExecDestroy(decode_graph_);
-                decode_graph_ = nullptr;
-            }
-        }
-        if (!updated) {
-            const cudaError_t st = cudaGraphInstantiate(&decode_graph_, graph, 0);
-            cudaGraphDestroy(graph);
-            check(st, "cudaGraphInstantiate");
-        } else {
-            cudaGraphDestroy(graph);
-        }
-        check(cudaGraphLaunch(decode_graph_, stream_), "cudaGraphLaunch");
+        launch_as_graph(stream_, decode_graph_, [&] { enqueue_batch(tokens, 1, n_past, nullptr, 0, output, false, true); });
         check(cudaStreamSynchronize(stream_), "decode step");
         if (output == Output::HostLogits) std::memcpy(logits, host_logits_.as<float>(), size_t(n_vocab) * 4);
         return true;
