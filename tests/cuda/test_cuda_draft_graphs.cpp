@@ -3,6 +3,7 @@
 // bit for bit either way (with the device top-k and from full logits), the graphs must really be replayed, and
 // greedy speculative decoding must stay lossless.
 #include "backends/cuda/cuda_runner.h"
+#include "cuda_draft_fixtures.h"
 #include "common/fixture_files.h"
 #include "common/session_run.h"
 #include "model/model.h"
@@ -19,33 +20,15 @@
 
 using namespace specula::internal;
 using namespace specula::internal::SPECULA_CUDA_NAMESPACE;
+using namespace cuda_draft_fixtures;
 
 namespace {
-
-std::filesystem::path source_dir() {
-    const char *env = std::getenv("SPECULA_SOURCE_DIR");  // set by bench/gpu/run.sh on the GPU machine
-    return std::filesystem::path(env ? env : SPECULA_SOURCE_DIR);
-}
-
-std::vector<int32_t> story_prompt(const Model &model, int32_t n) {
-    std::vector<int32_t> ids = model.vocab().tokenize("Once upon a time, there was a little dog. It liked to play in the park with a ball.", true, false);
-    std::vector<int32_t> out;
-    while (int32_t(out.size()) < n) out.push_back(ids[out.size() % ids.size()]);
-    return out;
-}
 
 std::unique_ptr<CudaRunner> make_runner(const std::shared_ptr<const Model> &model, bool graphs) {
     setenv("SPECULA_CUDA_GRAPHS", graphs ? "1" : "0", 1);
     auto r = std::make_unique<CudaRunner>(model, 256, 0);
     unsetenv("SPECULA_CUDA_GRAPHS");
     return r;
-}
-
-std::unique_ptr<Drafter> make_drafter(CudaRunner &runner, const std::shared_ptr<const LongSpecDraft> &draft, bool device_topk) {
-    setenv("SPECULA_CUDA_DEVICE_TOPK", device_topk ? "1" : "0", 1);
-    auto d = runner.make_longspec_drafter(draft, 68);
-    unsetenv("SPECULA_CUDA_DEVICE_TOPK");
-    return d;
 }
 
 #ifdef SPECULA_CUDA_EMULATION
@@ -124,13 +107,7 @@ TEST_CASE("cuda: greedy speculative decoding with the LongSpec draft's levels as
     const auto model = Model::load(model_path.string(), LoadOptions{});
     SamplerConfig greedy;
     greedy.temperature = 0.0f;
-    SessionConfig sc;
-    sc.n_ctx = 1024;
-    sc.n_threads = 2;
-    sc.backend.kind = BackendKind::Cpu;
-    sc.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) -> std::unique_ptr<TargetRunner> {
-        return std::make_unique<CudaRunner>(std::move(m), n_ctx, 0);
-    };
+    const SessionConfig sc = cuda_session_config();
     const std::vector<int32_t> prompt = story_prompt(*model, 20);
     const int32_t n = 32;
     setenv("SPECULA_CUDA_GRAPHS", "0", 1);

@@ -1,6 +1,7 @@
 // The device top-k of a level's draft logits (kernels/topk.cu) against a host reference, and the CUDA LongSpec
 // drafter's beam trees with it (the default) and without it (SPECULA_CUDA_DEVICE_TOPK=0): the same trees.
 #include "backends/cuda/cuda_runner.h"
+#include "cuda_draft_fixtures.h"
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/kernels/topk.h"
 #include "common/fixture_files.h"
@@ -23,6 +24,7 @@
 
 using namespace specula::internal;
 using namespace specula::internal::SPECULA_CUDA_NAMESPACE;
+using namespace cuda_draft_fixtures;
 
 namespace {
 
@@ -168,29 +170,6 @@ TEST_CASE("cuda row_topk: a Llama-3-sized row (128256 logits)", "[cuda][topk]") 
     CHECK(r.ids[16] == 77777);
 }
 
-namespace {
-
-std::filesystem::path source_dir() {
-    const char *env = std::getenv("SPECULA_SOURCE_DIR");  // set by bench/gpu/run.sh on the GPU machine
-    return std::filesystem::path(env ? env : SPECULA_SOURCE_DIR);
-}
-
-std::vector<int32_t> story_prompt(const Model &model, int32_t n) {
-    std::vector<int32_t> ids = model.vocab().tokenize("Once upon a time, there was a little dog. It liked to play in the park with a ball.", true, false);
-    std::vector<int32_t> out;
-    while (int32_t(out.size()) < n) out.push_back(ids[out.size() % ids.size()]);
-    return out;
-}
-
-std::unique_ptr<Drafter> make_drafter(CudaRunner &runner, const std::shared_ptr<const LongSpecDraft> &draft, bool device_topk) {
-    setenv("SPECULA_CUDA_DEVICE_TOPK", device_topk ? "1" : "0", 1);
-    auto d = runner.make_longspec_drafter(draft, 68);
-    unsetenv("SPECULA_CUDA_DEVICE_TOPK");
-    return d;
-}
-
-}  // namespace
-
 TEST_CASE("cuda: the LongSpec drafter builds the same trees with the device top-k as from full logits", "[cuda][longspec][topk]") {
     const auto model_path = source_dir() / "models/stories260K.gguf", draft_path = source_dir() / "models/drafts/stories260K.longspec.gguf";
     if (!test_fixtures::have_fixture(model_path) || !test_fixtures::have_fixture(draft_path)) return;
@@ -237,13 +216,7 @@ TEST_CASE("cuda: greedy speculative decoding with the trained LongSpec draft is 
     const auto model = Model::load(model_path.string(), LoadOptions{});
     SamplerConfig greedy;
     greedy.temperature = 0.0f;
-    SessionConfig sc;
-    sc.n_ctx = 1024;
-    sc.n_threads = 2;
-    sc.backend.kind = BackendKind::Cpu;
-    sc.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) -> std::unique_ptr<TargetRunner> {
-        return std::make_unique<CudaRunner>(std::move(m), n_ctx, 0);
-    };
+    const SessionConfig sc = cuda_session_config();
     const std::vector<int32_t> prompt = story_prompt(*model, 20);
     const int32_t n = 32;
     Session plain(model, sc, greedy);
