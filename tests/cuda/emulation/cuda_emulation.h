@@ -160,3 +160,17 @@ template <typename T> T __shfl_xor_sync(unsigned, T value, int lane_mask) {
     std::memcpy(&out, &bits, sizeof(T));
     return out;
 }
+
+// Float arithmetic rounded per operation (never fused into a multiply-add): what the kernels write where their result
+// must equal the host's bit for bit. The emulated kernels are C++ built with -ffp-contract=off, so plain operations.
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+// Fibers switch only at barriers and shuffles, so a plain read-modify-write is atomic within a block (and blocks run
+// one at a time).
+inline unsigned atomicOr(unsigned *address, unsigned value) {
+    const unsigned old = *address;
+    *address = old | value;
+    return old;
+}
