@@ -5,6 +5,8 @@
 
 #include "backend/kv_type.h"
 #include "speculative/drafter.h"
+#include "speculative/tree_sampling_plan.h"
+#include "speculative/verifier.h"
 
 #include <atomic>
 #include <cstddef>
@@ -52,6 +54,17 @@ public:
                            const uint8_t *mask, float *logits) = 0;
     // Logits of row i of the last eval_tree(..., nullptr) call (bit-identical to computing all rows).
     virtual void tree_logits(int32_t i, float *logits) = 0;
+    // Verifies the tree of the last eval_tree(..., nullptr) call on the backend's device (plan: speculative/
+    // tree_sampling_plan.h), the walk speculative/verifier.cpp does for deterministic children, so that only the
+    // accepted nodes and the bonus token come back. False, with nothing changed, when this backend does not (the
+    // CPU: its rows are in memory already) or cannot for this plan; the caller then verifies on the host.
+    // Rows stay available through tree_logits() afterwards.
+    virtual bool verifies_trees_on_device() const { return false; }  // whether to make a plan at all
+    virtual bool verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutcome &outcome) {
+        (void)plan;
+        (void)outcome;
+        return false;
+    }
     // Commits an accepted tree path: moves the keys/values of tree slots n_past + nodes[i] to slot n_past + i in
     // every layer. nodes must be strictly increasing with nodes[i] >= i (parents precede children).
     virtual void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) = 0;

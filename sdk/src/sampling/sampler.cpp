@@ -70,6 +70,13 @@ void Sampler::process_logits(float *logits, int32_t n_vocab, std::span<const int
 
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 
+std::vector<double> Sampler::peek_uniforms(size_t n) const {
+    std::mt19937_64 rng = rng_;  // uniform() takes one output of the generator per draw
+    std::vector<double> u(n);
+    for (double &x : u) x = double(rng() >> 11) * 0x1.0p-53;
+    return u;
+}
+
 std::string Sampler::rng_state() const {
     std::ostringstream out;
     // A stream swallows a bad_alloc of its buffer (it only sets badbit): the snapshot then held a truncated state and

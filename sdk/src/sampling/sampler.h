@@ -57,6 +57,11 @@ public:
     int32_t draw(const Candidates &c);
     // A uniform draw in [0, 1) from this sampler's generator (reproducible for a given seed).
     double uniform();
+    // The next n draws uniform() would give, without advancing the generator (a device verifier gets them up front),
+    // and advancing it past n draws afterwards: peek_uniforms(n) then skip_uniforms(m <= n) leaves the generator
+    // where m uniform() calls would have.
+    std::vector<double> peek_uniforms(size_t n) const;
+    void skip_uniforms(size_t n) { rng_.discard(n); }
     // The generator's position as text (the standard's mt19937_64 state: 312 words and an index), for snapshots;
     // set_rng_state() puts a generator exactly there. Throws Error(FORMAT) for text that is not such a state.
     std::string rng_state() const;

@@ -53,6 +53,7 @@ void Session::set_sampler(const SamplerConfig &config) {
 }
 
 void Session::set_speculative(const SpeculativeConfig &config) {
+    settle_rows();  // the rows of a round verified on the device live in the runner; a new drafter may run there
     spec_.attach(config, *model_, *runner_, *pool_, int32_t(tokens_.size()));
 }
 
@@ -217,14 +218,14 @@ specula_status Session::step(StepResult &out) {
                 return SPECULA_ERR_CANCELLED;
             }
         }
-        logits_row_ = spec_.row(spec_.next_index());
+        logits_row_ = int32_t(spec_.next_index());
         const SpeculativeRound::Ready next = spec_.take();
         token = next.token;
         accepted = next.accepted;
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
     } else {
         const double t_sample = now_ms();
-        if (const float *row = logits_row_) std::copy_n(row, size_t(n_vocab), logits_for_eval());  // a drafter was detached
+        settle_rows();  // a drafter was detached: the logits are the last round's row
         token = sampler_.sample(logits_.data(), n_vocab, tokens_);
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
         decode_ms_ += now_ms() - t_sample;
@@ -241,7 +242,7 @@ specula_status Session::step(StepResult &out) {
         // Its keys/values were committed by the round: it counts as evaluated, and the logits after it are
         // the next row of the round.
         ++n_evaluated_;
-        logits_row_ = spec_.row(spec_.next_index());
+        logits_row_ = int32_t(spec_.next_index());
     }
     out.drafted = accepted;
     ++n_generated_;
@@ -271,12 +272,22 @@ void Session::shift_context() {
     // last token to sample this one, and a round's accepted tokens sit in slots below n_ctx (its tree never passes
     // the cache's end), so only its bonus token can arrive here.
     require(n_evaluated_ == n && !spec_.has_ready(), SPECULA_ERR_INTERNAL, "context shift: the context is not fully evaluated");
+    settle_rows();  // the drafter's shift may run on the device
     runner_->shift_kv(keep, discard, n);
     tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + discard);
     n_evaluated_ -= discard;
     if (spec_.attached()) spec_.drafter()->shift(keep, discard);
     ++n_shifts_;
     n_discarded_ += discard;
+}
+
+void Session::settle_rows() {
+    spec_.fetch_rows();
+    if (logits_row_ >= 0) {
+        const float *row = spec_.row(size_t(logits_row_));
+        std::copy_n(row, logits_.size(), logits_.data());
+        logits_row_ = -1;
+    }
 }
 
 void Session::finish_run(specula_stop_reason reason, StepResult &out) {
@@ -339,6 +350,7 @@ bool Session::draft_logits(float *logits) {
     require(spec_.attached(), SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the session has no drafter attached");
     require(!tokens_.empty(), SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the context is empty");
     if (!evaluate_pending()) return false;
+    settle_rows();  // the drafter runs on the target's device: the round's rows come over first
     DraftRequest request;
     request.tokens = tokens_;
     request.n_target_kv = int32_t(tokens_.size()) - 1;
@@ -353,8 +365,8 @@ bool Session::draft_logits(float *logits) {
 bool Session::speculate(int32_t choice) {
     const int32_t n_past = int32_t(tokens_.size()) - 1;
     n_evaluated_ = std::min(n_evaluated_, n_past);
-    if (logits_row_) {
-        logits_row_ = nullptr;
+    if (logits_row_ >= 0) {
+        logits_row_ = -1;
         logits_valid_ = false;
     }
     if (!spec_.run(choice, tokens_, *runner_, sampler_, n_ctx())) {

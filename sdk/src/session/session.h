@@ -199,15 +199,19 @@ private:
     bool last_token_generated_ = false;  // the unevaluated tail is one generated token (decode, not prompt)
     std::vector<float> logits_;
     bool logits_valid_ = false;
-    // After a speculative round the logits of each emitted token's position are a row the verifier computed
-    // (SpeculativeRound::row): they are pointed at, not copied (a vocabulary of 128K floats is half a megabyte per
-    // token). Null when logits_ holds them. Valid until the next round rewrites its rows.
-    const float *logits_row_ = nullptr;
-    const float *current_logits() const { return logits_row_ ? logits_row_ : logits_.data(); }
+    // After a speculative round the logits of each emitted token's position are a row of the round
+    // (SpeculativeRound::row, by its queue index): they are pointed at, not copied (a vocabulary of 128K floats is
+    // half a megabyte per token), and a round verified on the device fetches a row only when something reads it.
+    // -1 when logits_ holds them. Valid until the next round; settle_rows() first where the runner or the drafter
+    // may run without a round.
+    int32_t logits_row_ = -1;
+    const float *current_logits() const { return logits_row_ >= 0 ? spec_.row(size_t(logits_row_)) : logits_.data(); }
     float *logits_for_eval() {  // the buffer an evaluation writes the logits into
-        logits_row_ = nullptr;
+        logits_row_ = -1;
         return logits_.data();
     }
+    // Brings the round's rows still needed (the current logits, the queued tokens') to the host.
+    void settle_rows();
     StreamDecoder decoder_;
     StopStrings stops_;
     int32_t n_run_generated_ = 0;

@@ -407,7 +407,7 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         if (spec_.tuner()) spec_.tuner()->context_grew(int32_t(tokens_.size()));
         n_evaluated_ = n_evaluated;
         logits_valid_ = logits_valid;
-        logits_row_ = nullptr;  // the loaded rows replace the round's
+        logits_row_ = -1;  // the loaded rows replace the round's
         if (logits_valid) logits_ = std::move(logits);
         last_token_generated_ = last_generated;
         decoder_.reset();

@@ -108,21 +108,25 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     positions_.resize(size_t(n_nodes));
     for (int32_t i = 0; i < n_nodes; ++i) positions_[size_t(i)] = n_past + tree_.depth(i);
     tree_.ancestor_mask(mask_);
-    // Only the rows the verifier visits get the LM head (at most depth + 1 of the tree's nodes).
+    // The target's logits stay on its device (eval_tree(..., nullptr)); a backend that can walks the tree there
+    // and returns the accepted nodes, else the host verifier fetches the rows it visits (at most depth + 1).
     at_phase(Phase::Verify);
     if (!runner.eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, positions_.data(), mask_.data(), nullptr)) return false;
     at_phase(Phase::Accept);
     logits_.resize(size_t(n_nodes) * size_t(n_vocab));
     row_ready_.assign(size_t(n_nodes), 0);
-    const auto row = [&](int32_t node) {
-        float *r = logits_.data() + size_t(node) * size_t(n_vocab);
-        if (!row_ready_[size_t(node)]) {
-            runner.tree_logits(node, r);
-            row_ready_[size_t(node)] = 1;
-        }
-        return static_cast<const float *>(r);
-    };
-    const VerifyOutcome outcome = verify_tree(tree_, row, n_vocab, sampler, tokens, config_.residual_rule);
+    rows_runner_ = &runner;
+    VerifyOutcome outcome;
+    const bool on_device = runner.verifies_trees_on_device() && plan_tree_sampling(tree_, sampler, tokens, n_vocab, plan_) &&
+                           runner.verify_tree_on_device(plan_, outcome);
+    if (on_device) {
+        // The walk drew one number per visited node, from plan_.uniforms: move the generator as far.
+        if (!sampler.greedy()) sampler.skip_uniforms(outcome.path.size() + 1);
+        ++stats_.device_verified;
+    } else {
+        outcome = verify_tree(
+            tree_, [&](int32_t node) { return node_row(node); }, n_vocab, sampler, tokens, config_.residual_rule);
+    }
     path_.assign(1, 0);
     path_.insert(path_.end(), outcome.path.begin(), outcome.path.end());
     runner.commit_tree_path(n_past, path_.data(), int32_t(path_.size()));
@@ -148,12 +152,30 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     return true;
 }
 
+const float *SpeculativeRound::node_row(int32_t node) const {
+    float *r = logits_.data() + size_t(node) * size_t(n_vocab_);
+    if (!row_ready_[size_t(node)]) {
+        require(rows_runner_ != nullptr, SPECULA_ERR_INTERNAL, "speculative: a row of the round is gone");
+        rows_runner_->tree_logits(node, r);
+        row_ready_[size_t(node)] = 1;
+    }
+    return r;
+}
+
+const float *SpeculativeRound::row(size_t i) const { return node_row(path_[i]); }
+
+void SpeculativeRound::fetch_rows() const {
+    for (size_t i = next_ > 0 ? next_ - 1 : 0; i < ready_.size(); ++i) node_row(path_[i]);
+}
+
 void SpeculativeRound::restore(std::vector<Ready> ready, std::vector<float> rows, int32_t n_vocab, SpeculativeStats stats) {
     stats_ = std::move(stats);
     ready_ = std::move(ready);
     next_ = 0;
     logits_ = std::move(rows);
     n_vocab_ = n_vocab;
+    row_ready_.assign(ready_.size(), 1);
+    rows_runner_ = nullptr;
     path_.resize(ready_.size());
     for (size_t i = 0; i < ready_.size(); ++i) path_[i] = int32_t(i);
 }

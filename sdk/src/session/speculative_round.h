@@ -11,6 +11,7 @@
 #include "speculative/longspec_draft_file.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/tree_shape.h"
+#include "speculative/tree_sampling_plan.h"
 #include "speculative/tree_tuner.h"
 #include "speculative/verifier.h"
 
@@ -53,6 +54,7 @@ struct SpeculativeStats {
     double draft_ms = 0, verify_ms = 0;
     std::string tree;          // the last round's tree (TreeChoice::to_string), "auto:" first when auto
     std::vector<int32_t> accepted_at_depth;  // [d]: rounds whose accepted path reached depth d + 1
+    int32_t device_verified = 0;              // rounds the target's backend verified on its device
 };
 
 class SpeculativeRound {
@@ -86,11 +88,17 @@ public:
     // token. False when cancelled during verification (nothing is queued; the cache holds the committed tokens).
     bool run(int32_t choice, std::vector<int32_t> &tokens, TargetRunner &runner, Sampler &sampler, int32_t n_ctx);
 
-    // The queue. Entry i was sampled from row(i), logits the verifier computed (path node i; 0 is the root).
+    // The queue. Entry i was sampled from row(i), the target's logits at path node i (0 is the root). A round
+    // verified on the device brought none of them to the host: row(i) fetches one from the runner when first
+    // asked (top logits, snapshots, specula_session_logits), so rounds nobody asks rows of copy none. The runner
+    // keeps them until its next evaluation or draft; fetch_rows() brings the queue's rows (and the current one)
+    // over before anything else may run on it.
     bool has_ready() const { return next_ < ready_.size(); }
     size_t next_index() const { return next_; }
     Ready take() { return ready_[next_++]; }
-    const float *row(size_t i) const { return logits_.data() + size_t(path_[i]) * size_t(n_vocab_); }
+    const float *row(size_t i) const;
+    void fetch_rows() const;
+    const float *node_row(int32_t node) const;  // the tree node's row (fetched now if need be)
     void drop_ready() {
         ready_.clear();
         next_ = 0;
@@ -110,8 +118,12 @@ private:
     DraftTree tree_;
     std::vector<uint8_t> mask_;
     std::vector<int32_t> positions_, path_;  // path_: the root (0), then the accepted nodes
-    std::vector<float> logits_;              // the verifier's rows, n_vocab floats per tree node
-    std::vector<uint8_t> row_ready_;
+    TreeSamplingPlan plan_;                  // what a device verification gets (tree_sampling_plan.h)
+    // The rows fetched so far, n_vocab floats per tree node (row_ready_[node]), from rows_runner_ (null: all are
+    // here, e.g. restored from a snapshot). Mutable: row() fetches on first use.
+    mutable std::vector<float> logits_;
+    mutable std::vector<uint8_t> row_ready_;
+    TargetRunner *rows_runner_ = nullptr;
     int32_t n_vocab_ = 0;
     std::vector<Ready> ready_;
     size_t next_ = 0;

@@ -25,6 +25,7 @@ public:
     int32_t max_depth() const;
     const std::vector<int32_t> &tokens() const { return tokens_; }
     const std::vector<int32_t> &depths() const { return depths_; }
+    const std::vector<int32_t> &parents() const { return parents_; }  // parents()[0] is the root's: -1
 
     // The child of `parent` carrying `token`, or -1.
     int32_t find_child(int32_t parent, int32_t token) const;
