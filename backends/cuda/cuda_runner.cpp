@@ -9,6 +9,7 @@
 
 #include "backend/kv_shift.h"
 #include "backends/cuda/graph_replay.h"
+#include "backends/cuda/kernels/sampling.h"
 #include "core/log.h"
 #include "model/rope.h"
 #include "model/model.h"
@@ -45,6 +46,7 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int de
     require(hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "CUDA: head_dim " + std::to_string(hp.head_dim) + " > 256 is not supported");
     check(cudaSetDevice(device_), "cudaSetDevice");
     if (const char *env = std::getenv("SPECULA_CUDA_GRAPHS")) use_graphs_ = std::strcmp(env, "0") != 0;
+    if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_VERIFY")) device_verify_ = std::strcmp(env, "0") != 0;
 
     shape_.n_head = hp.n_head;
     shape_.n_head_kv = hp.n_head_kv;
@@ -359,6 +361,85 @@ void CudaRunner::tree_logits(int32_t i, float *logits) {
     check(cudaMemcpyAsync(host_logits_.as(), row, size_t(hp.n_vocab) * 4, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (logits)");
     check(cudaStreamSynchronize(stream_), "tree logits");
     std::memcpy(logits, host_logits_.as(), size_t(hp.n_vocab) * 4);
+}
+
+namespace {
+
+// Appends `n` elements to the byte image `bytes` at an offset aligned for T; returns the offset.
+template <typename T> size_t put(std::vector<uint8_t> &bytes, const T *data, size_t n) {
+    const size_t at = (bytes.size() + alignof(double) - 1) / alignof(double) * alignof(double);
+    bytes.resize(at + n * sizeof(T));
+    if (n > 0) std::memcpy(bytes.data() + at, data, n * sizeof(T));
+    return at;
+}
+
+}  // namespace
+
+bool CudaRunner::verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutcome &outcome) {
+    const DraftTree &tree = *plan.tree;
+    const int32_t n = tree.size();
+    const int32_t n_vocab = model_->hparams().n_vocab;
+    const int32_t k = plan.greedy ? 1 : plan.top_k;
+    // The rows must all be in logits_ (eval_tree(..., nullptr) of at most kMaxRows nodes, no row recomputed since).
+    if (!device_verify_ || n < 1 || n != hidden_rows_ || n != device_logit_rows_ || k < 1 || k > kSampleMaxK || k > n_vocab)
+        return false;
+    SamplingChain chain;
+    chain.k = k;
+    chain.greedy = plan.greedy;
+    chain.top_p_on = plan.top_p < 1.0f;
+    chain.top_p = plan.top_p;
+    chain.min_p_on = plan.min_p > 0.0f;
+    chain.min_p = plan.min_p;
+    chain.temperature = plan.temperature;
+    chain.penalties = plan.penalties;
+    chain.repeat = plan.repeat;
+    chain.frequency = plan.frequency;
+    chain.presence = plan.presence;
+    chain.contextual = plan.contextual;
+    chain.theta = plan.theta;
+
+    // One upload: the walk's uniforms, the tree, the edits.
+    std::vector<uint8_t> &image = verify_image_;
+    image.clear();
+    const size_t n_edits = plan.edit_ids.size();
+    const size_t o_uniforms = put(image, plan.uniforms.data(), plan.uniforms.size());
+    const size_t o_parents = put(image, tree.parents().data(), size_t(n));
+    const size_t o_tokens = put(image, tree.tokens().data(), size_t(n));
+    const size_t o_first = put(image, plan.edit_first.data(), size_t(n) + 1);
+    const size_t o_ids = put(image, plan.edit_ids.data(), n_edits);
+    const size_t o_counts = put(image, plan.edit_counts.data(), n_edits);
+    const size_t o_context = put(image, plan.edit_in_context.data(), n_edits);
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    host_verify_in_.reserve(image.size());
+    verify_in_.reserve(image.size());
+    const size_t cand_bytes = size_t(n) * size_t(kSampleMaxK) * (sizeof(int32_t) + sizeof(float)) + size_t(n) * sizeof(int32_t);
+    verify_cands_.reserve(cand_bytes);
+    verify_out_.reserve((size_t(n) + 2) * sizeof(int32_t));
+    host_verify_out_.reserve((size_t(n) + 2) * sizeof(int32_t));
+    std::memcpy(host_verify_in_.as(), image.data(), image.size());
+    uint8_t *in = verify_in_.as<uint8_t>();
+    check(cudaMemcpyAsync(in, host_verify_in_.as(), image.size(), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (verify plan)");
+    int32_t *cand_ids = verify_cands_.as<int32_t>();
+    float *cand_p = reinterpret_cast<float *>(cand_ids + size_t(n) * kSampleMaxK);
+    int32_t *cand_n = reinterpret_cast<int32_t *>(cand_p + size_t(n) * kSampleMaxK);
+    sample_chain_rows(logits_.as<float>(), n, n_vocab, n_vocab, reinterpret_cast<const int32_t *>(in + o_first),
+                      reinterpret_cast<const int32_t *>(in + o_ids), reinterpret_cast<const int32_t *>(in + o_counts), in + o_context, chain,
+                      cand_ids, cand_p, cand_n, stream_);
+    walk_tree(reinterpret_cast<const int32_t *>(in + o_parents), reinterpret_cast<const int32_t *>(in + o_tokens), n, cand_ids, cand_p,
+              cand_n, reinterpret_cast<const double *>(in + o_uniforms), plan.greedy, verify_out_.as<int32_t>(), stream_);
+    check(cudaMemcpyAsync(host_verify_out_.as(), verify_out_.as(), (size_t(n) + 2) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (verify result)");
+    check(cudaStreamSynchronize(stream_), "device verification");
+    const int32_t *out = host_verify_out_.as<int32_t>();
+    const int32_t m = out[0];
+    require(m >= 0 && m < n && out[m + 1] >= 0 && out[m + 1] < n_vocab, SPECULA_ERR_INTERNAL, "CUDA: the device verification's result is out of range");
+    outcome.path.assign(out + 1, out + 1 + m);
+    outcome.bonus = out[m + 1];
+    for (int32_t i = 0; i < m; ++i)
+        require(outcome.path[size_t(i)] > 0 && outcome.path[size_t(i)] < n && tree.parent(outcome.path[size_t(i)]) == (i == 0 ? 0 : outcome.path[size_t(i) - 1]),
+                SPECULA_ERR_INTERNAL, "CUDA: the device verification's path is not a path of the tree");
+    ++device_verifications_;
+    return true;
 }
 
 void CudaRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) {

@@ -35,6 +35,13 @@ public:
     bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
                    const uint8_t *mask, float *logits) override;
     void tree_logits(int32_t i, float *logits) override;
+    // The session sampler's chain and the verifier's walk on the device (kernels/sampling.h): the tree's rows stay
+    // here, (accepted nodes + bonus) come back. Greedy, or top_k in 1 .. 64 (else the host verifies). On unless
+    // SPECULA_CUDA_DEVICE_VERIFY=0 or set_device_verify(false).
+    bool verifies_trees_on_device() const override { return device_verify_; }
+    bool verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutcome &outcome) override;
+    void set_device_verify(bool on) { device_verify_ = on; }
+    int64_t device_verifications() const { return device_verifications_; }  // rounds verified here so far
     void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) override;
     // Through the host (read_kv / write_kv): a shift moves a window once per thousands of tokens.
     void shift_kv(int32_t keep, int32_t discard, int32_t n_used) override;
@@ -111,6 +118,12 @@ private:
     int32_t hidden_rows_ = 0;
     int32_t device_logit_rows_ = 0;       // rows of the last tree whose logits logits_ holds (0: computed per row)
     PinnedBuffer host_ints_, host_logits_, host_mask_;
+    // Device verification: the plan's arrays (one upload), the rows' candidates, the walk's result.
+    bool device_verify_ = true;
+    int64_t device_verifications_ = 0;
+    DeviceBuffer verify_in_, verify_cands_, verify_out_;
+    PinnedBuffer host_verify_in_, host_verify_out_;
+    std::vector<uint8_t> verify_image_;
     std::vector<int32_t> int_staging_;
 
 };

@@ -2,6 +2,8 @@
 //   decode     one token per step (CUDA graph, argmax on the device), tokens/s
 //   verify     a speculation tree (default [4,16,16,16,16] = 69 nodes) evaluated with the lazy LM head and the
 //              depth + 1 rows a verifier reads, divided by one decode step (LongSpec's goal: <= 1.15 at 32K)
+//   accept     after the tree's pass, sampling at T = 0.8 (top-k 40, top-p 0.95, min-p 0.05): the host verifier
+//              (depth + 1 rows copied, the chain on each) against the walk on the device (verify_tree_on_device)
 //   draft      one LongSpec draft round on the device (beam search on the host), per level, divided by one
 //              target decode step (goal <= 0.08)
 //   memory     the drafter's bytes at each context (must not change) and the session's device bytes
@@ -15,6 +17,8 @@
 #include "model/model.h"
 #include "speculative/drafter.h"
 #include "speculative/longspec_draft_file.h"
+#include "speculative/tree_sampling_plan.h"
+#include "speculative/verifier.h"
 #include "tree_widths.h"
 
 #include <CLI/CLI.hpp>
@@ -164,9 +168,9 @@ int main(int argc, char **argv) {
         const DraftTree tree = make_tree(widths, hp.n_vocab, rng);
         std::printf("tree: [%s] = %d nodes, depth %d\n\n", a.tree.c_str(), tree.size(), tree.max_depth());
         std::printf("| context | prefill tok/s | decode ms | decode tok/s | verify ms (exact) | verify/decode | verify ms (hybrid) | hybrid/decode "
-                    "| draft ms/level | draft round/decode | draft round ms, host top-k | host/device top-k | drafter bytes | session device MiB "
+                    "| accept ms, host | accept ms, device | draft ms/level | draft round/decode | draft round ms, host top-k | host/device top-k | drafter bytes | session device MiB "
                     "| decode GB/s | of peak |\n");
-        std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 
         for (const int32_t ctx : parse_list(a.contexts)) {
             const int32_t n_ctx = ctx + tree.size() + a.decode + 8;
@@ -210,6 +214,36 @@ int main(int argc, char **argv) {
             };
             const double verify_exact = verify(TreeAttention::Exact), verify_hybrid = verify(TreeAttention::Hybrid);
             runner.set_tree_attention(TreeAttention::Exact);
+            // Accept: the same tree's rows, sampled. The host verifier copies each visited row and runs the chain
+            // on it; the device walk gets the plan and returns the path. Random logits: mostly the root's row only,
+            // so the host side is timed on all depth + 1 rows (a fully accepted round), the device on its walk.
+            double accept_host = 0, accept_device = 0;
+            {
+                SamplerConfig sc;
+                sc.temperature = 0.8f;
+                sc.top_k = 40;
+                sc.top_p = 0.95f;
+                sc.min_p = 0.05f;
+                Sampler sampler(sc);
+                std::vector<int32_t> context(static_cast<size_t>(n_past) + 1, 1);
+                runner.eval_tree(tree.tokens().data(), tree.size(), n_past, 0, positions.data(), mask.data(), nullptr);
+                std::vector<double> th, td;
+                for (int32_t r = 0; r <= a.reps; ++r) {
+                    double t0 = bench::now_s();
+                    for (int32_t d = 0; d <= tree.max_depth(); ++d) {
+                        runner.tree_logits(d, logits.data());
+                        (void)sampler.sample(logits.data(), hp.n_vocab, context);
+                    }
+                    if (r > 0) th.push_back(bench::now_s() - t0);
+                    t0 = bench::now_s();
+                    TreeSamplingPlan plan;
+                    VerifyOutcome outcome;
+                    const bool ok = plan_tree_sampling(tree, sampler, context, hp.n_vocab, plan) && runner.verify_tree_on_device(plan, outcome);
+                    if (r > 0 && ok) td.push_back(bench::now_s() - t0);
+                }
+                accept_host = bench::median(th);
+                accept_device = td.empty() ? 0.0 : bench::median(td);
+            }
             // Draft: one round of the LongSpec drafter over the same context.
             double draft_level_s = 0, draft_round_s = 0, draft_round_full_s = 0;
             size_t drafter_bytes = 0;
@@ -242,9 +276,9 @@ int main(int argc, char **argv) {
             }
             const double kv_read = 2.0 * double(hp.n_layer) * double(ctx) * double(hp.n_embd_kv()) * 2.0;
             const double gbs = (double(runner.weight_bytes()) + kv_read) / decode_s / 1e9;
-            std::printf("| %d | %.0f | %.3f | %.1f | %.3f | %.3f | %.3f | %.3f | %s | %s | %s | %s | %zu | %.0f | %.0f | %.0f%% |\n", ctx,
+            std::printf("| %d | %.0f | %.3f | %.1f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %s | %s | %s | %zu | %.0f | %.0f | %.0f%% |\n", ctx,
                         double(ctx) / prefill_s, decode_s * 1e3, 1.0 / decode_s, verify_exact * 1e3, verify_exact / decode_s, verify_hybrid * 1e3,
-                        verify_hybrid / decode_s, draft ? bench::fmt(draft_level_s * 1e3, "%.3f").c_str() : "-",
+                        verify_hybrid / decode_s, accept_host * 1e3, accept_device * 1e3, draft ? bench::fmt(draft_level_s * 1e3, "%.3f").c_str() : "-",
                         draft ? bench::fmt(draft_round_s / decode_s, "%.3f").c_str() : "-",
                         draft ? bench::fmt(draft_round_full_s * 1e3, "%.3f").c_str() : "-",
                         draft ? bench::fmt(draft_round_full_s / draft_round_s, "%.2f").c_str() : "-",
