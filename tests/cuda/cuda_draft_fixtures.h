@@ -1,6 +1,6 @@
-// What the CUDA LongSpec drafter's tests share (test_cuda_topk.cpp, test_cuda_draft_graphs.cpp): the repository's
-// model and trained draft, a story prompt, a device drafter with the device top-k on or off, and a session whose
-// target runs on this build's CUDA runner (the real one, or the emulator's).
+// What the CUDA session-level tests share (test_cuda_topk.cpp, test_cuda_draft_graphs.cpp, test_cuda_device_verify.cpp,
+// test_cuda_runner.cpp): the repository's model and trained draft, a story prompt, a device drafter with the device
+// top-k on or off, and a session whose target runs on this build's CUDA runner (the real one, or the emulator's).
 #pragma once
 
 #include "backends/cuda/cuda_runner.h"

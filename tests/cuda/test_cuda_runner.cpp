@@ -9,6 +9,7 @@
 #include "common/fixture_files.h"
 #include "common/session_run.h"
 #include "common/test_inputs.h"
+#include "cuda_draft_fixtures.h"
 #include "model/model.h"
 #include "session/session.h"
 #include "speculative/longspec_draft_file.h"
@@ -82,14 +83,8 @@ using test_sessions::generate;
 
 // A session on the CPU reference, or on this build's CUDA runner (the real one, or the emulator's).
 SessionConfig on(BackendKind kind) {
-    SessionConfig c;
-    c.n_ctx = 1024;
-    c.n_threads = 2;
-    c.backend.kind = BackendKind::Cpu;
-    if (kind == BackendKind::Cuda)
-        c.make_runner = [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) -> std::unique_ptr<TargetRunner> {
-            return std::make_unique<CudaRunner>(std::move(m), n_ctx, 0);
-        };
+    SessionConfig c = cuda_draft_fixtures::cuda_session_config();  // n_ctx 1024, 2 threads, the CUDA runner
+    if (kind != BackendKind::Cuda) c.make_runner = nullptr;         // the CPU backend (c.backend.kind)
     return c;
 }
 
