@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 using namespace specula::internal;
@@ -66,6 +67,24 @@ SamplerConfig penalized(SamplerConfig c) {
     return c;
 }
 
+// The repository's model, a story prompt and its trained LongSpec draft on a 21-node tree; nothing when missing.
+struct Story {
+    std::shared_ptr<const Model> model;
+    std::vector<int32_t> prompt;
+    SpeculativeConfig spec;
+};
+
+std::optional<Story> load_story() {
+    const auto model_path = source_dir() / "models/stories260K.gguf", draft_path = source_dir() / "models/drafts/stories260K.longspec.gguf";
+    if (!test_fixtures::have_fixture(model_path) || !test_fixtures::have_fixture(draft_path)) return std::nullopt;
+    Story s;
+    s.model = Model::load(model_path.string(), LoadOptions{});
+    s.prompt = story_prompt(*s.model, 24);
+    s.spec.longspec = LongSpecDraft::load(draft_path.string(), s.model);
+    s.spec.shape = TreeShape{{4, 8, 8}};  // 21 nodes: the emulator runs every thread of every block on one core
+    return s;
+}
+
 bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
@@ -73,13 +92,10 @@ bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
 }  // namespace
 
 TEST_CASE("cuda: rounds verified on the device give plain greedy's tokens, with and without penalties", "[cuda][verify][lossless]") {
-    const auto model_path = source_dir() / "models/stories260K.gguf", draft_path = source_dir() / "models/drafts/stories260K.longspec.gguf";
-    if (!test_fixtures::have_fixture(model_path) || !test_fixtures::have_fixture(draft_path)) return;
-    const auto model = Model::load(model_path.string(), LoadOptions{});
-    const std::vector<int32_t> prompt = story_prompt(*model, 24);
-    SpeculativeConfig spec;
-    spec.longspec = LongSpecDraft::load(draft_path.string(), model);
-    spec.shape = TreeShape{{4, 8, 8}};  // 21 nodes: the emulator runs every thread of every block on one core
+    const std::optional<Story> story = load_story();
+    if (!story) return;
+    const auto &[model, prompt, story_spec] = *story;
+    SpeculativeConfig spec = story_spec;
     spec.ngram = true;  // LongSpec's beam tree with n-gram candidates merged in
     spec.ngram_nodes = 8;
     SamplerConfig greedy;
@@ -102,13 +118,9 @@ TEST_CASE("cuda: rounds verified on the device give plain greedy's tokens, with 
 }
 
 TEST_CASE("cuda: sampling verified on the device draws the host verifier's tokens and serves the same rows", "[cuda][verify]") {
-    const auto model_path = source_dir() / "models/stories260K.gguf", draft_path = source_dir() / "models/drafts/stories260K.longspec.gguf";
-    if (!test_fixtures::have_fixture(model_path) || !test_fixtures::have_fixture(draft_path)) return;
-    const auto model = Model::load(model_path.string(), LoadOptions{});
-    const std::vector<int32_t> prompt = story_prompt(*model, 24);
-    SpeculativeConfig spec;
-    spec.longspec = LongSpecDraft::load(draft_path.string(), model);
-    spec.shape = TreeShape{{4, 8, 8}};
+    const std::optional<Story> story = load_story();
+    if (!story) return;
+    const auto &[model, prompt, spec] = *story;
     SamplerConfig sampled;
     sampled.temperature = 0.8f;
     sampled.top_k = 40;
