@@ -21,6 +21,8 @@
 // deterministic-children branch (Sampler::sample, then DraftTree::find_child).
 #include "sampling.h"
 
+#include "block_merge.cuh"
+
 #include <climits>
 #include <cmath>
 
@@ -30,10 +32,6 @@ namespace {
 constexpr int kSampleThreads = 256;
 constexpr int kSampleWarps = kSampleThreads / 32;
 constexpr size_t kDefaultSharedBytes = 48 * 1024;  // dynamic shared memory a kernel gets without opting in
-
-__device__ __forceinline__ bool ranks_before(float av, int32_t ai, float bv, int32_t bi) {
-    return av > bv || (av == bv && ai < bi);
-}
 
 // Inserts (v, id) into the sorted list lv/li of cnt <= k entries (keeping the best k).
 __device__ __forceinline__ void insert_best(float *lv, int32_t *li, int &cnt, int32_t k, float v, int32_t id) {
@@ -129,26 +127,7 @@ __global__ void sample_chain_kernel(const float *__restrict__ logits, int32_t n,
     for (int32_t j = 0; j < k; ++j) {
         float bv = head < cnt ? lv[head] : -INFINITY;
         int32_t bi = head < cnt ? li[head] : INT32_MAX;  // an empty list ranks after every item, -inf included
-        for (int off = 16; off > 0; off /= 2) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-            const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, off);
-            if (ranks_before(ov, oi, bv, bi)) {
-                bv = ov;
-                bi = oi;
-            }
-        }
-        if ((t & 31) == 0) {
-            warp_v[t / 32] = bv;
-            warp_i[t / 32] = bi;
-        }
-        __syncthreads();
-        bv = warp_v[0];
-        bi = warp_i[0];
-        for (int w = 1; w < kSampleWarps; ++w)
-            if (ranks_before(warp_v[w], warp_i[w], bv, bi)) {
-                bv = warp_v[w];
-                bi = warp_i[w];
-            }
+        block_best_head<kSampleWarps>(bv, bi, warp_v, warp_i);
         if (head < cnt && li[head] == bi) ++head;  // ids are unique in the row: this thread held the winner
         if (t == 0) {
             top_v[j] = bv;

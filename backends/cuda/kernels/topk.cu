@@ -10,6 +10,8 @@
 // row is split or on the reduction order: the output is deterministic and a row's result is the same in any launch.
 #include "topk.h"
 
+#include "block_merge.cuh"
+
 #include <climits>
 #include <cmath>
 
@@ -18,10 +20,6 @@ namespace {
 
 constexpr int kTopkThreads = 256;
 constexpr int kTopkWarps = kTopkThreads / 32;
-
-__device__ __forceinline__ bool ranks_before(float av, int32_t ai, float bv, int32_t bi) {
-    return av > bv || (av == bv && ai < bi);
-}
 
 __global__ void row_topk_kernel(const float *__restrict__ logits, int32_t n, int64_t row_stride, int32_t k, float *__restrict__ out_logp,
                                 int32_t *__restrict__ out_ids, float *__restrict__ out_lse) {
@@ -84,26 +82,7 @@ __global__ void row_topk_kernel(const float *__restrict__ logits, int32_t n, int
     for (int r = 0; r < k; ++r) {
         float bv = head < cnt ? lv[head] : -INFINITY;
         int32_t bi = head < cnt ? li[head] : INT32_MAX;  // an empty list ranks after every element, -inf included
-        for (int off = 16; off > 0; off /= 2) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-            const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, off);
-            if (ranks_before(ov, oi, bv, bi)) {
-                bv = ov;
-                bi = oi;
-            }
-        }
-        if ((t & 31) == 0) {
-            warp_v[t / 32] = bv;
-            warp_i[t / 32] = bi;
-        }
-        __syncthreads();
-        bv = warp_v[0];
-        bi = warp_i[0];
-        for (int w = 1; w < kTopkWarps; ++w)
-            if (ranks_before(warp_v[w], warp_i[w], bv, bi)) {
-                bv = warp_v[w];
-                bi = warp_i[w];
-            }
+        block_best_head<kTopkWarps>(bv, bi, warp_v, warp_i);
         if (bi != INT32_MAX && bi % kTopkThreads == t) ++head;
         if (t == 0) {
             row_logp[r] = bi != INT32_MAX ? bv : -INFINITY;
