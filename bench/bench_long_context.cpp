@@ -110,8 +110,8 @@ int main(int argc, char **argv) {
             std::vector<uint8_t> rows(size_t(n_real) * kv_row_bytes(r.kv_type(), r.kv_row_width()));
             for (int32_t layer = 0; layer < hp.n_layer; ++layer)
                 for (int kind = 0; kind < 2; ++kind) {
-                    r.read_kv(layer, kind, 0, n_real, rows.data());
-                    for (int32_t s = n_real; s < ctx; s += n_real) r.write_kv(layer, kind, s, std::min(n_real, ctx - s), rows.data());
+                    r.read_kv(layer, KvPart(kind), 0, n_real, rows.data());
+                    for (int32_t s = n_real; s < ctx; s += n_real) r.write_kv(layer, KvPart(kind), s, std::min(n_real, ctx - s), rows.data());
                 }
         }
         const int32_t root = prompt.back();
@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
             std::printf("  verify %2d nodes %8.2f ms  = %5.2fx decode\n", tree.size(), v, v / decode);
         }
         if (draft) {
-            auto drafter = r.make_longspec_drafter(draft, 69);
+            auto drafter = make_longspec_drafter(draft, 69, r);
             std::vector<int32_t> tokens(size_t(ctx) + 1);
             for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = prompt[i % prompt.size()];
             for (const TreeShape &shape : {TreeShape{{1, 1, 1, 1}}, TreeShape{}}) {

@@ -113,7 +113,7 @@ uint64_t codec_bytes(Session &s, const Model &model, KvType type, int level, boo
     rows.row_width = width;
     rows.read = [&](const KvChunkId &c, void *dst) {
         rows32.resize(size_t(c.count) * size_t(width));
-        s.runner().read_kv(int32_t(c.layer), int(c.kind), c.first, c.count, rows32.data());
+        s.runner().read_kv(int32_t(c.layer), KvPart(c.kind), c.first, c.count, rows32.data());
         if (type == KvType::F32) {
             std::memcpy(dst, rows32.data(), rows32.size() * 4);
         } else {

@@ -44,8 +44,10 @@ public:
     void run(const KvView &keys, const KvView &values, int32_t first, float scale, std::span<const AttentionQuery> queries);
 
     size_t bytes() const;
-    // Makes room for calls of up to `rows` queries, so later calls allocate nothing.
+    // Makes room for calls of up to `rows` queries, and for rows with up to `keys` listed slots, so later calls
+    // allocate nothing.
     void reserve_rows(size_t rows);
+    void reserve_tail(size_t keys) { tail_.reserve(keys + size_t(kAttentionBlock)); }
 
 private:
     struct Block {

@@ -47,7 +47,7 @@ void matmul_packed(ThreadPool &pool, const WeightView &w, const PackedMatrix &pa
 }  // namespace
 
 void matmul(ThreadPool &pool, const CpuMatrix &m, const float *x, int64_t n_rows_x, float *y, std::vector<uint8_t> &scratch) {
-    const WeightView &w = m.w;
+    const WeightView &w = *m.w;
     const TypeKernels &kw = *find_type_kernels(w.type);
     const TypeKernels &kx = *find_type_kernels(kw.dot_type);
     const size_t x_row_bytes = type_row_bytes(kx, w.cols);

@@ -17,6 +17,7 @@ namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 BackendDesc cuda_backend();
 
 // A runner for `model` on `device`. Throws Error with the reason it cannot (no device, not enough memory, ...).
-std::unique_ptr<TargetRunner> make_cuda_runner(std::shared_ptr<const Model> model, int32_t n_ctx, int device);
+std::unique_ptr<TargetRunner> make_cuda_runner(std::shared_ptr<const Model> model, int32_t n_ctx, int device,
+                                               std::shared_ptr<const Graph> graph = nullptr);
 
 }  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

@@ -1,18 +1,16 @@
-// The llama-family forward pass on a CUDA device, kernel by kernel in the order of backends/cpu/cpu_runner.cpp:
-//   x = embed(tokens)
-//   per layer: x += Wo · attention(rope(Wq·norm(x) [+bq]), rope(Wk·norm(x) [+bk]), Wv·norm(x) [+bv])
-//              x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
-//   logits = Wout · norm(x)
-// Attention reads each row's logical key list (kernels.h: AttentionRows): a causal batch, or a tree node's
-// committed prefix followed by its ancestors. TreeAttention::Hybrid runs LongSpec's split form instead.
+// The CUDA runner: the model's graph (graph/model_graph.h) on the CUDA executor, on one stream. The architecture
+// is not written here; a runner plans each batch's rows (graph/batch_rows.h), slices batches to its buffers
+// (kMaxRows rows), replays decode steps as CUDA graphs, sends long prompt batches through cuBLAS, and keeps a
+// tree's rows on the device for the verification there.
 #include "backends/cuda/cuda_runner.h"
 
 #include "backend/kv_shift.h"
 #include "backends/cuda/graph_replay.h"
 #include "backends/cuda/kernels/sampling.h"
 #include "core/log.h"
-#include "model/rope.h"
+#include "graph/model_graph.h"
 #include "model/model.h"
+#include "model/rope.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,59 +25,29 @@ constexpr size_t kMiB = size_t(1) << 20;
 
 std::string mib(size_t bytes) { return std::to_string((bytes + kMiB - 1) / kMiB) + " MiB"; }
 
-// Keys per split-K chunk: fixed for the session (a row's arithmetic must not depend on the batch), about 32 chunks
-// over a full context, between 64 and 1024 keys.
-int32_t choose_chunk(int32_t n_ctx) {
-    int32_t chunk = (n_ctx / 32 + 63) / 64 * 64;
-    return std::clamp(chunk, 64, 1024);
-}
-
-struct ScratchPlan {
-    size_t x, xb, q, kv, att, ff, logits, gemm, partials, tree_partials;
-};
-
 }  // namespace
 
-CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int device)
+CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int device, std::shared_ptr<const Graph> graph)
     : model_(std::move(model)), device_(device), n_ctx_(n_ctx) {
     const HParams &hp = model_->hparams();
     require(hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "CUDA: head_dim " + std::to_string(hp.head_dim) + " > 256 is not supported");
+    if (!graph) graph = build_model_graph(model_);
     check(cudaSetDevice(device_), "cudaSetDevice");
     if (const char *env = std::getenv("SPECULA_CUDA_GRAPHS")) use_graphs_ = std::strcmp(env, "0") != 0;
     if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_VERIFY")) device_verify_ = std::strcmp(env, "0") != 0;
-
-    shape_.n_head = hp.n_head;
-    shape_.n_head_kv = hp.n_head_kv;
-    shape_.head_dim = hp.head_dim;
-    shape_.chunk = choose_chunk(n_ctx);
-    shape_.scale = 1.0f / std::sqrt(float(hp.head_dim));
+    chunk_ = choose_chunk(n_ctx);
 
     // Sizes first, so that a device without room is reported before anything is allocated.
-    const int64_t d = hp.n_embd, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), dff = hp.n_ff, n_vocab = hp.n_vocab;
-    const size_t R = size_t(kMaxRows);
+    const int64_t dkv = hp.n_embd_kv();
     const size_t kv_bytes_each = size_t(hp.n_layer) * size_t(n_ctx) * size_t(dkv) * 2;
-    ScratchPlan s{};
-    s.x = R * size_t(d) * 4;
-    s.xb = R * size_t(std::max(d, dq)) * 4;
-    s.q = R * size_t(dq) * 4;
-    s.kv = R * size_t(dkv) * 4;
-    s.att = R * size_t(dq) * 4;
-    s.ff = R * size_t(dff) * 4;
-    s.logits = R * size_t(n_vocab) * 4;
-    s.partials = attention_partials_floats(shape_, kMaxRows, n_ctx) * 4;
-    s.tree_partials = R * size_t(hp.n_head) * size_t(hp.head_dim + 2) * 4;
-    // The largest GEMM scratch over every matrix shape, at the largest batch.
-    const ModelWeights &w = model_->weights();
-    s.gemm = gemm_scratch_bytes(DeviceUploads::layout(w.output), kMaxRows);
-    for (const WeightView *v : {&w.layers[0].wq, &w.layers[0].wk, &w.layers[0].wv, &w.layers[0].wo, &w.layers[0].ffn_gate, &w.layers[0].ffn_up,
-                                &w.layers[0].ffn_down})
-        s.gemm = std::max(s.gemm, gemm_scratch_bytes(DeviceUploads::layout(*v), kMaxRows));
     const size_t rope_bytes = size_t(n_ctx) * size_t(std::max(1, hp.rope_dim / 2)) * 4;
-    const size_t session_bytes = 2 * kv_bytes_each + 2 * rope_bytes + s.x + s.xb + s.q + 2 * s.kv + s.att + 2 * s.ff + s.logits + s.gemm +
-                                 s.partials + s.tree_partials;
+    CudaContext sizing;
+    sizing.n_ctx = n_ctx;
+    sizing.cache_chunk = chunk_;
+    const size_t session_bytes = 2 * kv_bytes_each + 2 * rope_bytes + CudaExecutor::bytes_needed(*graph, kMaxRows, sizing);
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    const size_t weights_bytes = DeviceWeights::bytes_needed(*model_);
+    const size_t weights_bytes = DeviceWeights::bytes_needed(*graph);
     const size_t margin = 256 * kMiB;
     // The weights may already be on the device (another session); check for the worst case only when they are not.
     if (session_bytes + weights_bytes + margin > free_b) {
@@ -87,35 +55,22 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int de
                              ") and scratch need " + mib(session_bytes) + ", the weights " + mib(weights_bytes) + ", and device " +
                              std::to_string(device_) + " has " + mib(free_b) + " free of " + mib(total_b);
         require(session_bytes + margin <= free_b, SPECULA_ERR_OUT_OF_MEMORY, detail);
-        weights_ = DeviceWeights::get(model_, device_);  // shared copy already resident: only the session must fit
+        weights_ = DeviceWeights::get(*model_, *graph, device_);  // shared copy already resident: only the session must fit
         check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
         require(session_bytes + margin <= free_b, SPECULA_ERR_OUT_OF_MEMORY, detail);
     } else {
-        weights_ = DeviceWeights::get(model_, device_);
+        weights_ = DeviceWeights::get(*model_, *graph, device_);
     }
 
     kv_k_ = DeviceBuffer(kv_bytes_each);
     kv_v_ = DeviceBuffer(kv_bytes_each);
     check(cudaMemset(kv_k_.as(), 0, kv_bytes_each), "cudaMemset (KV)");
     check(cudaMemset(kv_v_.as(), 0, kv_bytes_each), "cudaMemset (KV)");
-    x_ = DeviceBuffer(s.x);
-    xb_ = DeviceBuffer(s.xb);
-    q_ = DeviceBuffer(s.q);
-    k_ = DeviceBuffer(s.kv);
-    v_ = DeviceBuffer(s.kv);
-    att_ = DeviceBuffer(s.att);
-    gate_ = DeviceBuffer(s.ff);
-    up_ = DeviceBuffer(s.ff);
-    logits_ = DeviceBuffer(s.logits);
-    gemm_scratch_ = DeviceBuffer(s.gemm);
-    partials_ = DeviceBuffer(s.partials);
-    tree_partials_ = DeviceBuffer(s.tree_partials);
     argmax_ = DeviceBuffer(sizeof(int32_t));
 
-    // RoPE angles for every position, computed by the CPU reference's code.
-    const int half = std::max(1, hp.rope_dim / 2);
-    std::vector<float> cos_t(size_t(n_ctx) * size_t(half)), sin_t(cos_t.size());
-    for (int32_t p = 0; p < n_ctx; ++p) rope_angles(hp, w.rope_freq_factors, p, cos_t.data() + size_t(p) * half, sin_t.data() + size_t(p) * half);
+    // RoPE angles for every position, computed by the core's reference code.
+    std::vector<float> cos_t, sin_t;
+    rope_table(hp, model_->weights().rope_freq_factors, n_ctx, cos_t, sin_t);
     rope_cos_ = DeviceBuffer(rope_bytes);
     rope_sin_ = DeviceBuffer(rope_bytes);
     check(cudaMemcpy(rope_cos_.as(), cos_t.data(), rope_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
@@ -124,10 +79,30 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int de
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     prefill_ = PrefillGemm::create(stream_, &prefill_note_);
     if (!prefill_) log(SPECULA_LOG_INFO, "CUDA: prompt batches stay on the batch-invariant kernels: %s", prefill_note_.c_str());
-    host_logits_.reserve(s.logits);
-    // Sized so that a decode step never allocates (allocation is not allowed while a graph is being captured).
-    ints_ = DeviceBuffer(size_t(1) << 20);
-    host_ints_.reserve(size_t(1) << 20);
+    exec_ = std::make_unique<CudaExecutor>(std::move(graph), kMaxRows, context());
+    host_logits_.reserve(size_t(kMaxRows) * size_t(hp.n_vocab) * 4);
+}
+
+CudaContext CudaRunner::context() const {
+    CudaContext c;
+    c.device = device_;
+    c.stream = stream_;
+    c.kv_k = kv_k_.as<__half>();
+    c.kv_v = kv_v_.as<__half>();
+    c.n_ctx = n_ctx_;
+    c.rope_cos = rope_cos_.as<float>();
+    c.rope_sin = rope_sin_.as<float>();
+    c.rope_hp = &model_->hparams();
+    c.rope_freq_factors = &model_->weights().rope_freq_factors;
+    c.cache_chunk = chunk_;
+    c.graphs = use_graphs_;
+    c.weights = weights_;
+    return c;
+}
+
+std::unique_ptr<GraphExecutor> CudaRunner::make_executor(const ExecutorRequest &request) {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    return std::make_unique<CudaExecutor>(request.graph, request.max_rows, context());
 }
 
 CudaRunner::~CudaRunner() {
@@ -145,10 +120,8 @@ int32_t CudaRunner::kv_width() const { return model_->hparams().n_embd_kv(); }
 
 size_t CudaRunner::session_device_bytes() const {
     size_t total = 0;
-    for (const DeviceBuffer *b : {&kv_k_, &kv_v_, &rope_cos_, &rope_sin_, &x_, &xb_, &q_, &k_, &v_, &att_, &gate_, &up_, &logits_, &gemm_scratch_,
-                                  &partials_, &tree_partials_, &ints_, &mask_, &argmax_, &hidden_})
-        total += b->bytes();
-    return total;
+    for (const DeviceBuffer *b : {&kv_k_, &kv_v_, &rope_cos_, &rope_sin_, &argmax_, &hidden_}) total += b->bytes();
+    return total + exec_->device_bytes();
 }
 
 bool CudaRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
@@ -215,135 +188,39 @@ bool CudaRunner::forward(const int32_t *tokens, int32_t n, int32_t n_past, const
 bool CudaRunner::enqueue_batch(const int32_t *tokens, int32_t m, int32_t n_past, const TreeBatch *tree, int32_t first_row, Output output,
                                bool all_logits, bool capturing) {
     const HParams &hp = model_->hparams();
-    const DeviceWeights &w = *weights_;
-    const int64_t d = hp.n_embd, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), dff = hp.n_ff;
+    const int64_t d = hp.n_embd;
     const int32_t n_vocab = hp.n_vocab;
-    // ---- the rows' integer data: tokens, positions, tails (+ the mask for hybrid attention) ----------------
-    std::vector<int32_t> &scratch_ints = int_staging_;
-    scratch_ints.clear();
-    const int32_t mask_width = tree ? tree->mask_stride : 0;
-    scratch_ints.insert(scratch_ints.end(), tokens, tokens + m);
-    for (int32_t i = 0; i < m; ++i) scratch_ints.push_back(tree ? tree->positions[i] : n_past + i);
-    const size_t tail_start_at = scratch_ints.size();
-    scratch_ints.resize(scratch_ints.size() + 2 * size_t(m));
-    int32_t max_tail = 0;
-    for (int32_t i = 0; i < m; ++i) {
-        int32_t len = i + 1;
-        if (tree) {
-            const uint8_t *row = tree->mask + size_t(i) * size_t(mask_width);
-            scratch_ints[tail_start_at + size_t(i)] = int32_t(scratch_ints.size() - tail_start_at - 2 * size_t(m));
-            len = 0;
-            for (int32_t j = 0; j < mask_width; ++j)
-                if (row[j]) {
-                    scratch_ints.push_back(n_past + j);
-                    ++len;
-                }
-        }
-        scratch_ints[tail_start_at + size_t(m) + size_t(i)] = len;
-        max_tail = std::max(max_tail, len);
-    }
-    const size_t ints_bytes = scratch_ints.size() * sizeof(int32_t);
-    if (!capturing) check(cudaStreamSynchronize(stream_), "forward pass");  // the pinned staging is about to be rewritten
-    if (ints_.bytes() < ints_bytes) {
-        // Grown buffers move: a captured decode graph would point at the old one.
-        ints_ = DeviceBuffer(std::max(ints_bytes, size_t(4096)));
-        if (decode_graph_ != nullptr) {
-            cudaGraphExecDestroy(decode_graph_);
-            decode_graph_ = nullptr;
-        }
-    }
-    host_ints_.reserve(std::max(ints_bytes, size_t(4096)));
-    std::memcpy(host_ints_.as(), scratch_ints.data(), ints_bytes);
-    check(cudaMemcpyAsync(ints_.as(), host_ints_.as(), ints_bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (rows)");
-    const int32_t *d_tokens = ints_.as<int32_t>(), *d_positions = d_tokens + m;
-    AttentionRows rows;
-    rows.n = m;
-    rows.n_prefix = n_past;
-    rows.max_keys = n_past + max_tail;
-    rows.tail_start = d_tokens + tail_start_at;
-    rows.tail_len = d_tokens + tail_start_at + m;
-    rows.tail_slots = tree ? d_tokens + tail_start_at + 2 * size_t(m) : nullptr;
-    const bool hybrid = tree && tree_attention_ == TreeAttention::Hybrid;
-    if (hybrid) {
-        const size_t mask_bytes = size_t(m) * size_t(mask_width);
-        if (mask_.bytes() < mask_bytes) mask_ = DeviceBuffer(mask_bytes);
-        host_mask_.reserve(mask_bytes);
-        std::memcpy(host_mask_.as(), tree->mask, mask_bytes);
-        check(cudaMemcpyAsync(mask_.as(), host_mask_.as(), mask_bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (mask)");
-    }
-    const int32_t first_slot = n_past + (tree ? tree->offset : 0);
-
-    float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *k = k_.as<float>(), *v = v_.as<float>(), *att = att_.as<float>();
-    cudaStream_t st = stream_;
+    if (tree) plan_tree_rows(rows_, tokens, m, n_past, tree->offset, tree->positions, tree->mask, tree->mask_stride);
+    else plan_causal_rows(rows_, tokens, m, n_past);
+    if (tree_attention_ != TreeAttention::Hybrid) rows_.mask = nullptr;  // only the split form reads it
+    exec_->upload_rows(rows_, capturing);
+    CudaExecutor::Enqueue how;
     // Long causal batches (a prompt) multiply through cuBLAS; decoded tokens and trees never do (prefill_gemm.h).
-    const bool use_cublas = prefill_ != nullptr && tree == nullptr && m >= PrefillGemm::kMinRows;
-    auto mm = [&](const DeviceMatrix &wm, const float *in, int32_t rows_in, float *out) {
-        if (use_cublas && rows_in >= PrefillGemm::kMinRows)
-            prefill_->gemm(wm, in, rows_in, out, gemm_scratch_.as(), st);
-        else
-            gemm(wm, in, rows_in, out, gemm_scratch_.as(), st);
-    };
-    embed(w.token_embd, d_tokens, m, x, st);
-    const size_t layer_stride = size_t(n_ctx_) * size_t(dkv);
-    for (int32_t il = 0; il < hp.n_layer; ++il) {
-        if (!capturing && cancelled()) return false;
-        const DeviceLayer &l = w.layers[size_t(il)];
-        __half *kc = kv_k_.as<__half>() + size_t(il) * layer_stride, *vc = kv_v_.as<__half>() + size_t(il) * layer_stride;
-
-        // Attention block.
-        rmsnorm(x, l.attn_norm, m, int32_t(d), hp.norm_eps, xb, st);
-        mm(l.wq, xb, m, q);
-        mm(l.wk, xb, m, k);
-        mm(l.wv, xb, m, v);
-        if (l.bq) add_bias(q, l.bq, m, int32_t(dq), st);
-        if (l.bk) add_bias(k, l.bk, m, int32_t(dkv), st);
-        if (l.bv) add_bias(v, l.bv, m, int32_t(dkv), st);
-        const bool neox = hp.rope_type == RopeType::Neox;
-        rope(q, m, hp.n_head, hp.head_dim, hp.rope_dim, neox, d_positions, rope_cos_.as<float>(), rope_sin_.as<float>(), st);
-        rope(k, m, hp.n_head_kv, hp.head_dim, hp.rope_dim, neox, d_positions, rope_cos_.as<float>(), rope_sin_.as<float>(), st);
-        store_kv(k, v, m, int32_t(dkv), kc, vc, first_slot, st);
-        if (hybrid) {
-            AttentionRows prefix = rows;
-            prefix.max_keys = n_past;
-            prefix.tail_len = nullptr;
-            prefix.tail_slots = nullptr;
-            prefix.tail_start = nullptr;
-            attention_chunks(q, kc, vc, int32_t(dkv), prefix, shape_, partials_.as<float>(), st);
-            attention_tree(q, kc, vc, int32_t(dkv), m, n_past, mask_width, mask_.as<uint8_t>(), shape_, tree_partials_.as<float>(), st);
-            attention_merge(partials_.as<float>(), tree_partials_.as<float>(), prefix, shape_, att, nullptr, st);
-        } else {
-            attention_chunks(q, kc, vc, int32_t(dkv), rows, shape_, partials_.as<float>(), st);
-            attention_merge(partials_.as<float>(), nullptr, rows, shape_, att, nullptr, st);
-        }
-        mm(l.wo, att, m, xb);
-        add(x, xb, int64_t(m) * d, st);
-
-        // Feed-forward block (SwiGLU).
-        rmsnorm(x, l.ffn_norm, m, int32_t(d), hp.norm_eps, xb, st);
-        mm(l.ffn_gate, xb, m, gate_.as<float>());
-        mm(l.ffn_up, xb, m, up_.as<float>());
-        swiglu(gate_.as<float>(), up_.as<float>(), int64_t(m) * dff, st);
-        mm(l.ffn_down, gate_.as<float>(), m, xb);
-        add(x, xb, int64_t(m) * d, st);
-    }
+    how.cublas = tree == nullptr ? prefill_.get() : nullptr;
+    how.tree_attention = tree_attention_;
+    how.cancel = capturing ? nullptr : cancel_flag();
+    if (!exec_->enqueue(kBodyStage, rows_, 0, m, how)) return false;
 
     // Output head: all rows, or the last one.
+    if (output == Output::None) return true;
+    const Graph &g = exec_->graph();
     const int32_t first = all_logits || output == Output::KeepHidden ? 0 : m - 1;
     const int32_t out_rows = m - first;
-    if (output == Output::None) return true;
-    rmsnorm(x + int64_t(first) * d, w.output_norm, out_rows, int32_t(d), hp.norm_eps, xb, st);
+    cudaStream_t st = stream_;
+    const CudaExecutor::Enqueue head{how.cublas};
     if (output == Output::KeepHidden) {
-        check(cudaMemcpyAsync(hidden_.as<float>() + int64_t(first_row) * d, xb, size_t(out_rows) * size_t(d) * 4, cudaMemcpyDeviceToDevice, st),
+        check(cudaMemcpyAsync(hidden_.as<float>() + int64_t(first_row) * d, exec_->row(g.hidden, 0), size_t(out_rows) * size_t(d) * 4,
+                              cudaMemcpyDeviceToDevice, st),
               "cudaMemcpyAsync (hidden rows)");
-        if (device_logit_rows_ > 0) mm(w.output, xb, out_rows, logits_.as<float>());
+        if (device_logit_rows_ > 0) exec_->enqueue(kHeadStage, rows_, 0, out_rows, head);
         return true;
     }
-    mm(w.output, xb, out_rows, logits_.as<float>());
+    exec_->enqueue(kHeadStage, rows_, first, out_rows, head);
+    const float *out = exec_->row(g.logits, first);
     if (output == Output::Argmax) {
-        argmax(logits_.as<float>() + size_t(out_rows - 1) * n_vocab, n_vocab, argmax_.as<int32_t>(), st);
+        argmax(out + size_t(out_rows - 1) * n_vocab, n_vocab, argmax_.as<int32_t>(), st);
     } else {
-        check(cudaMemcpyAsync(host_logits_.as(), logits_.as(), size_t(out_rows) * size_t(n_vocab) * 4, cudaMemcpyDeviceToHost, st),
-              "cudaMemcpyAsync (logits)");
+        check(cudaMemcpyAsync(host_logits_.as(), out, size_t(out_rows) * size_t(n_vocab) * 4, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (logits)");
     }
     return true;
 }
@@ -352,10 +229,14 @@ void CudaRunner::tree_logits(int32_t i, float *logits) {
     require(i >= 0 && i < hidden_rows_, SPECULA_ERR_INTERNAL, "CUDA: tree_logits row out of range");
     check(cudaSetDevice(device_), "cudaSetDevice");
     const HParams &hp = model_->hparams();
-    const float *row = logits_.as<float>() + size_t(i) * size_t(hp.n_vocab);
+    const Graph &g = exec_->graph();
+    const float *row = exec_->row(g.logits, i);
     if (i >= device_logit_rows_) {  // a tree longer than one slice: this row's head now
-        gemm(weights_->output, hidden_.as<float>() + int64_t(i) * hp.n_embd, 1, logits_.as<float>(), gemm_scratch_.as(), stream_);
-        row = logits_.as<float>();
+        check(cudaMemcpyAsync(exec_->row(g.hidden, 0), hidden_.as<float>() + int64_t(i) * hp.n_embd, size_t(hp.n_embd) * 4, cudaMemcpyDeviceToDevice,
+                              stream_),
+              "cudaMemcpyAsync (hidden row)");
+        exec_->enqueue(kHeadStage, rows_, 0, 1, CudaExecutor::Enqueue{});
+        row = exec_->row(g.logits, 0);
         device_logit_rows_ = 0;  // the buffer's rows are no longer the tree's
     }
     check(cudaMemcpyAsync(host_logits_.as(), row, size_t(hp.n_vocab) * 4, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (logits)");
@@ -376,8 +257,7 @@ template <typename T> size_t put(std::vector<uint8_t> &bytes, const T *data, siz
 }  // namespace
 
 bool CudaRunner::verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutcome &outcome) {
-    const DraftTree &tree = *plan.tree;
-    const int32_t n = tree.size();
+    const int32_t n = plan.size();
     const int32_t n_vocab = model_->hparams().n_vocab;
     const int32_t k = plan.greedy ? 1 : plan.top_k;
     // The rows must all be in logits_ (eval_tree(..., nullptr) of at most kMaxRows nodes, no row recomputed since).
@@ -403,8 +283,8 @@ bool CudaRunner::verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutco
     image.clear();
     const size_t n_edits = plan.edit_ids.size();
     const size_t o_uniforms = put(image, plan.uniforms.data(), plan.uniforms.size());
-    const size_t o_parents = put(image, tree.parents().data(), size_t(n));
-    const size_t o_tokens = put(image, tree.tokens().data(), size_t(n));
+    const size_t o_parents = put(image, plan.parents.data(), size_t(n));
+    const size_t o_tokens = put(image, plan.tokens.data(), size_t(n));
     const size_t o_first = put(image, plan.edit_first.data(), size_t(n) + 1);
     const size_t o_ids = put(image, plan.edit_ids.data(), n_edits);
     const size_t o_counts = put(image, plan.edit_counts.data(), n_edits);
@@ -422,7 +302,7 @@ bool CudaRunner::verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutco
     int32_t *cand_ids = verify_cands_.as<int32_t>();
     float *cand_p = reinterpret_cast<float *>(cand_ids + size_t(n) * kSampleMaxK);
     int32_t *cand_n = reinterpret_cast<int32_t *>(cand_p + size_t(n) * kSampleMaxK);
-    sample_chain_rows(logits_.as<float>(), n, n_vocab, n_vocab, reinterpret_cast<const int32_t *>(in + o_first),
+    sample_chain_rows(exec_->row(exec_->graph().logits, 0), n, n_vocab, n_vocab, reinterpret_cast<const int32_t *>(in + o_first),
                       reinterpret_cast<const int32_t *>(in + o_ids), reinterpret_cast<const int32_t *>(in + o_counts), in + o_context, chain,
                       cand_ids, cand_p, cand_n, stream_);
     walk_tree(reinterpret_cast<const int32_t *>(in + o_parents), reinterpret_cast<const int32_t *>(in + o_tokens), n, cand_ids, cand_p,
@@ -436,7 +316,8 @@ bool CudaRunner::verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutco
     outcome.path.assign(out + 1, out + 1 + m);
     outcome.bonus = out[m + 1];
     for (int32_t i = 0; i < m; ++i)
-        require(outcome.path[size_t(i)] > 0 && outcome.path[size_t(i)] < n && tree.parent(outcome.path[size_t(i)]) == (i == 0 ? 0 : outcome.path[size_t(i) - 1]),
+        require(outcome.path[size_t(i)] > 0 && outcome.path[size_t(i)] < n &&
+                    plan.parents[size_t(outcome.path[size_t(i)])] == (i == 0 ? 0 : outcome.path[size_t(i) - 1]),
                 SPECULA_ERR_INTERNAL, "CUDA: the device verification's path is not a path of the tree");
     ++device_verifications_;
     return true;
@@ -456,18 +337,18 @@ void CudaRunner::shift_kv(int32_t keep, int32_t discard, int32_t n_used) {
     shift_kv_rows(*this, model_->hparams(), model_->weights().rope_freq_factors, keep, discard, n_used);
 }
 
-void CudaRunner::read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) {
+void CudaRunner::read_kv(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) {
     check(cudaSetDevice(device_), "cudaSetDevice");
     const size_t dkv = size_t(kv_width()), offset = (size_t(layer) * size_t(n_ctx_) + size_t(first)) * dkv;
-    const __half *src = (kind == 0 ? kv_k_ : kv_v_).as<__half>() + offset;
+    const __half *src = (part == KvPart::Keys ? kv_k_ : kv_v_).as<__half>() + offset;
     check(cudaStreamSynchronize(stream_), "KV read");
     check(cudaMemcpy(dst, src, size_t(n) * dkv * 2, cudaMemcpyDeviceToHost), "cudaMemcpy (KV read)");
 }
 
-void CudaRunner::write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) {
+void CudaRunner::write_kv(int32_t layer, KvPart part, int32_t first, int32_t n, const void *src) {
     check(cudaSetDevice(device_), "cudaSetDevice");
     const size_t dkv = size_t(kv_width()), offset = (size_t(layer) * size_t(n_ctx_) + size_t(first)) * dkv;
-    __half *dst = (kind == 0 ? kv_k_ : kv_v_).as<__half>() + offset;
+    __half *dst = (part == KvPart::Keys ? kv_k_ : kv_v_).as<__half>() + offset;
     check(cudaStreamSynchronize(stream_), "KV write");
     check(cudaMemcpy(dst, src, size_t(n) * dkv * 2, cudaMemcpyHostToDevice), "cudaMemcpy (KV write)");
 }

@@ -1,13 +1,14 @@
-// Runs the target on one CUDA device for one session: the same forward pass as backends/cpu/cpu_runner.cpp, as
-// a sequence of kernels on one stream. Weights are shared per (model, device) (device_weights.h); the KV cache
-// (F16), the RoPE tables and every scratch buffer are allocated once here, so decoding allocates nothing and a
-// decode step can be replayed as a CUDA graph.
+// Runs the target on one CUDA device for one session: the model's graph (graph/model_graph.h) through the CUDA
+// executor (cuda_executor.h), as kernels on one stream. Weights are shared per (model, device) (device_weights.h);
+// the KV cache (F16), the RoPE tables and every scratch buffer are allocated once here, so decoding allocates
+// nothing and a decode step can be replayed as a CUDA graph.
 #pragma once
 
 #include "backends/cuda/cuda_namespace.h"
 
 #include "backend/target_runner.h"
 #include "backends/cuda/device_buffer.h"
+#include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/device_weights.h"
 #include "backends/cuda/prefill_gemm.h"
 
@@ -25,29 +26,31 @@ class CudaRunner final : public TargetRunner {
 public:
     // Throws Error(OUT_OF_MEMORY) (with the sizes) when the device cannot hold weights + cache + scratch,
     // Error(UNSUPPORTED) for shapes the kernels do not handle (head_dim > 256), Error(INTERNAL) for CUDA errors.
-    CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int device);
+    // graph: the model's graph (null: built here from the model).
+    CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int device, std::shared_ptr<const Graph> graph = nullptr);
     ~CudaRunner() override;
 
     const char *backend() const override { return "cuda"; }
     bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) override;
-    // Causal batches of PrefillGemm::kMinRows rows or more multiply through cuBLAS (when it is there): not batch-invariant.
-    bool prompt_batches_are_invariant() const override { return prefill_ == nullptr; }
+    // Causal batches of PrefillGemm::kMinRows rows or more multiply through cuBLAS (when it is there): not
+    // batch-invariant. Trees are verified on the device (verify_tree_on_device) unless turned off.
+    RunnerCapabilities capabilities() const override { return RunnerCapabilities{prefill_ == nullptr, device_verify_}; }
     bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
                    const uint8_t *mask, float *logits) override;
     void tree_logits(int32_t i, float *logits) override;
     // The session sampler's chain and the verifier's walk on the device (kernels/sampling.h): the tree's rows stay
     // here, (accepted nodes + bonus) come back. Greedy, or top_k in 1 .. 64 (else the host verifies). On unless
     // SPECULA_CUDA_DEVICE_VERIFY=0 or set_device_verify(false).
-    bool verifies_trees_on_device() const override { return device_verify_; }
     bool verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutcome &outcome) override;
     void set_device_verify(bool on) { device_verify_ = on; }
     int64_t device_verifications() const { return device_verifications_; }  // rounds verified here so far
     void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) override;
     // Through the host (read_kv / write_kv): a shift moves a window once per thousands of tokens.
     void shift_kv(int32_t keep, int32_t discard, int32_t n_used) override;
-    void set_tree_attention(TreeAttention mode) override { tree_attention_ = mode; }
-    // The device LongSpec drafter (cuda_longspec_drafter.cpp): reads the target's cache on the device in place.
-    std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) override;
+    // How trees attend (cuda_executor.h: TreeAttention): Exact by default, Hybrid for comparisons.
+    void set_tree_attention(TreeAttention mode) { tree_attention_ = mode; }
+    // An executor on this device and stream, reading this runner's cache and RoPE tables in place.
+    std::unique_ptr<GraphExecutor> make_executor(const ExecutorRequest &request) override;
     // A CudaRunner for the draft model on the same device, or nullptr when the device cannot hold it (then the
     // session runs the draft model on the CPU).
     std::unique_ptr<TargetRunner> make_draft_runner(std::shared_ptr<const Model> draft, int32_t n_ctx) override;
@@ -55,8 +58,8 @@ public:
     size_t kv_bytes() const override { return kv_k_.bytes() + kv_v_.bytes(); }
     KvType kv_type() const override { return KvType::F16; }
     int32_t kv_row_width() const override { return kv_width(); }
-    void read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) override;
-    void write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) override;
+    void read_kv(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) override;
+    void write_kv(int32_t layer, KvPart part, int32_t first, int32_t n, const void *src) override;
 
     // Greedy decoding without copying logits to the host: evaluates like eval() and writes the argmax of the
     // last token's logits (ties: lowest id) to *next. For benchmarks and tools.
@@ -66,20 +69,13 @@ public:
     size_t weight_bytes() const { return weights_->bytes(); }
     // Whether decode steps run as CUDA graphs (on by default; SPECULA_CUDA_GRAPHS=0 turns them off).
     bool graphs_enabled() const { return use_graphs_; }
-    int32_t attention_chunk() const { return shape_.chunk; }
+    int32_t attention_chunk() const { return chunk_; }
     // The cuBLAS library long prompt batches go through ("libcublas.so.13", "emulator"), or why none (prefill_note()).
     const char *prefill_library() const { return prefill_ ? prefill_->library().c_str() : nullptr; }
     const std::string &prefill_note() const { return prefill_note_; }
 
-    // For kernels that run beside the target on its device and stream (the LongSpec drafter).
-    const DeviceWeights &weights() const { return *weights_; }
-    const std::shared_ptr<const Model> &model() const { return model_; }
     cudaStream_t stream() const { return stream_; }
     int device() const { return device_; }
-    const __half *kv_k(int32_t layer) const { return kv_k_.as<__half>() + size_t(layer) * size_t(n_ctx_) * size_t(kv_width()); }
-    const __half *kv_v(int32_t layer) const { return kv_v_.as<__half>() + size_t(layer) * size_t(n_ctx_) * size_t(kv_width()); }
-    const float *rope_cos() const { return rope_cos_.as<float>(); }
-    const float *rope_sin() const { return rope_sin_.as<float>(); }
 
 private:
     struct TreeBatch {
@@ -97,6 +93,7 @@ private:
                        bool all_logits, bool capturing);
 
     int32_t kv_width() const;
+    CudaContext context() const;
     static constexpr int32_t kMaxRows = 256;
 
     std::shared_ptr<const Model> model_;
@@ -104,7 +101,7 @@ private:
     int32_t n_ctx_;
     std::shared_ptr<const DeviceWeights> weights_;
     TreeAttention tree_attention_ = TreeAttention::Exact;
-    AttentionShape shape_;
+    int32_t chunk_ = 64;
     cudaStream_t stream_ = nullptr;
     bool use_graphs_ = true;
     cudaGraphExec_t decode_graph_ = nullptr;
@@ -113,19 +110,19 @@ private:
 
     DeviceBuffer kv_k_, kv_v_;             // [n_layer][n_ctx][n_embd_kv] F16
     DeviceBuffer rope_cos_, rope_sin_;     // [n_ctx][rope_dim / 2]
-    DeviceBuffer x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, gemm_scratch_, partials_, tree_partials_, ints_, mask_, argmax_;
-    DeviceBuffer hidden_;                  // final normed rows kept by eval_tree(..., nullptr)
+    std::unique_ptr<CudaExecutor> exec_;   // the model's graph over at most kMaxRows rows
+    BatchRows rows_;                       // the batch being enqueued
+    DeviceBuffer argmax_;
+    DeviceBuffer hidden_;                  // final normed rows kept by eval_tree(..., nullptr), the whole tree's
     int32_t hidden_rows_ = 0;
-    int32_t device_logit_rows_ = 0;       // rows of the last tree whose logits logits_ holds (0: computed per row)
-    PinnedBuffer host_ints_, host_logits_, host_mask_;
+    int32_t device_logit_rows_ = 0;       // rows of the last tree whose logits the executor's logits hold (0: per row)
+    PinnedBuffer host_logits_;
     // Device verification: the plan's arrays (one upload), the rows' candidates, the walk's result.
     bool device_verify_ = true;
     int64_t device_verifications_ = 0;
     DeviceBuffer verify_in_, verify_cands_, verify_out_;
     PinnedBuffer host_verify_in_, host_verify_out_;
     std::vector<uint8_t> verify_image_;
-    std::vector<int32_t> int_staging_;
-
 };
 
 }  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

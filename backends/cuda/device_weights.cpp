@@ -46,44 +46,55 @@ size_t DeviceUploads::matrix_bytes(const WeightView &w) {
     return size_t(m.rows_alloc) * size_t(m.ld) * (m.type == MatType::F32 ? 4 : 2);
 }
 
-size_t DeviceWeights::bytes_needed(const Model &model) {
-    const ModelWeights &w = model.weights();
-    const HParams &hp = model.hparams();
-    size_t total = DeviceUploads::matrix_bytes(w.token_embd) + size_t(hp.n_embd) * sizeof(float);
-    if (!w.tied_output) total += DeviceUploads::matrix_bytes(w.output);
-    for (const LayerWeights &l : w.layers) {
-        for (const WeightView *m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) total += DeviceUploads::matrix_bytes(*m);
-        total += 2 * size_t(hp.n_embd) * sizeof(float) + size_t(hp.n_embd_q() + 2 * hp.n_embd_kv()) * sizeof(float);
-    }
+size_t DeviceWeights::bytes_needed(const Graph &graph) {
+    size_t total = 0;
+    for (const Graph::WeightUse &u : graph.weights())
+        total += u.matrix ? DeviceUploads::matrix_bytes(*u.w) : size_t(u.w->rows) * size_t(u.w->cols) * sizeof(float);
     return total;
 }
 
-std::shared_ptr<const DeviceWeights> DeviceWeights::get(const std::shared_ptr<const Model> &model, int device) {
+std::shared_ptr<const DeviceWeights> DeviceWeights::get(const Model &model, const Graph &graph, int device) {
     std::lock_guard<std::mutex> lock(registry_mutex);
-    const auto key = std::make_pair(model.get(), device);
+    const auto key = std::make_pair(&model, device);
     if (auto it = registry.find(key); it != registry.end())
         if (auto live = it->second.lock()) return live;
     check(cudaSetDevice(device), "cudaSetDevice");
     std::shared_ptr<DeviceWeights> weights(new DeviceWeights());
     weights->device_ = device;
-    weights->upload(*model);
+    for (const Graph::WeightUse &u : graph.weights()) {
+        if (u.matrix) weights->uploads_.matrix(*u.w);
+        else weights->uploads_.floats(*u.w);
+    }
     check(cudaDeviceSynchronize(), "weight upload");
     registry[key] = weights;
     return weights;
 }
 
+const DeviceMatrix *DeviceUploads::find_matrix(const WeightView &w) const {
+    const auto it = matrices_.find(w.data);
+    return it == matrices_.end() ? nullptr : &it->second;
+}
+
+const float *DeviceUploads::find_floats(const WeightView &w) const {
+    const auto it = vectors_.find(w.data);
+    return it == vectors_.end() ? nullptr : it->second;
+}
+
 const float *DeviceUploads::floats(const WeightView &w) {
     if (!w) return nullptr;
+    if (const float *have = find_floats(w)) return have;
     const size_t bytes = size_t(w.rows) * size_t(w.cols) * sizeof(float);
     DeviceBuffer buf(bytes);
     check(cudaMemcpy(buf.as(), w.floats(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy (norm/bias)");
     bytes_ += bytes;
     const float *p = buf.as<float>();
     buffers_.push_back(std::move(buf));
+    vectors_.emplace(w.data, p);
     return p;
 }
 
 DeviceMatrix DeviceUploads::matrix(const WeightView &w) {
+    if (const DeviceMatrix *have = find_matrix(w)) return *have;
     DeviceMatrix m = layout(w);
     const Plan plan = plan_for(w);
     if (plan == Plan::F32) {
@@ -93,6 +104,7 @@ DeviceMatrix DeviceUploads::matrix(const WeightView &w) {
         m.data = buf.as();
         bytes_ += buf.bytes();
         buffers_.push_back(std::move(buf));
+        matrices_.emplace(w.data, m);
         return m;
     }
     DeviceBuffer buf(matrix_bytes(w));
@@ -136,30 +148,8 @@ DeviceMatrix DeviceUploads::matrix(const WeightView &w) {
     m.data = buf.as();
     bytes_ += buf.bytes();
     buffers_.push_back(std::move(buf));
+    matrices_.emplace(w.data, m);
     return m;
-}
-
-void DeviceWeights::upload(const Model &model) {
-    const ModelWeights &w = model.weights();
-    token_embd = uploads_.matrix(w.token_embd);
-    output = w.tied_output ? token_embd : uploads_.matrix(w.output);
-    output_norm = uploads_.floats(w.output_norm);
-    for (const LayerWeights &l : w.layers) {
-        DeviceLayer d;
-        d.attn_norm = uploads_.floats(l.attn_norm);
-        d.ffn_norm = uploads_.floats(l.ffn_norm);
-        d.bq = uploads_.floats(l.bq);
-        d.bk = uploads_.floats(l.bk);
-        d.bv = uploads_.floats(l.bv);
-        d.wq = uploads_.matrix(l.wq);
-        d.wk = uploads_.matrix(l.wk);
-        d.wv = uploads_.matrix(l.wv);
-        d.wo = uploads_.matrix(l.wo);
-        d.ffn_gate = uploads_.matrix(l.ffn_gate);
-        d.ffn_up = uploads_.matrix(l.ffn_up);
-        d.ffn_down = uploads_.matrix(l.ffn_down);
-        layers.push_back(d);
-    }
 }
 
 }  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

@@ -12,7 +12,10 @@
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/kernels/kernels.h"
 
+#include "graph/graph.h"
+
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 namespace specula::internal {
@@ -22,18 +25,16 @@ struct WeightView;
 
 namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 
-struct DeviceLayer {
-    const float *attn_norm = nullptr, *ffn_norm = nullptr;
-    const float *bq = nullptr, *bk = nullptr, *bv = nullptr;
-    DeviceMatrix wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down;
-};
-
-// Copies weight tensors to the device in the formats above and owns the copies.
+// Copies weight tensors to the device in the formats above and owns the copies; a tensor is copied once (by its
+// data: a tied output is the embedding's copy).
 class DeviceUploads {
 public:
     DeviceMatrix matrix(const WeightView &w);
     // An F32 vector (norm weights, biases), or nullptr for an absent tensor.
     const float *floats(const WeightView &w);
+    // The copies made so far of w, or nullptr.
+    const DeviceMatrix *find_matrix(const WeightView &w) const;
+    const float *find_floats(const WeightView &w) const;
     size_t bytes() const { return bytes_; }
     // The layout matrix() will give w (data left null; a BF16 matrix that overflows F16 ends up F32, smaller).
     static DeviceMatrix layout(const WeightView &w);
@@ -43,25 +44,26 @@ public:
 private:
     size_t bytes_ = 0;
     std::vector<DeviceBuffer> buffers_;
+    std::unordered_map<const uint8_t *, DeviceMatrix> matrices_;
+    std::unordered_map<const uint8_t *, const float *> vectors_;
 };
 
 class DeviceWeights {
 public:
-    // The weights of `model` on `device`, uploading them if no live session has. Throws Error(OUT_OF_MEMORY) when
-    // the device lacks room (with the sizes), Error(UNSUPPORTED) for a type that cannot be converted.
-    static std::shared_ptr<const DeviceWeights> get(const std::shared_ptr<const Model> &model, int device);
-    // Device bytes the model's weights will take (for the memory check before anything is allocated).
-    static size_t bytes_needed(const Model &model);
+    // The weights of a model's graph on `device`, uploading them if no live session has (one copy per model and
+    // device). Throws Error(OUT_OF_MEMORY) when the device lacks room (with the sizes), Error(UNSUPPORTED) for a
+    // type that cannot be converted.
+    static std::shared_ptr<const DeviceWeights> get(const Model &model, const Graph &graph, int device);
+    // Device bytes the graph's weights will take (for the memory check before anything is allocated).
+    static size_t bytes_needed(const Graph &graph);
 
-    DeviceMatrix token_embd, output;
-    const float *output_norm = nullptr;
-    std::vector<DeviceLayer> layers;
+    const DeviceMatrix *matrix(const WeightView &w) const { return uploads_.find_matrix(w); }
+    const float *floats(const WeightView &w) const { return uploads_.find_floats(w); }
     size_t bytes() const { return uploads_.bytes(); }
     int device() const { return device_; }
 
 private:
     DeviceWeights() = default;
-    void upload(const Model &model);
 
     int device_ = 0;
     DeviceUploads uploads_;

@@ -1,6 +1,7 @@
 #include "backends/vulkan/vulkan_backend.h"
 
 #include "backends/vulkan/vulkan_device.h"
+#include "backends/vulkan/vulkan_executor.h"
 #include "backends/vulkan/vulkan_runner.h"
 
 namespace specula::internal::vulkan {
@@ -15,11 +16,11 @@ std::unique_ptr<TargetRunner> make_runner(const RunnerRequest &r) {
     if (r.automatic && device->is_cpu())
         throw Error(SPECULA_ERR_UNSUPPORTED, "Vulkan: device " + std::to_string(r.device) + " (" + device->name() +
                                                  ") runs on the CPU; automatic choice prefers the CPU backend (ask for the Vulkan backend to use it)");
-    return std::make_unique<VulkanRunner>(r.model, r.n_ctx, std::move(device));
+    return std::make_unique<VulkanRunner>(r.model, r.n_ctx, std::move(device), r.graph);
 }
 
 }  // namespace
 
-BackendDesc vulkan_backend() { return BackendDesc{BackendKind::Vulkan, "vulkan", true, list_devices, make_runner}; }
+BackendDesc vulkan_backend() { return BackendDesc{BackendKind::Vulkan, "vulkan", true, list_devices, make_runner, VulkanExecutor::supports}; }
 
 }  // namespace specula::internal::vulkan

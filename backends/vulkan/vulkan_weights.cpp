@@ -34,7 +34,18 @@ size_t Uploads::matrix_bytes(const WeightView &w) {
     return size_t(w.rows) * size_t(w.cols) * 4;
 }
 
+const Matrix *Uploads::find_matrix(const WeightView &w) const {
+    const auto it = matrices_.find(w.data);
+    return it == matrices_.end() ? nullptr : &it->second;
+}
+
+const Buffer *Uploads::find_floats(const WeightView &w) const {
+    const auto it = vectors_.find(w.data);
+    return it == vectors_.end() ? nullptr : it->second;
+}
+
 Matrix Uploads::matrix(const WeightView &w) {
+    if (const Matrix *have = find_matrix(w)) return *have;
     require(stream_ != nullptr, SPECULA_ERR_INTERNAL, "Vulkan: upload after the uploads were detached");
     Matrix m;
     m.rows = uint32_t(w.rows);
@@ -70,11 +81,13 @@ Matrix Uploads::matrix(const WeightView &w) {
     m.buffer = buffer.get();
     bytes_ += buffer->bytes();
     buffers_.push_back(std::move(buffer));
+    matrices_.emplace(w.data, m);
     return m;
 }
 
 const Buffer *Uploads::floats(const WeightView &w) {
     if (!w) return nullptr;
+    if (const Buffer *have = find_floats(w)) return have;
     require(stream_ != nullptr, SPECULA_ERR_INTERNAL, "Vulkan: upload after the uploads were detached");
     require(w.type == uint32_t(TensorType::F32), SPECULA_ERR_UNSUPPORTED, "Vulkan: norm weights and biases must be F32");
     const size_t bytes = size_t(w.rows) * size_t(w.cols) * 4;
@@ -82,46 +95,26 @@ const Buffer *Uploads::floats(const WeightView &w) {
     stream_->upload(*buffer, 0, w.data, bytes);
     bytes_ += bytes;
     buffers_.push_back(std::move(buffer));
+    vectors_.emplace(w.data, buffers_.back().get());
     return buffers_.back().get();
 }
 
-size_t Weights::bytes_needed(const Model &model) {
-    const ModelWeights &w = model.weights();
-    const HParams &hp = model.hparams();
-    size_t total = Uploads::matrix_bytes(w.token_embd) + size_t(hp.n_embd) * sizeof(float);
-    if (!w.tied_output) total += Uploads::matrix_bytes(w.output);
-    for (const LayerWeights &l : w.layers) {
-        for (const WeightView *m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) total += Uploads::matrix_bytes(*m);
-        total += 2 * size_t(hp.n_embd) * sizeof(float) + size_t(hp.n_embd_q() + 2 * hp.n_embd_kv()) * sizeof(float);
-    }
+size_t Weights::bytes_needed(const Graph &graph) {
+    size_t total = 0;
+    for (const Graph::WeightUse &u : graph.weights())
+        total += u.matrix ? Uploads::matrix_bytes(*u.w) : size_t(u.w->rows) * size_t(u.w->cols) * sizeof(float);
     return total;
 }
 
-std::shared_ptr<const Weights> Weights::get(const std::shared_ptr<const Model> &model, Stream &stream) {
+std::shared_ptr<const Weights> Weights::get(const Model &model, const Graph &graph, Stream &stream) {
     std::lock_guard<std::mutex> lock(registry_mutex);
-    const auto key = std::make_pair(model.get(), stream.device().index());
+    const auto key = std::make_pair(&model, stream.device().index());
     if (auto it = registry.find(key); it != registry.end())
         if (std::shared_ptr<const Weights> live = it->second.lock()) return live;
     std::shared_ptr<Weights> up(new Weights(stream));
-    const ModelWeights &w = model->weights();
-    up->token_embd = up->uploads_.matrix(w.token_embd);
-    up->output = w.tied_output ? up->token_embd : up->uploads_.matrix(w.output);
-    up->output_norm = up->uploads_.floats(w.output_norm);
-    for (const LayerWeights &l : w.layers) {
-        Layer d;
-        d.attn_norm = up->uploads_.floats(l.attn_norm);
-        d.ffn_norm = up->uploads_.floats(l.ffn_norm);
-        d.bq = up->uploads_.floats(l.bq);
-        d.bk = up->uploads_.floats(l.bk);
-        d.bv = up->uploads_.floats(l.bv);
-        d.wq = up->uploads_.matrix(l.wq);
-        d.wk = up->uploads_.matrix(l.wk);
-        d.wv = up->uploads_.matrix(l.wv);
-        d.wo = up->uploads_.matrix(l.wo);
-        d.ffn_gate = up->uploads_.matrix(l.ffn_gate);
-        d.ffn_up = up->uploads_.matrix(l.ffn_up);
-        d.ffn_down = up->uploads_.matrix(l.ffn_down);
-        up->layers.push_back(d);
+    for (const Graph::WeightUse &u : graph.weights()) {
+        if (u.matrix) up->uploads_.matrix(*u.w);
+        else up->uploads_.floats(*u.w);
     }
     stream.finish();
     up->uploads_.detach();

@@ -6,9 +6,11 @@
 #pragma once
 
 #include "backends/vulkan/vulkan_buffer.h"
+#include "graph/graph.h"
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace specula::internal {
@@ -28,13 +30,16 @@ struct Matrix {
     uint32_t row_stride = 0;      // elements (f32, f16) or bytes (quantized) between rows
 };
 
-// Uploads tensors and owns their buffers.
+// Uploads tensors and owns their buffers; a tensor is uploaded once (by its data: a tied output is the embedding's).
 class Uploads {
 public:
     explicit Uploads(Stream &stream) : stream_(&stream) {}
     Matrix matrix(const WeightView &w);
     // An F32 vector (norm weights, biases), or nullptr for an absent tensor.
     const Buffer *floats(const WeightView &w);
+    // What was uploaded of w, or nullptr.
+    const Matrix *find_matrix(const WeightView &w) const;
+    const Buffer *find_floats(const WeightView &w) const;
     size_t bytes() const { return bytes_; }
     // Forgets the stream once uploading is done: shared weights outlive the runner whose stream uploaded them.
     void detach() { stream_ = nullptr; }
@@ -45,24 +50,20 @@ private:
     Stream *stream_;
     size_t bytes_ = 0;
     std::vector<std::unique_ptr<Buffer>> buffers_;
-};
-
-struct Layer {
-    const Buffer *attn_norm = nullptr, *ffn_norm = nullptr;
-    const Buffer *bq = nullptr, *bk = nullptr, *bv = nullptr;
-    Matrix wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down;
+    std::unordered_map<const uint8_t *, Matrix> matrices_;
+    std::unordered_map<const uint8_t *, const Buffer *> vectors_;
 };
 
 class Weights {
 public:
-    // The weights of `model` on the stream's device, uploading them (through `stream`) if no live runner has.
-    static std::shared_ptr<const Weights> get(const std::shared_ptr<const Model> &model, Stream &stream);
-    // Device bytes the model's weights take (checked against the device's memory before anything is allocated).
-    static size_t bytes_needed(const Model &model);
+    // The weights of a model's graph on the stream's device, uploading them (through `stream`) if no live runner has
+    // (one copy per model and device).
+    static std::shared_ptr<const Weights> get(const Model &model, const Graph &graph, Stream &stream);
+    // Device bytes the graph's weights take (checked against the device's memory before anything is allocated).
+    static size_t bytes_needed(const Graph &graph);
 
-    Matrix token_embd, output;
-    const Buffer *output_norm = nullptr;
-    std::vector<Layer> layers;
+    const Matrix *matrix(const WeightView &w) const { return uploads_.find_matrix(w); }
+    const Buffer *floats(const WeightView &w) const { return uploads_.find_floats(w); }
     size_t bytes() const { return uploads_.bytes(); }
 
 private:

@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "speculative/drafter.h"
 #include "speculative/longspec_draft_file.h"
+#include "speculative/longspec_drafter.h"
 #include "speculative/tree_sampling_plan.h"
 #include "speculative/verifier.h"
 #include "tree_widths.h"
@@ -31,6 +32,7 @@
 
 using namespace specula::internal;
 using specula::internal::cuda::CudaRunner;
+using specula::internal::cuda::TreeAttention;
 
 namespace {
 
@@ -252,7 +254,7 @@ int main(int argc, char **argv) {
             for (const bool device_topk : {false, true}) {
                 if (!draft) break;
                 if (!device_topk) setenv("SPECULA_CUDA_DEVICE_TOPK", "0", 1);
-                auto drafter = runner.make_longspec_drafter(draft, tree.size() - 1);
+                auto drafter = make_longspec_drafter(draft, tree.size() - 1, runner);
                 unsetenv("SPECULA_CUDA_DEVICE_TOPK");
                 std::vector<int32_t> context(prompt.begin(), prompt.end());
                 context.resize(static_cast<size_t>(n_past), 0);  // the decoded tokens' ids do not matter here

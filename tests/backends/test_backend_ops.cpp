@@ -22,6 +22,8 @@
 #include "model/model.h"
 #include "speculative/draft_tree.h"
 #include "speculative/longspec_draft_file.h"
+#include "speculative/longspec_drafter.h"
+#include "graph/model_graph.h"
 
 #ifdef SPECULA_CUDA_EMULATION
 #include "backends/cuda/cuda_runner.h"
@@ -60,7 +62,7 @@ std::vector<BackendUnderTest> backends_under_test() {
         // The CPU is the reference (bit-identical); GPU backends keep an F16 cache and F16 activations on tensor
         // cores (docs/cuda.md): stories260K sits within 2e-3 of the CPU.
         out.push_back({b.name, [desc](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &pool) {
-                           return desc->make_runner(RunnerRequest{std::move(m), n_ctx, &pool, 0, std::nullopt});
+                           return desc->make_runner(RunnerRequest{m, build_model_graph(m), n_ctx, &pool, 0, std::nullopt});
                        },
                        b.has_devices ? 2e-3 : 0.0});
     }
@@ -205,8 +207,8 @@ TEST_CASE("backend ops: KV rows read out and written into another runner continu
             std::vector<uint8_t> rows(size_t(32) * row_bytes);
             for (int32_t layer = 0; layer < model->hparams().n_layer; ++layer)
                 for (int kind = 0; kind < 2; ++kind) {
-                    a->read_kv(layer, kind, 0, 32, rows.data());
-                    b->write_kv(layer, kind, 0, 32, rows.data());
+                    a->read_kv(layer, KvPart(kind), 0, 32, rows.data());
+                    b->write_kv(layer, KvPart(kind), 0, 32, rows.data());
                 }
             REQUIRE(a->eval(&tokens[32], 1, 32, want.data(), false));
             REQUIRE(b->eval(&tokens[32], 1, 32, got.data(), false));
@@ -250,12 +252,12 @@ TEST_CASE("backend ops: the backend's LongSpec drafter and its draft-model runne
     DraftRequest request;
     request.tokens = context;
     request.n_target_kv = 40;
-    REQUIRE(ref.make_longspec_drafter(draft, 68)->root_logits(request, want.data()));
+    REQUIRE(make_longspec_drafter(draft, 68, ref)->root_logits(request, want.data()));
     for (const BackendUnderTest &be : backends_under_test()) {
         SECTION(be.name) {
             auto r = be.make(model, kCtx, pool);
             REQUIRE(r->eval(context.data(), 40, 0, scratch.data(), false));
-            auto drafter = r->make_longspec_drafter(draft, 68);
+            auto drafter = make_longspec_drafter(draft, 68, *r);
             REQUIRE(drafter != nullptr);
             REQUIRE(drafter->root_logits(request, got.data()));
             // The draft layer reads the target's cache, F16 on every backend by default; GPU backends round their

@@ -8,6 +8,7 @@
 #include "session/session.h"
 #include "speculative/drafter.h"
 #include "speculative/longspec_draft_file.h"
+#include "speculative/longspec_drafter.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -34,7 +35,7 @@ inline std::vector<int32_t> story_prompt(const Model &model, int32_t n) {
 inline std::unique_ptr<Drafter> make_drafter(SPECULA_CUDA_NAMESPACE::CudaRunner &runner, const std::shared_ptr<const LongSpecDraft> &draft,
                                              bool device_topk) {
     setenv("SPECULA_CUDA_DEVICE_TOPK", device_topk ? "1" : "0", 1);
-    auto d = runner.make_longspec_drafter(draft, 68);
+    auto d = make_longspec_drafter(draft, 68, runner);
     unsetenv("SPECULA_CUDA_DEVICE_TOPK");
     return d;
 }

@@ -28,6 +28,7 @@
 using namespace specula::internal;
 using specula::internal::cuda::CudaRunner;
 using specula::internal::cuda::PrefillGemm;
+using specula::internal::cuda::TreeAttention;
 
 namespace {
 
@@ -306,12 +307,12 @@ TEST_CASE("cuda: long prompts prefill through cuBLAS and speculative greedy stil
             WARN("cuBLAS prefill unavailable: " << fast.prefill_note());
             return;
         }
-        CHECK_FALSE(fast.prompt_batches_are_invariant());
+        CHECK_FALSE(fast.capabilities().prompt_batches_invariant);
         setenv("SPECULA_CUDA_CUBLAS", "0", 1);
         CudaRunner invariant(model, 512, 0);
         unsetenv("SPECULA_CUDA_CUBLAS");
         CHECK(invariant.prefill_library() == nullptr);
-        CHECK(invariant.prompt_batches_are_invariant());
+        CHECK(invariant.capabilities().prompt_batches_invariant);
         const int32_t n = 100;
         const std::vector<int32_t> prompt = prompt_for(*model, n);
         std::vector<float> a(size_t(n) * n_vocab), b(a.size());
@@ -385,7 +386,7 @@ TEST_CASE("cuda: the cache's rows equal the CPU cache to F16 rounding (1e-2 afte
     std::vector<uint8_t> rows(size_t(30) * size_t(dkv) * 2);
     std::vector<float> got(static_cast<size_t>(dkv)), want(static_cast<size_t>(dkv));
     for (const bool keys : {true, false}) {
-        gpu.read_kv(layer, keys ? 0 : 1, 0, 30, rows.data());
+        gpu.read_kv(layer, keys ? KvPart::Keys : KvPart::Values, 0, 30, rows.data());
         for (int32_t slot = 0; slot < 30; ++slot) {
             kv_load_row(KvType::F16, rows.data() + size_t(slot) * size_t(dkv) * 2, dkv, got.data());
             kv_load_head(keys ? cpu.kv().keys(layer) : cpu.kv().values(layer), slot, nullptr, 1, 0, dkv, want.data());
@@ -456,8 +457,8 @@ TEST_CASE("cuda: the device LongSpec drafter's logits match the CPU drafter's", 
     std::vector<float> scratch(static_cast<size_t>(n_vocab));
     cpu.eval(context.data(), 40, 0, scratch.data(), false);
     REQUIRE(gpu.eval(context.data(), 40, 0, scratch.data(), false));
-    auto cpu_drafter = cpu.make_longspec_drafter(draft, 68);
-    auto gpu_drafter = gpu.make_longspec_drafter(draft, 68);  // reads the device cache in place
+    auto cpu_drafter = make_longspec_drafter(draft, 68, cpu);
+    auto gpu_drafter = make_longspec_drafter(draft, 68, gpu);  // reads the device cache in place
     REQUIRE(gpu_drafter != nullptr);
     DraftRequest req;
     req.tokens = context;

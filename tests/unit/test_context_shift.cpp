@@ -30,7 +30,7 @@ std::vector<float> rows_as_floats(TargetRunner &runner, int32_t layer, int kind,
     const int32_t width = runner.kv_row_width();
     const size_t row_bytes = kv_row_bytes(runner.kv_type(), width);
     std::vector<uint8_t> bytes(size_t(n) * row_bytes);
-    runner.read_kv(layer, kind, 0, n, bytes.data());
+    runner.read_kv(layer, KvPart(kind), 0, n, bytes.data());
     std::vector<float> out(size_t(n) * size_t(width));
     kv_load_head(KvView{bytes.data(), runner.kv_type(), row_bytes}, 0, nullptr, n, 0, width, out.data());
     return out;
@@ -38,7 +38,7 @@ std::vector<float> rows_as_floats(TargetRunner &runner, int32_t layer, int kind,
 
 std::vector<uint8_t> raw_rows(TargetRunner &runner, int32_t layer, int kind, int32_t n) {
     std::vector<uint8_t> bytes(size_t(n) * kv_row_bytes(runner.kv_type(), runner.kv_row_width()));
-    runner.read_kv(layer, kind, 0, n, bytes.data());
+    runner.read_kv(layer, KvPart(kind), 0, n, bytes.data());
     return bytes;
 }
 

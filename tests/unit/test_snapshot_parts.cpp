@@ -256,10 +256,10 @@ TEST_CASE("drafter state: the LongSpec ring is saved and loaded verbatim and dra
     REQUIRE(runner.eval(tokens.data(), int32_t(tokens.size()) - 1, 0, logits.data(), false));
     const TreeShape shape = TreeShape{{4, 8, 8}};
 
-    auto a = runner.make_longspec_drafter(draft, 64);
+    auto a = make_longspec_drafter(draft, 64, runner);
     draft_with(*a, tokens, 21, shape);
     const std::vector<uint8_t> state = a->save_state();
-    auto b = runner.make_longspec_drafter(draft, 64);
+    auto b = make_longspec_drafter(draft, 64, runner);
     CHECK(b->save_state() != state);  // a fresh ring
     CHECK(b->check_state(state, int32_t(tokens.size())) == 0);
     b->load_state(state);

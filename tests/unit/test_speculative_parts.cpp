@@ -1,6 +1,6 @@
 // The pieces of speculative decoding on their own: tree bookkeeping, beam search, the verifier's rules on
 // hand-made distributions, the two tree-attention modes on a real model, and the LongSpec draft's memory.
-#include "backends/cpu/cpu_longspec_drafter.h"
+#include "backend/kv_rows.h"
 #include "backends/cpu/cpu_runner.h"
 #include "backends/cpu/kv_cache.h"
 #include "core/thread_pool.h"
@@ -179,19 +179,23 @@ TEST_CASE("the LongSpec draft allocates the same bytes at context 1K and 64K", "
     const int32_t contexts[2] = {1024, 65536};
     for (int c = 0; c < 2; ++c) {
         // A target cache of this context length filled with values (what the draft's cross-attention reads).
-        KvCache kv(hp.n_layer, contexts[c], hp.n_embd_kv(), KvType::F16);
+        ThreadPool pool(2);
+        CpuRunner runner(model, contexts[c], pool);
         std::vector<float> k_row(size_t(hp.n_embd_kv())), v_row(k_row.size());
+        std::vector<uint8_t> k_bytes(kv_row_bytes(runner.kv_type(), hp.n_embd_kv())), v_bytes(k_bytes.size());
         for (int32_t slot = 0; slot < contexts[c]; ++slot) {
             for (int32_t j = 0; j < hp.n_embd_kv(); ++j) {
                 k_row[size_t(j)] = float(tok(rng) % 7) * 0.1f;
                 v_row[size_t(j)] = float(tok(rng) % 5) * 0.1f;
             }
-            kv.store(hp.n_layer - 1, slot, k_row.data(), v_row.data());
+            kv_store_row(runner.kv_type(), k_row.data(), hp.n_embd_kv(), k_bytes.data());
+            kv_store_row(runner.kv_type(), v_row.data(), hp.n_embd_kv(), v_bytes.data());
+            runner.write_kv(hp.n_layer - 1, KvPart::Keys, slot, 1, k_bytes.data());
+            runner.write_kv(hp.n_layer - 1, KvPart::Values, slot, 1, v_bytes.data());
         }
         std::vector<int32_t> tokens(size_t(contexts[c]));
         for (int32_t &x : tokens) x = tok(rng);
-        ThreadPool pool(2);
-        auto drafter = make_cpu_longspec_drafter(draft, 68, pool, kv);
+        auto drafter = make_longspec_drafter(draft, 68, runner);
         DraftRequest req;
         req.node_budget = 69;
         DraftTree tree;

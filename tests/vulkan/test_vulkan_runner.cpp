@@ -23,6 +23,7 @@
 #include <vector>
 
 using namespace specula::internal;
+using specula::internal::vulkan::TreeAttention;
 using specula::internal::vulkan::VulkanRunner;
 
 namespace {

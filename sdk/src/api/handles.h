@@ -4,7 +4,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "session/session.h"
-#include "snapshot/prompt_cache.h"
+#include "session/prompt_cache.h"
 
 #include <specula/specula.h>
 

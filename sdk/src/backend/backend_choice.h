@@ -27,4 +27,8 @@ struct BackendChoice {
 std::unique_ptr<TargetRunner> make_target_runner(std::shared_ptr<const Model> model, int32_t n_ctx, ThreadPool &pool,
                                                  const BackendChoice &choice, std::string &note);
 
+// The runner of an independent draft model for a session whose target runs on `target`: on the target's backend
+// when it can hold the draft (TargetRunner::make_draft_runner), else on the CPU with the session's threads.
+std::unique_ptr<TargetRunner> make_draft_model_runner(TargetRunner &target, std::shared_ptr<const Model> draft, ThreadPool &pool);
+
 }  // namespace specula::internal

@@ -8,6 +8,13 @@ const BackendDesc *find_backend(BackendKind kind) {
     return nullptr;
 }
 
+const Op *unsupported_op(const BackendDesc &backend, const Graph &graph) {
+    for (const std::vector<Op> &stage : graph.stages)
+        for (const Op &op : stage)
+            if (!backend.supports_op(op)) return &op;
+    return nullptr;
+}
+
 std::span<const BackendKind> gpu_backend_kinds() {
     static constexpr BackendKind kGpuKinds[] = {BackendKind::Cuda, BackendKind::Vulkan};
     return kGpuKinds;

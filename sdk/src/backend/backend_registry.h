@@ -1,8 +1,9 @@
 // The registry of backends, in the manner of ggml-backend's (ggml/src/ggml-backend-reg.cpp): each backend built
-// into the library is one BackendDesc, with its device list and the factory of its target runner (whose drafters
-// the runner makes: TargetRunner::make_longspec_drafter, make_draft_runner). The core finds backends only here;
-// it includes no backend's header, and adding a backend adds an entry, not a change to the core (beyond naming its
-// kind: BackendKind, and gpu_backend_kinds() for AUTO's order).
+// into the library is one BackendDesc, with its device list, the graph operations it implements and the factory of
+// its target runner (which makes the executors of other graphs beside it: TargetRunner::make_executor, and draft
+// model runners: make_draft_runner). The core finds backends only here; it includes no backend's header, and adding
+// a backend adds an entry, not a change to the core (beyond naming its kind for the C ABI: BackendKind, and
+// gpu_backend_kinds() for AUTO's order).
 //
 // builtin_backends() is defined in one place outside the core, backends/registry.cpp, which names every backend
 // this build has (an explicit list, not static self-registration: a static library drops objects nothing refers
@@ -12,6 +13,7 @@
 #include "backend/device_info.h"
 #include "backend/kv_type.h"
 #include "backend/target_runner.h"
+#include "graph/graph.h"
 
 #include <memory>
 #include <optional>
@@ -31,6 +33,7 @@ enum class BackendKind { Auto, Cpu, Cuda, Vulkan };
 // `pool`'s threads where it computes on the CPU (the pool belongs to the session and outlives the runner).
 struct RunnerRequest {
     std::shared_ptr<const Model> model;
+    std::shared_ptr<const Graph> graph;  // the model's graph (graph/model_graph.h), which the runner executes
     int32_t n_ctx = 0;
     ThreadPool *pool = nullptr;
     int32_t device = 0;
@@ -49,7 +52,13 @@ struct BackendDesc {
     // A runner, or Error with the reason it cannot: UNSUPPORTED (no such device, a KV type it does not keep),
     // INVALID_ARGUMENT (a device index that does not exist), OUT_OF_MEMORY (with the sizes).
     std::unique_ptr<TargetRunner> (*make_runner)(const RunnerRequest &request);
+    // Whether the backend implements the operation (as ggml's supports_op): a graph with one it lacks is not given
+    // to it, and the session falls back with the reason. Thread-safe.
+    bool (*supports_op)(const Op &op);
 };
+
+// The first operation of `graph` the backend lacks, or nullptr.
+const Op *unsupported_op(const BackendDesc &backend, const Graph &graph);
 
 // The backends of this build: GPU backends first (in AUTO's order), the CPU last (always present).
 std::span<const BackendDesc> builtin_backends();

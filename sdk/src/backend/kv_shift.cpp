@@ -23,16 +23,16 @@ void shift_kv_rows(TargetRunner &runner, const HParams &hp, const std::vector<fl
     for (int32_t layer = 0; layer < hp.n_layer; ++layer)
         for (int32_t from = keep + discard; from < n_used; from += kChunk) {
             const int32_t n = std::min(kChunk, n_used - from);
-            runner.read_kv(layer, 1, from, n, bytes.data());
-            runner.write_kv(layer, 1, from - discard, n, bytes.data());
-            runner.read_kv(layer, 0, from, n, bytes.data());
+            runner.read_kv(layer, KvPart::Values, from, n, bytes.data());
+            runner.write_kv(layer, KvPart::Values, from - discard, n, bytes.data());
+            runner.read_kv(layer, KvPart::Keys, from, n, bytes.data());
             for (int32_t i = 0; i < n; ++i) {
                 float *key = floats.data() + size_t(i) * size_t(width);
                 kv_load_row(type, bytes.data() + size_t(i) * row_bytes, width, key);
                 rope_rotate(key, hp.n_head_kv, hp, cos_t.data(), sin_t.data());
                 kv_store_row(type, key, width, bytes.data() + size_t(i) * row_bytes);
             }
-            runner.write_kv(layer, 0, from - discard, n, bytes.data());
+            runner.write_kv(layer, KvPart::Keys, from - discard, n, bytes.data());
         }
 }
 

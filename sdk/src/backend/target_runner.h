@@ -1,12 +1,13 @@
 // The one interface a backend implements to run the target model for a session: evaluate token batches and
 // speculation trees into its own KV cache. Session and verifier are written against this, so the CPU reference
-// (backends/cpu/cpu_runner.h) and the CUDA backend (backends/cuda/cuda_runner.h) run the same speculative loop.
+// (backends/cpu/cpu_runner.h), CUDA (backends/cuda/cuda_runner.h) and Vulkan (backends/vulkan/vulkan_runner.h) run
+// the same speculative loop. Each runner executes the model's graph (graph/model_graph.h, built by the core) with
+// its backend's operations; what only some backends can do is a capability the core asks for (capabilities()).
 #pragma once
 
+#include "backend/graph_executor.h"
 #include "backend/kv_type.h"
-#include "speculative/drafter.h"
-#include "speculative/tree_sampling_plan.h"
-#include "speculative/verifier.h"
+#include "backend/tree_verification.h"
 
 #include <atomic>
 #include <cstddef>
@@ -15,16 +16,19 @@
 
 namespace specula::internal {
 
-class LongSpecDraft;
 class Model;
 
-// How tree nodes attend on the CUDA backend (the CPU has one path that is both: backends/cpu/block_attention.h).
-// Exact (default): each node's softmax runs over the committed prefix and then its
-// ancestors, in position order, with the same arithmetic as plain decoding -- so a token's logits are bit-identical
-// whether it is verified in a tree or decoded alone, which makes greedy speculative decoding token-for-token
-// lossless. Hybrid: LongSpec's split form (paper Appendix C): prefix part and masked tree part, each with its
-// log-sum-exp, merged; equal to Exact up to float rounding.
-enum class TreeAttention { Exact, Hybrid };
+// What a runner can do beyond the interface's guarantees, as ggml's backends answer supports_op: the core asks and
+// takes another path where the answer is no.
+struct RunnerCapabilities {
+    // Whether eval() computes every row as it would alone, whatever the batch (decoding and tree verification always
+    // do). A runner whose long prompt batches take a faster, batch-dependent path (CUDA's cuBLAS prefill) says
+    // false; the session then evaluates a prompt's last token alone, as a speculative session evaluates it as the
+    // next tree's root, so that plain and speculative runs prefill exactly the same batches (docs/cuda.md).
+    bool prompt_batches_invariant = true;
+    // Whether verify_tree_on_device() may verify a tree on the device (then the session makes a plan for it).
+    bool verifies_trees_on_device = false;
+};
 
 class TargetRunner {
 public:
@@ -32,6 +36,7 @@ public:
 
     // The backend's name in its registry entry (backend/backend_registry.h): "cpu", "cuda", "vulkan".
     virtual const char *backend() const = 0;
+    virtual RunnerCapabilities capabilities() const { return {}; }
 
     // Evaluates n tokens that occupy KV slots (and positions) [n_past, n_past + n); each attends causally to
     // slots [0, its own]. Writes n_vocab logits for the last token into `logits`, or for every token
@@ -39,11 +44,6 @@ public:
     // Returns false if the cancel flag (set_cancel_flag) was raised between kernel launches / layers: the slots
     // [n_past, n_past + n) then hold partial results and must be evaluated again.
     virtual bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) = 0;
-    // Whether eval() computes every row as it would alone, whatever the batch (decoding and tree verification always
-    // do). A runner whose long prompt batches take a faster, batch-dependent path (CUDA's cuBLAS prefill) says
-    // false; the session then evaluates a prompt's last token alone, as a speculative session evaluates it as the
-    // next tree's root, so that plain and speculative runs prefill exactly the same batches (docs/cuda.md).
-    virtual bool prompt_batches_are_invariant() const { return true; }
 
     // Evaluates n nodes of a speculation tree. Node i (token tokens[i], RoPE position positions[i]) is written to
     // KV slot n_past + tree_offset + i and attends to every committed slot [0, n_past) plus the tree slots
@@ -54,12 +54,12 @@ public:
                            const uint8_t *mask, float *logits) = 0;
     // Logits of row i of the last eval_tree(..., nullptr) call (bit-identical to computing all rows).
     virtual void tree_logits(int32_t i, float *logits) = 0;
-    // Verifies the tree of the last eval_tree(..., nullptr) call on the backend's device (plan: speculative/
-    // tree_sampling_plan.h), the walk speculative/verifier.cpp does for deterministic children, so that only the
+    // Verifies the tree of the last eval_tree(..., nullptr) call on the backend's device (plan: backend/
+    // tree_verification.h), the walk speculative/verifier.cpp does for deterministic children, so that only the
     // accepted nodes and the bonus token come back. False, with nothing changed, when this backend does not (the
-    // CPU: its rows are in memory already) or cannot for this plan; the caller then verifies on the host.
+    // CPU: its rows are in memory already; capabilities().verifies_trees_on_device) or cannot for this plan; the
+    // caller then verifies on the host.
     // Rows stay available through tree_logits() afterwards.
-    virtual bool verifies_trees_on_device() const { return false; }  // whether to make a plan at all
     virtual bool verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutcome &outcome) {
         (void)plan;
         (void)outcome;
@@ -74,19 +74,17 @@ public:
     // moved rows (a GPU's host mirror) is invalid afterwards. The caller guarantees keep + discard <= n_used <= n_ctx.
     virtual void shift_kv(int32_t keep, int32_t discard, int32_t n_used) = 0;
 
-    virtual void set_tree_attention(TreeAttention mode) = 0;
     // A flag another thread may raise to stop a forward pass between launches (the session's cancel flag).
     void set_cancel_flag(const std::atomic<bool> *flag) { cancel_ = flag; }
 
-    // The drafters of this backend. They run between the target's passes on the same device and threads, so a
-    // drafter may use the runner's device, stream and threads. A LongSpec drafter reads the target's cache of the
-    // draft's cross-attention layer where this runner keeps it (the CPU's memory, a GPU's), in place: nothing of
-    // the target's cache goes through the session. max_tree_nodes: the most drafted nodes (root excluded) any
-    // request will ask for.
-    virtual std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes) = 0;
+    // An executor for another graph beside the target (backend/graph_executor.h): on this runner's device, stream
+    // and threads, its KvStore::Model operations reading this runner's cache in place. The core's graph drafters run
+    // on it between the target's passes (LongSpec's layer: nothing of the target's cache goes through the session).
+    // Throws Error(UNSUPPORTED) when the backend lacks an operation of the graph.
+    virtual std::unique_ptr<GraphExecutor> make_executor(const ExecutorRequest &request) = 0;
     // A runner for an independent draft model on this backend (its device, its threads), or nullptr when this
-    // backend cannot hold it (the session then runs the draft model on the CPU). Throws like a target runner's
-    // constructor for a model it refuses.
+    // backend cannot hold it (make_draft_model_runner, backend/backend_choice.h, then runs it on the CPU). Throws
+    // like a target runner's constructor for a model it refuses.
     virtual std::unique_ptr<TargetRunner> make_draft_runner(std::shared_ptr<const Model> draft, int32_t n_ctx) = 0;
 
     virtual int32_t n_ctx() const = 0;
@@ -94,16 +92,17 @@ public:
     virtual size_t kv_bytes() const = 0;
 
     // Snapshots (session/session_snapshot.cpp) copy the cache's rows as the backend stores them: kv_type()
-    // elements, n_embd_kv per slot. read_kv copies slots [first, first + n) of one layer's keys (kind 0) or values
-    // (kind 1) to dst, densely; write_kv copies them back from src. The caller guarantees the range is inside the
+    // elements, n_embd_kv per slot. read_kv copies slots [first, first + n) of one layer's keys or values to dst,
+    // densely; write_kv copies them back from src. The caller guarantees the range is inside the
     // cache; rows a write replaces are invalid until then for anything derived from them (a GPU's host mirror).
     virtual KvType kv_type() const = 0;
     virtual int32_t kv_row_width() const = 0;  // elements per slot of one layer's K (or V): n_embd_kv
-    virtual void read_kv(int32_t layer, int kind, int32_t first, int32_t n, void *dst) = 0;
-    virtual void write_kv(int32_t layer, int kind, int32_t first, int32_t n, const void *src) = 0;
+    virtual void read_kv(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) = 0;
+    virtual void write_kv(int32_t layer, KvPart part, int32_t first, int32_t n, const void *src) = 0;
 
 protected:
     bool cancelled() const { return cancel_ != nullptr && cancel_->load(std::memory_order_relaxed); }
+    const std::atomic<bool> *cancel_flag() const { return cancel_; }
 
 private:
     const std::atomic<bool> *cancel_ = nullptr;

@@ -18,6 +18,17 @@ void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int3
     }
 }
 
+void rope_table(const HParams &hp, const std::vector<float> &freq_factors, int32_t n_positions, std::vector<float> &cos_t, std::vector<float> &sin_t) {
+    const size_t half = size_t(hp.rope_dim / 2 > 1 ? hp.rope_dim / 2 : 1);
+    cos_t.assign(size_t(n_positions) * half, 0.0f);
+    sin_t.assign(cos_t.size(), 0.0f);
+    for (int32_t p = 0; p < n_positions; ++p) rope_angles(hp, freq_factors, p, cos_t.data() + size_t(p) * half, sin_t.data() + size_t(p) * half);
+}
+
+bool same_rope_angles(const HParams &a, const std::vector<float> &freq_a, const HParams &b, const std::vector<float> &freq_b) {
+    return a.rope_dim == b.rope_dim && a.rope_freq_base == b.rope_freq_base && a.rope_freq_scale == b.rope_freq_scale && freq_a == freq_b;
+}
+
 void rope_rotate(float *x, int n_heads, const HParams &hp, const float *cos_t, const float *sin_t) {
     const int half = hp.rope_dim / 2;
     for (int h = 0; h < n_heads; ++h) {

@@ -79,11 +79,12 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
         l.wk = bind_tensor(file, p + "attn_k.weight", hp.n_embd, kv, false);
         l.wv = bind_tensor(file, p + "attn_v.weight", hp.n_embd, kv, false);
         l.wo = bind_tensor(file, p + "attn_output.weight", q, hp.n_embd, false);
-        if (hp.has_qkv_bias) {
-            l.bq = bind_tensor(file, p + "attn_q.bias", q, 1, true);
-            l.bk = bind_tensor(file, p + "attn_k.bias", kv, 1, true);
-            l.bv = bind_tensor(file, p + "attn_v.bias", kv, 1, true);
-        }
+        // Biases: qwen2's Q/K/V ones are required; llama's Q/K/V and output ones are optional (as llama.cpp binds
+        // them: some llama-architecture conversions carry them). The graph adds each bias a layer has.
+        l.bq = bind_tensor(file, p + "attn_q.bias", q, 1, true, !hp.has_qkv_bias);
+        l.bk = bind_tensor(file, p + "attn_k.bias", kv, 1, true, !hp.has_qkv_bias);
+        l.bv = bind_tensor(file, p + "attn_v.bias", kv, 1, true, !hp.has_qkv_bias);
+        l.bo = bind_tensor(file, p + "attn_output.bias", hp.n_embd, 1, true, true);
         l.ffn_norm = bind_tensor(file, p + "ffn_norm.weight", hp.n_embd, 1, true);
         l.ffn_gate = bind_tensor(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false);
         l.ffn_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff, false);

@@ -26,7 +26,8 @@ struct WeightView {
 struct LayerWeights {
     WeightView attn_norm;
     WeightView wq, wk, wv, wo;
-    WeightView bq, bk, bv;  // qwen2 only
+    WeightView bq, bk, bv;  // qwen2's; optional in llama
+    WeightView bo;          // optional (llama)
     WeightView ffn_norm;
     WeightView ffn_gate, ffn_up, ffn_down;
 };

@@ -127,7 +127,7 @@ bool Session::evaluate_pending() {
     const size_t target = spec_.attached() ? tokens_.size() - 1 : tokens_.size();
     // Without a drafter on a runner whose prompt batches depend on the batch, the last token is evaluated alone too:
     // a speculative session stops its batches one token earlier (above), and both must batch alike to stay equal.
-    const size_t batched = !spec_.attached() && !runner_->prompt_batches_are_invariant() && target > size_t(n_evaluated_) + 1 ? target - 1 : target;
+    const size_t batched = !spec_.attached() && !runner_->capabilities().prompt_batches_invariant && target > size_t(n_evaluated_) + 1 ? target - 1 : target;
     bool prompt = false;
     while (size_t(n_evaluated_) < target) {
         if (take_cancel()) return false;

@@ -15,7 +15,7 @@
 #include "core/thread_pool.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "snapshot/byte_stream.h"
+#include "core/byte_stream.h"
 
 #include <algorithm>
 #include <cmath>
@@ -79,8 +79,8 @@ KvRows kv_rows_of(TargetRunner &runner) {
     KvRows rows;
     rows.type = runner.kv_type();
     rows.row_width = runner.kv_row_width();
-    rows.read = [&runner](const KvChunkId &c, void *dst) { runner.read_kv(int32_t(c.layer), int(c.kind), c.first, c.count, dst); };
-    rows.write = [&runner](const KvChunkId &c, const void *src) { runner.write_kv(int32_t(c.layer), int(c.kind), c.first, c.count, src); };
+    rows.read = [&runner](const KvChunkId &c, void *dst) { runner.read_kv(int32_t(c.layer), KvPart(c.kind), c.first, c.count, dst); };
+    rows.write = [&runner](const KvChunkId &c, const void *src) { runner.write_kv(int32_t(c.layer), KvPart(c.kind), c.first, c.count, src); };
     return rows;
 }
 

@@ -31,18 +31,11 @@ void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &targ
     const int32_t model_nodes = !model_drafter ? 0 : tuner ? tuner->max_model_nodes() : config.shape.max_nodes();
     const int32_t budget = 1 + model_nodes + (config.ngram ? config.ngram_nodes : 0);
     std::unique_ptr<Drafter> primary;
-    if (config.longspec) primary = runner.make_longspec_drafter(config.longspec, budget - 1);
+    if (config.longspec) primary = make_longspec_drafter(config.longspec, budget - 1, runner);
     if (config.draft_model) {
         check_draft_vocab(target, *config.draft_model);
         // On the target's backend when it can hold the draft model, else on the CPU with the session's threads.
-        std::unique_ptr<TargetRunner> draft_runner = runner.make_draft_runner(config.draft_model, runner.n_ctx());
-        if (!draft_runner) {
-            BackendChoice cpu;
-            cpu.kind = BackendKind::Cpu;
-            std::string note;
-            draft_runner = make_target_runner(config.draft_model, runner.n_ctx(), pool, cpu, note);
-        }
-        primary = make_model_drafter(config.draft_model, target, std::move(draft_runner));
+        primary = make_model_drafter(config.draft_model, target, make_draft_model_runner(runner, config.draft_model, pool));
     }
     std::unique_ptr<Drafter> drafter;
     if (config.ngram) {
@@ -117,7 +110,7 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     row_ready_.assign(size_t(n_nodes), 0);
     rows_runner_ = &runner;
     VerifyOutcome outcome;
-    const bool on_device = runner.verifies_trees_on_device() && plan_tree_sampling(tree_, sampler, tokens, n_vocab, plan_) &&
+    const bool on_device = runner.capabilities().verifies_trees_on_device && plan_tree_sampling(tree_, sampler, tokens, n_vocab, plan_) &&
                            runner.verify_tree_on_device(plan_, outcome);
     if (on_device) {
         // The walk drew one number per visited node, from plan_.uniforms: move the generator as far.

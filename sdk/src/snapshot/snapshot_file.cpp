@@ -2,7 +2,7 @@
 
 #include "core/thread_pool.h"
 #include "core/error.h"
-#include "snapshot/byte_stream.h"
+#include "core/byte_stream.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

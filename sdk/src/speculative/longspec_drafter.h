@@ -13,6 +13,11 @@
 // window + 1 tokens, and the ring slot of position p is p mod (window + 1). The tree's keys/values live in
 // separate slots, rewritten every round. Every buffer is allocated up front from (window, max tree nodes), so
 // allocated_bytes() is the same at context 1K and 1M.
+//
+// Written once for every backend: the ring's bookkeeping, the window rule (which ring slots and ancestors each row
+// sees), catch-up and rewind are here; the layer is a graph (speculative/longspec_graph.h) that the target
+// runner's backend executes beside the target, reading the target's cache where it keeps it (its memory or its
+// GPU's), in place (backend/graph_executor.h).
 #pragma once
 
 #include "backend/kv_type.h"
@@ -25,9 +30,11 @@
 
 namespace specula::internal {
 
-// The ring as snapshots keep it (every LongSpec drafter's save_state): how far it has caught up on the context, the
-// position each slot holds (-1: none yet) and the slots' self-attention keys and values, in the element type the
-// drafter keeps them (F32 on the CPU, F16 on a GPU).
+class TargetRunner;
+
+// The ring as snapshots keep it: how far it has caught up on the context, the position each slot holds (-1: none
+// yet) and the slots' self-attention keys and values, in the element type the backend keeps them (F32 on the CPU,
+// F16 on a GPU).
 struct LongSpecRing {
     KvType type = KvType::F32;
     int32_t n_done = 0;
@@ -40,49 +47,9 @@ struct LongSpecRing {
     static LongSpecRing decode(std::span<const uint8_t> bytes, KvType type, int32_t slots, int32_t row_width, int32_t n_tokens);
 };
 
-// What every LongSpec drafter does with its layer, whatever computes it (the CPU: backends/cpu/
-// cpu_longspec_drafter.cpp, CUDA: backends/cuda/cuda_longspec_drafter.cpp): a round catches up on the context, then either builds a beam tree
-// scored level by level (speculative/beam_tree.h) or scores the root alone.
-class LongSpecDrafterBase : public Drafter {
-public:
-    const char *name() const override { return "longspec"; }
-    void draft(const DraftRequest &request, DraftTree &tree) override;
-    bool root_logits(const DraftRequest &request, float *logits) override;
-    // Snapshots: the ring, verbatim (LongSpecRing).
-    std::vector<uint8_t> save_state() const override { return ring().encode(); }
-    int32_t check_state(std::span<const uint8_t> state, int32_t n_tokens) const override;
-    void load_state(std::span<const uint8_t> state) override;
-
-protected:
-    // ring_slots: window + 1; row_width: the target's n_embd_kv; ring_type: how this drafter keeps the ring's rows.
-    LongSpecDrafterBase(int32_t max_tree_nodes, int32_t n_vocab, int32_t ring_slots, int32_t row_width, KvType ring_type)
-        : max_nodes_(max_tree_nodes), n_vocab_(n_vocab), ring_slots_(ring_slots), row_width_(row_width), ring_type_(ring_type) {}
-    // The root (the context's last token) and its position, the target KV the cross-attention may read (never at
-    // or beyond the root), and the ring caught up to the context.
-    virtual void begin_round(const DraftRequest &request) = 0;
-    // The layer for tree nodes [first, first + count) (the root alone when first == 0): count rows of logits.
-    virtual void score(const DraftTree &tree, int32_t first, int32_t count, float *logits) = 0;
-    // The same rows, but only each row's k best (log-prob, id) pairs (beam_tree.h: ScoreTopkFn), for a drafter that
-    // can rank where the logits are (the CUDA drafter: on the device). False: unsupported (the default), then
-    // score() runs instead. build_beam_tree asks for it only when it needs no full row.
-    virtual bool score_topk(const DraftTree &tree, int32_t first, int32_t count, int32_t k, float *logp, int32_t *ids) {
-        (void)tree, (void)first, (void)count, (void)k, (void)logp, (void)ids;
-        return false;
-    }
-    // The ring copied out of, and back into, wherever the drafter keeps it.
-    virtual LongSpecRing ring() const = 0;
-    virtual void set_ring(const LongSpecRing &ring) = 0;
-
-    int32_t max_nodes_;  // the most drafted nodes (root excluded) a tree may have
-    int32_t n_vocab_;
-    int32_t ring_slots_, row_width_;
-    KvType ring_type_;
-
-private:
-    DraftTree root_tree_;  // root_logits' one-node tree
-};
-
-// Each backend makes its LongSpec drafter (TargetRunner::make_longspec_drafter): the CPU's in
-// backends/cpu/cpu_longspec_drafter.cpp, the CUDA backend's in backends/cuda/cuda_longspec_drafter.cpp.
+// The drafter for `draft` on the backend of `runner` (the target's runner: the draft's cross-attention reads its
+// cache), for trees of at most max_tree_nodes drafted nodes (root excluded). Throws INVALID_ARGUMENT for a node
+// count outside [0, 4096], UNSUPPORTED when the backend lacks an operation of the layer.
+std::unique_ptr<Drafter> make_longspec_drafter(std::shared_ptr<const LongSpecDraft> draft, int32_t max_tree_nodes, TargetRunner &runner);
 
 }  // namespace specula::internal

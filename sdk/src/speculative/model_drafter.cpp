@@ -2,7 +2,7 @@
 
 #include "backend/target_runner.h"
 #include "core/error.h"
-#include "snapshot/byte_stream.h"
+#include "core/byte_stream.h"
 #include "speculative/beam_tree.h"
 #include "speculative/vocab_compat.h"
 

@@ -1,7 +1,7 @@
 #include "speculative/ngram_drafter.h"
 
 #include "core/error.h"
-#include "snapshot/byte_stream.h"
+#include "core/byte_stream.h"
 
 #include <algorithm>
 #include <array>

@@ -29,7 +29,8 @@ bool plan_tree_sampling(const DraftTree &tree, const Sampler &sampler, std::span
             if (tree.has_child_distribution(i)) return false;
     // The steps Sampler's constructor puts in its chain.
     const bool penalize = c.repeat_penalty != 1.0f || c.frequency_penalty != 0.0f || c.presence_penalty != 0.0f;
-    plan.tree = &tree;
+    plan.parents = tree.parents();
+    plan.tokens = tree.tokens();
     plan.greedy = sampler.greedy();
     plan.penalties = penalize && c.penalty_last_n != 0;
     plan.repeat = c.repeat_penalty;

@@ -13,6 +13,7 @@
 // Consecutive tokens of one round consume the sampler's random numbers in order, so runs are reproducible.
 #pragma once
 
+#include "backend/tree_verification.h"  // VerifyOutcome
 #include "sampling/sampler.h"
 #include "speculative/draft_tree.h"
 
@@ -21,11 +22,6 @@
 #include <vector>
 
 namespace specula::internal {
-
-struct VerifyOutcome {
-    std::vector<int32_t> path;  // accepted nodes (root excluded), root to leaf
-    int32_t bonus = -1;         // the target's own token after the last accepted node
-};
 
 // How a rejected sampled draft is replaced. Only kExact is lossless; kTargetResample reproduces the
 // reference LongSpec bug and exists so that tests can show the statistical test detects it.

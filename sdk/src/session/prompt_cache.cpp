@@ -1,4 +1,4 @@
-#include "snapshot/prompt_cache.h"
+#include "session/prompt_cache.h"
 
 #include "core/thread_pool.h"
 #include "core/atomic_file.h"

@@ -1,0 +1,160 @@
+// The CPU reference of every graph operation (graph/graph.h), read top to bottom as llama2.c: each operation is a
+// loop over the batch's rows calling the operators of ops.h, or one matrix product over all of them.
+#include "backends/cpu/cpu_executor.h"
+
+#include "backends/cpu/ops.h"
+#include "core/error.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace specula::internal {
+
+CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, ThreadPool &pool, KvCache *model_kv)
+    : graph_(std::move(graph)), weights_(CpuWeights::for_graph(*graph_)), pool_(pool), model_kv_(model_kv), fixed_rows_(max_rows > 0) {
+    const Graph &g = *graph_;
+    for (const std::vector<Op> &stage : g.stages) {
+        matrices_.emplace_back();
+        for (const Op &op : stage) {
+            CpuMatrix m;
+            if (op.kind == OpKind::MatMul)
+                for (size_t i = 0; i < g.sources.size(); ++i)
+                    if (g.sources[i].holds(*op.weight)) m = weights_[i]->matrix(*op.weight);
+            require(op.kind != OpKind::MatMul || m.w != nullptr, SPECULA_ERR_INTERNAL, "CPU: a matrix of the graph lies in none of its files");
+            matrices_.back().push_back(m);
+            require((op.kind != OpKind::StoreKv && op.kind != OpKind::Attention) || op.store == KvStore::Local || model_kv_ != nullptr,
+                    SPECULA_ERR_INTERNAL, "CPU: the graph reads a runner's cache it was not given");
+        }
+    }
+    for (const GraphTensor &t : g.tensors) tensors_.push_back(Tensor{{}, t.width});
+    if (g.local_kv_slots > 0) local_kv_.emplace(0, 1, g.local_kv_slots, g.hp.n_embd_kv(), KvType::F32);
+    // Attention scratch, one per thread and built in place: a copy would not keep the reservations its constructor
+    // made, and the bytes must not depend on which threads happened to run.
+    const int32_t group = g.hp.n_head / g.hp.n_head_kv;
+    queries_.resize(size_t(pool_.size()));
+    for (int t = 0; t < pool_.size(); ++t) block_attention_.emplace_back(g.hp.head_dim);
+    if (fixed_rows_) {
+        ensure_rows(max_rows);
+        for (auto &q : queries_) q.reserve(size_t(max_rows) * size_t(group));
+        for (BlockAttention &b : block_attention_) {
+            b.reserve_rows(size_t(max_rows) * size_t(group));
+            b.reserve_tail(size_t(g.local_kv_slots));
+        }
+    }
+}
+
+void CpuExecutor::ensure_rows(int32_t rows) {
+    if (rows <= rows_) return;
+    require(!fixed_rows_ || rows_ == 0, SPECULA_ERR_INTERNAL, "CPU: a batch larger than the executor was made for");
+    for (Tensor &t : tensors_) t.data.resize(size_t(rows) * size_t(t.width));
+    rows_ = rows;
+}
+
+void CpuExecutor::bind(TensorId t, float *dst, int32_t first) {
+    tensor(t).external = dst;
+    tensor(t).external_first = first;
+}
+
+void CpuExecutor::unbind(TensorId t) { tensor(t).external = nullptr; }
+
+bool CpuExecutor::run_rows(int32_t stage, const BatchRows &rows, int32_t first, int32_t count, const std::atomic<bool> *cancel) {
+    const Graph &g = *graph_;
+    ensure_rows(first + count);
+    const std::vector<Op> &ops = g.stages[size_t(stage)];
+    const int32_t end = first + count;
+    int32_t block = -2;
+    for (size_t o = 0; o < ops.size(); ++o) {
+        const Op &op = ops[o];
+        if (op.block != block) {  // a new layer: where a cancel lands
+            block = op.block;
+            if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return false;
+        }
+        switch (op.kind) {
+        case OpKind::Embed:
+            for (int32_t r = first; r < end; ++r) get_row(*op.weight, rows.tokens()[r], row(op.dst, r));
+            break;
+        case OpKind::RmsNorm:
+            for (int32_t r = first; r < end; ++r) rmsnorm(row(op.dst, r), row(op.src, r), op.weight->floats(), tensor(op.dst).width, op.eps);
+            break;
+        case OpKind::MatMul: matmul(pool_, matrices_[size_t(stage)][o], row(op.src, first), count, row(op.dst, first), quant_scratch_); break;
+        case OpKind::AddBias:
+            for (int32_t r = first; r < end; ++r) add(row(op.dst, r), op.weight->floats(), tensor(op.dst).width);
+            break;
+        case OpKind::Rope:
+            for (int32_t r = first; r < end; ++r) rope(row(op.dst, r), op.n_heads, g.hp, g.rope_freq_factors, rows.positions()[r]);
+            break;
+        case OpKind::StoreKv:
+            for (const StoreRun &s : rows.stores)
+                for (int32_t r = std::max(first, s.row); r < std::min(end, s.row + s.count); ++r)
+                    store(op).store(op.kv_layer, s.slot + (r - s.row), row(op.src, r), row(op.src2, r));
+            break;
+        case OpKind::Attention: attention(op, rows, first, count); break;
+        case OpKind::SwiGlu: swiglu(row(op.dst, first), row(op.src, first), int64_t(count) * tensor(op.dst).width); break;
+        case OpKind::Add: add(row(op.dst, first), row(op.src, first), int64_t(count) * tensor(op.dst).width); break;
+        }
+    }
+    return true;
+}
+
+// Multi-head attention of the rows (block_attention.h): one task per KV head and run of up to kRowsPerTask rows,
+// holding the query heads of that KV head's group, so the prefix blocks are read once per task. A row's
+// arithmetic does not depend on the task it lands in.
+void CpuExecutor::attention(const Op &op, const BatchRows &rows, int32_t first, int32_t count) {
+    const HParams &hp = graph_->hp;
+    const int32_t hd = hp.head_dim, group = hp.n_head / hp.n_head_kv;
+    const float scale = graph_->attention_scale;
+    const KeyList &list = rows.lists[size_t(op.keys)];
+    constexpr int32_t kRowsPerTask = 16;
+    const int32_t chunks = (count + kRowsPerTask - 1) / kRowsPerTask;
+    KvCache &kv = store(op);
+    const KvView keys = kv.keys(op.kv_layer), values = kv.values(op.kv_layer);
+    auto task = [&](int64_t t, int thread) {
+        const int32_t kv_head = int32_t(t / chunks), i0 = first + int32_t(t % chunks) * kRowsPerTask, i1 = std::min(first + count, i0 + kRowsPerTask);
+        std::vector<AttentionQuery> &queries = queries_[size_t(thread)];
+        queries.clear();
+        for (int32_t i = i0; i < i1; ++i) {
+            float *q = row(op.src, i), *out = row(op.dst, i);
+            const int32_t n_extra = rows.n_extra(list, i);
+            const int32_t *extra = n_extra > 0 ? rows.extra(list, i) : nullptr;
+            for (int32_t gi = 0; gi < group; ++gi) {
+                const int64_t h = int64_t(kv_head) * group + gi;
+                queries.push_back(AttentionQuery{q + h * hd, out + h * hd, rows.run_of(list, i), extra, n_extra});
+            }
+        }
+        block_attention_[size_t(thread)].run(keys, values, kv_head * hd, scale, queries);
+    };
+    const int64_t tasks = int64_t(hp.n_head_kv) * chunks;
+    const int64_t work = int64_t(hp.n_head) * count * list.max_keys * hd;  // about: multiply-adds of the scores
+    if (work < (int64_t(1) << 16)) {
+        for (int64_t t = 0; t < tasks; ++t) task(t, 0);
+    } else {
+        pool_.run(tasks, task);
+    }
+}
+
+void CpuExecutor::run(int32_t stage, const BatchRows &rows, float *logits, bool replay) {
+    (void)replay;
+    if (logits != nullptr) bind(graph_->logits, logits, 0);
+    run_rows(stage, rows, 0, rows.n);
+    if (logits != nullptr) unbind(graph_->logits);
+}
+
+void CpuExecutor::read_local_kv(KvPart part, int32_t first, int32_t n, void *dst) {
+    const uint8_t *src = part == KvPart::Keys ? local_kv_->k_row(0, first) : local_kv_->v_row(0, first);
+    std::memcpy(dst, src, size_t(n) * local_kv_->row_bytes());
+}
+
+void CpuExecutor::write_local_kv(KvPart part, int32_t first, int32_t n, const void *src) {
+    uint8_t *dst = part == KvPart::Keys ? local_kv_->k_row(0, first) : local_kv_->v_row(0, first);
+    std::memcpy(dst, src, size_t(n) * local_kv_->row_bytes());
+}
+
+size_t CpuExecutor::allocated_bytes() const {
+    size_t total = quant_scratch_.capacity() + (local_kv_ ? local_kv_->bytes() : 0);
+    for (const Tensor &t : tensors_) total += t.data.capacity() * sizeof(float);
+    for (const BlockAttention &b : block_attention_) total += b.bytes();
+    for (const auto &q : queries_) total += q.capacity() * sizeof(AttentionQuery);
+    return total;
+}
+
+}  // namespace specula::internal

@@ -1,0 +1,344 @@
+// Each graph operation (graph/graph.h) as the CUDA kernels of kernels.h, in the order the graph lists them, on one
+// stream. Nothing here waits for the device except upload_rows (before it rewrites its pinned staging) and the
+// GraphExecutor calls that bring results back.
+#include "backends/cuda/cuda_executor.h"
+
+#include "backends/cuda/graph_replay.h"
+#include "backends/cuda/kernels/topk.h"
+#include "core/error.h"
+#include "model/rope.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace specula::internal::SPECULA_CUDA_NAMESPACE {
+namespace {
+
+constexpr int32_t kCrossChunks = 32;  // a list that need not be batch-invariant is split into at most this many chunks
+constexpr size_t kIntsBytes = size_t(1) << 20;  // row data: enough that a decode step never allocates (graph capture)
+
+AttentionShape shape_of(const Graph &g, int32_t chunk) {
+    AttentionShape s;
+    s.n_head = g.hp.n_head;
+    s.n_head_kv = g.hp.n_head_kv;
+    s.head_dim = g.hp.head_dim;
+    s.scale = g.attention_scale;
+    s.chunk = chunk;
+    return s;
+}
+
+// A split that need not be invariant: at most kCrossChunks chunks over the list's keys, each a multiple of 64.
+int32_t chunk_by_length(int32_t keys) { return std::max(64, ((keys + kCrossChunks - 1) / kCrossChunks + 63) / 64 * 64); }
+
+size_t partials_bytes(const Graph &g, int32_t rows, const CudaContext &ctx, int32_t local_chunk) {
+    size_t floats = 0;
+    const size_t by_length = size_t(rows) * size_t(g.hp.n_head) * size_t(kCrossChunks + 1) * size_t(g.hp.head_dim + 2);
+    for (const std::vector<Op> &stage : g.stages)
+        for (const Op &op : stage) {
+            if (op.kind != OpKind::Attention) continue;
+            const bool model = op.store == KvStore::Model;
+            const int32_t slots = model ? ctx.n_ctx : g.local_kv_slots;
+            floats = std::max({floats, by_length, attention_partials_floats(shape_of(g, model ? ctx.cache_chunk : local_chunk), rows, slots)});
+        }
+    return floats * 4;
+}
+
+size_t gemm_bytes(const Graph &g, int32_t rows) {
+    size_t bytes = 256;
+    for (const Graph::WeightUse &u : g.weights())
+        if (u.matrix) bytes = std::max(bytes, gemm_scratch_bytes(DeviceUploads::layout(*u.w), rows));
+    return bytes;
+}
+
+size_t tensor_bytes(const Graph &g, int32_t rows) {
+    size_t total = 0;
+    for (const GraphTensor &t : g.tensors) total += size_t(rows) * size_t(t.width) * 4;
+    return total;
+}
+
+}  // namespace
+
+int32_t choose_chunk(int32_t slots) { return std::clamp((slots / 32 + 63) / 64 * 64, 64, 1024); }
+
+bool CudaExecutor::supports(const Op &op) {
+    switch (op.kind) {
+    case OpKind::Embed:
+    case OpKind::RmsNorm:
+    case OpKind::MatMul:
+    case OpKind::AddBias:
+    case OpKind::Rope:
+    case OpKind::StoreKv:
+    case OpKind::Attention:
+    case OpKind::SwiGlu:
+    case OpKind::Add: return true;
+    }
+    return false;
+}
+
+size_t CudaExecutor::bytes_needed(const Graph &g, int32_t max_rows, const CudaContext &ctx) {
+    const int32_t local_chunk = choose_chunk(std::max(1, g.local_kv_slots));
+    return tensor_bytes(g, max_rows) + gemm_bytes(g, max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
+           size_t(max_rows) * size_t(g.hp.n_head) * size_t(g.hp.head_dim + 2) * 4 + kIntsBytes +
+           2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2;
+}
+
+CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, const CudaContext &context)
+    : graph_(std::move(graph)), ctx_(context), max_rows_(max_rows) {
+    const Graph &g = *graph_;
+    require(g.hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "CUDA: head_dim " + std::to_string(g.hp.head_dim) + " > 256 is not supported");
+    for (const std::vector<Op> &stage : g.stages)
+        for (const Op &op : stage)
+            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("CUDA: the operation '") + op_kind_name(op.kind) + "' is not implemented");
+    check(cudaSetDevice(ctx_.device), "cudaSetDevice");
+    if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_TOPK")) device_topk_ = std::strcmp(env, "0") != 0;
+
+    // Weights: the runner's model holds the target's; anything else (a draft's layer) is copied here, once.
+    for (const std::vector<Op> &stage : g.stages) {
+        matrices_.emplace_back();
+        vectors_.emplace_back();
+        for (const Op &op : stage) {
+            DeviceMatrix m;
+            const float *v = nullptr;
+            if (op.weight != nullptr && *op.weight) {
+                if (op.kind == OpKind::MatMul || op.kind == OpKind::Embed) {
+                    const DeviceMatrix *shared = ctx_.weights ? ctx_.weights->matrix(*op.weight) : nullptr;
+                    m = shared ? *shared : own_.matrix(*op.weight);
+                } else {
+                    const float *shared = ctx_.weights ? ctx_.weights->floats(*op.weight) : nullptr;
+                    v = shared ? shared : own_.floats(*op.weight);
+                }
+            }
+            matrices_.back().push_back(m);
+            vectors_.back().push_back(v);
+        }
+    }
+
+    for (const GraphTensor &t : g.tensors) {
+        tensors_.emplace_back(size_t(max_rows_) * size_t(t.width) * 4);
+        widths_.push_back(t.width);
+    }
+    if (g.local_kv_slots > 0) {
+        local_chunk_ = choose_chunk(g.local_kv_slots);
+        const size_t bytes = size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2;
+        local_k_ = DeviceBuffer(bytes);
+        local_v_ = DeviceBuffer(bytes);
+        check(cudaMemset(local_k_.as(), 0, bytes), "cudaMemset");
+        check(cudaMemset(local_v_.as(), 0, bytes), "cudaMemset");
+    }
+    // RoPE: the runner's tables when the graph rotates as the runner's model does (LongSpec's layer), else its own.
+    if (ctx_.rope_hp == nullptr || !same_rope_angles(g.hp, g.rope_freq_factors, *ctx_.rope_hp, *ctx_.rope_freq_factors)) {
+        std::vector<float> cos_t, sin_t;
+        rope_table(g.hp, g.rope_freq_factors, ctx_.n_ctx, cos_t, sin_t);
+        rope_cos_ = DeviceBuffer(cos_t.size() * 4);
+        rope_sin_ = DeviceBuffer(sin_t.size() * 4);
+        check(cudaMemcpy(rope_cos_.as(), cos_t.data(), cos_t.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
+        check(cudaMemcpy(rope_sin_.as(), sin_t.data(), sin_t.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
+        ctx_.rope_cos = rope_cos_.as<float>();
+        ctx_.rope_sin = rope_sin_.as<float>();
+    }
+    gemm_scratch_ = DeviceBuffer(gemm_bytes(g, max_rows_));
+    partials_ = DeviceBuffer(std::max<size_t>(partials_bytes(g, max_rows_, ctx_, local_chunk_), 16));
+    tree_partials_ = DeviceBuffer(size_t(max_rows_) * size_t(g.hp.n_head) * size_t(g.hp.head_dim + 2) * 4);
+    ints_capacity_ = kIntsBytes;
+    ints_ = DeviceBuffer(ints_capacity_);
+    host_ints_.reserve(ints_capacity_);
+    if (g.logits >= 0) {
+        topk_ = DeviceBuffer(size_t(max_rows_) * size_t(kTopkMaxK) * 8);
+        host_out_bytes_ = std::max(size_t(max_rows_) * size_t(widths_[size_t(g.logits)]) * 4, topk_.bytes());
+        host_out_.reserve(host_out_bytes_);
+    }
+}
+
+CudaExecutor::~CudaExecutor() {
+    cudaSetDevice(ctx_.device);
+    for (auto &[key, exec] : replays_)
+        if (exec != nullptr) cudaGraphExecDestroy(exec);
+    (void)cudaGetLastError();
+}
+
+size_t CudaExecutor::device_bytes() const {
+    size_t total = 0;
+    for (const DeviceBuffer &t : tensors_) total += t.bytes();
+    for (const DeviceBuffer *b : {&local_k_, &local_v_, &rope_cos_, &rope_sin_, &gemm_scratch_, &partials_, &tree_partials_, &ints_, &mask_, &topk_}) total += b->bytes();
+    return total;
+}
+
+size_t CudaExecutor::allocated_bytes() const { return device_bytes() + own_.bytes() + ints_capacity_ + host_out_bytes_; }
+
+void CudaExecutor::upload_rows(const BatchRows &rows, bool capturing) {
+    const size_t bytes = rows.ints.size() * sizeof(int32_t);
+    require(rows.n <= max_rows_, SPECULA_ERR_INTERNAL, "CUDA: a batch larger than the executor was made for");
+    if (!capturing) check(cudaStreamSynchronize(ctx_.stream), "forward pass");  // the pinned staging is about to be rewritten
+    if (bytes > ints_capacity_) {
+        require(!capturing, SPECULA_ERR_INTERNAL, "CUDA: row data outgrew its buffer during a capture");
+        // Grown buffers move: drop the recorded graphs that point at the old one.
+        for (auto &[key, exec] : replays_)
+            if (exec != nullptr) cudaGraphExecDestroy(exec);
+        replays_.clear();
+        ints_capacity_ = std::max(bytes, 2 * ints_capacity_);
+        ints_ = DeviceBuffer(ints_capacity_);
+        host_ints_.reserve(ints_capacity_);
+    }
+    std::memcpy(host_ints_.as(), rows.ints.data(), bytes);
+    check(cudaMemcpyAsync(ints_.as(), host_ints_.as(), bytes, cudaMemcpyHostToDevice, ctx_.stream), "cudaMemcpyAsync (rows)");
+    if (rows.mask != nullptr) {
+        // Only LongSpec's split form of tree attention reads it (TreeAttention::Hybrid, never captured).
+        const size_t mask_bytes = size_t(rows.n) * size_t(rows.mask_width);
+        if (mask_.bytes() < mask_bytes) mask_ = DeviceBuffer(mask_bytes);
+        host_mask_.reserve(mask_bytes);
+        std::memcpy(host_mask_.as(), rows.mask, mask_bytes);
+        check(cudaMemcpyAsync(mask_.as(), host_mask_.as(), mask_bytes, cudaMemcpyHostToDevice, ctx_.stream), "cudaMemcpyAsync (mask)");
+    }
+}
+
+bool CudaExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first, int32_t count, const Enqueue &how) {
+    const Graph &g = *graph_;
+    cudaStream_t st = ctx_.stream;
+    const int32_t *d_ints = ints_.as<int32_t>();
+    const int32_t *d_tokens = d_ints + first, *d_positions = d_ints + rows.n + first;
+    const bool neox = g.hp.rope_type == RopeType::Neox;
+    const size_t dkv = size_t(g.hp.n_embd_kv());
+    const std::vector<Op> &ops = g.stages[size_t(stage)];
+    // Long causal batches (a prompt) multiply through cuBLAS; decoded tokens and trees never do (prefill_gemm.h).
+    const bool cublas = how.cublas != nullptr && count >= PrefillGemm::kMinRows;
+    int32_t block = -2;
+    for (size_t o = 0; o < ops.size(); ++o) {
+        const Op &op = ops[o];
+        if (op.block != block) {
+            block = op.block;
+            if (how.cancel != nullptr && how.cancel->load(std::memory_order_relaxed)) return false;
+        }
+        const int32_t w = op.dst >= 0 ? widths_[size_t(op.dst)] : 0;
+        switch (op.kind) {
+        case OpKind::Embed: embed(matrices_[size_t(stage)][o], d_tokens, count, row(op.dst, first), st); break;
+        case OpKind::RmsNorm: rmsnorm(row(op.src, first), vectors_[size_t(stage)][o], count, w, op.eps, row(op.dst, first), st); break;
+        case OpKind::MatMul:
+            if (cublas) how.cublas->gemm(matrices_[size_t(stage)][o], row(op.src, first), count, row(op.dst, first), gemm_scratch_.as(), st);
+            else gemm(matrices_[size_t(stage)][o], row(op.src, first), count, row(op.dst, first), gemm_scratch_.as(), st);
+            break;
+        case OpKind::AddBias: add_bias(row(op.dst, first), vectors_[size_t(stage)][o], count, w, st); break;
+        case OpKind::Rope:
+            rope(row(op.dst, first), count, op.n_heads, g.hp.head_dim, g.hp.rope_dim, neox, d_positions, ctx_.rope_cos, ctx_.rope_sin, st);
+            break;
+        case OpKind::StoreKv: {
+            __half *kc = op.store == KvStore::Model ? ctx_.kv_k + size_t(op.kv_layer) * size_t(ctx_.n_ctx) * dkv : local_k_.as<__half>();
+            __half *vc = op.store == KvStore::Model ? ctx_.kv_v + size_t(op.kv_layer) * size_t(ctx_.n_ctx) * dkv : local_v_.as<__half>();
+            for (const StoreRun &s : rows.stores) {
+                const int32_t r0 = std::max(first, s.row), r1 = std::min(first + count, s.row + s.count);
+                if (r0 < r1) store_kv(row(op.src, r0), row(op.src2, r0), r1 - r0, int32_t(dkv), kc, vc, s.slot + (r0 - s.row), st);
+            }
+            break;
+        }
+        case OpKind::Attention: attention(op, rows, first, count, how); break;
+        case OpKind::SwiGlu: swiglu(row(op.dst, first), row(op.src, first), int64_t(count) * w, st); break;
+        case OpKind::Add: add(row(op.dst, first), row(op.src, first), int64_t(count) * w, st); break;
+        }
+    }
+    return true;
+}
+
+// Split-K attention over each row's key list (kernels.h: AttentionRows), merged by log-sum-exp in chunk order.
+void CudaExecutor::attention(const Op &op, const BatchRows &rows, int32_t first, int32_t count, const Enqueue &how) {
+    const Graph &g = *graph_;
+    cudaStream_t st = ctx_.stream;
+    const KeyList &list = rows.lists[size_t(op.keys)];
+    const int32_t dkv = g.hp.n_embd_kv();
+    const bool model = op.store == KvStore::Model;
+    const __half *kc = model ? ctx_.kv_k + size_t(op.kv_layer) * size_t(ctx_.n_ctx) * size_t(dkv) : local_k_.as<__half>();
+    const __half *vc = model ? ctx_.kv_v + size_t(op.kv_layer) * size_t(ctx_.n_ctx) * size_t(dkv) : local_v_.as<__half>();
+    const int32_t chunk = !list.invariant ? chunk_by_length(list.max_keys) : model ? ctx_.cache_chunk : local_chunk_;
+    const AttentionShape shape = shape_of(g, chunk);
+    const int32_t *d_ints = ints_.as<int32_t>();
+    AttentionRows ar;
+    ar.n = count;
+    ar.n_prefix = list.n_prefix;
+    ar.max_keys = list.max_keys;
+    if (list.tails) {
+        ar.tail_start = d_ints + list.start_at + first;
+        ar.tail_len = d_ints + list.len_at + first;
+        ar.tail_slots = list.causal ? nullptr : d_ints + list.slots_at;
+    }
+    float *q = row(op.src, first), *out = row(op.dst, first);
+    const bool hybrid = how.tree_attention == TreeAttention::Hybrid && model && rows.mask != nullptr && list.tails && !list.causal;
+    if (hybrid) {
+        AttentionRows prefix = ar;
+        prefix.max_keys = list.n_prefix;
+        prefix.tail_start = prefix.tail_len = prefix.tail_slots = nullptr;
+        attention_chunks(q, kc, vc, dkv, prefix, shape, partials_.as<float>(), st);
+        attention_tree(q, kc, vc, dkv, count, rows.first_tree_slot, rows.mask_width, mask_.as<uint8_t>() + size_t(first) * size_t(rows.mask_width), shape,
+                       tree_partials_.as<float>(), st);
+        attention_merge(partials_.as<float>(), tree_partials_.as<float>(), prefix, shape, out, nullptr, st);
+        return;
+    }
+    attention_chunks(q, kc, vc, dkv, ar, shape, partials_.as<float>(), st);
+    attention_merge(partials_.as<float>(), nullptr, ar, shape, out, nullptr, st);
+}
+
+void CudaExecutor::enqueue_stage(int32_t stage, const BatchRows &rows, int32_t k, bool replay) {
+    const auto body = [&] {
+        enqueue(stage, rows, 0, rows.n, Enqueue{});
+        if (k > 0) {
+            const size_t pairs = size_t(rows.n) * size_t(k);
+            float *d_logp = topk_.as<float>();
+            int32_t *d_ids = reinterpret_cast<int32_t *>(d_logp + pairs);
+            const int32_t n_vocab = widths_[size_t(graph_->logits)];
+            row_topk(row(graph_->logits, 0), rows.n, n_vocab, n_vocab, k, d_logp, d_ids, nullptr, ctx_.stream);
+        }
+    };
+    if (!replay || !ctx_.graphs) {
+        body();
+        return;
+    }
+    // What can change the recorded graph's topology: no key/value stored (a root-only level), a key list without
+    // keys (an empty target prefix: no attention chunks), the top-k. One instantiated graph per such topology;
+    // the row count and the lists' lengths change only kernel arguments and grid sizes, which an update accepts.
+    bool empty_list = false;
+    for (const KeyList &l : rows.lists) empty_list = empty_list || l.max_keys == 0;
+    const uint32_t key = uint32_t(stage) << 3 | (rows.stores.empty() ? 1u : 0u) | (empty_list ? 2u : 0u) | (k > 0 ? 4u : 0u);
+    launch_as_graph(ctx_.stream, replays_[key], body);
+}
+
+void CudaExecutor::run(int32_t stage, const BatchRows &rows, float *logits, bool replay) {
+    check(cudaSetDevice(ctx_.device), "cudaSetDevice");
+    upload_rows(rows, false);
+    enqueue_stage(stage, rows, 0, replay);
+    if (logits == nullptr) return;  // the next upload waits for the stream
+    const size_t bytes = size_t(rows.n) * size_t(widths_[size_t(graph_->logits)]) * 4;
+    check(cudaMemcpyAsync(host_out_.as(), row(graph_->logits, 0), bytes, cudaMemcpyDeviceToHost, ctx_.stream), "cudaMemcpyAsync (logits)");
+    check(cudaStreamSynchronize(ctx_.stream), "graph stage");
+    std::memcpy(logits, host_out_.as(), bytes);
+}
+
+bool CudaExecutor::run_top_k(int32_t stage, const BatchRows &rows, int32_t k, float *logp, int32_t *ids, bool replay) {
+    if (!device_topk_ || k < 1 || k > kTopkMaxK || graph_->logits < 0) return false;
+    check(cudaSetDevice(ctx_.device), "cudaSetDevice");
+    upload_rows(rows, false);
+    enqueue_stage(stage, rows, k, replay);
+    const size_t pairs = size_t(rows.n) * size_t(k);
+    check(cudaMemcpyAsync(host_out_.as(), topk_.as(), pairs * 8, cudaMemcpyDeviceToHost, ctx_.stream), "cudaMemcpyAsync (candidates)");
+    check(cudaStreamSynchronize(ctx_.stream), "graph stage");
+    std::memcpy(logp, host_out_.as(), pairs * 4);
+    std::memcpy(ids, static_cast<const char *>(host_out_.as()) + pairs * 4, pairs * 4);
+    return true;
+}
+
+// The store's F16 rows are copied through the stream (snapshots are rare: no pinned staging).
+void CudaExecutor::read_local_kv(KvPart part, int32_t first, int32_t n, void *dst) {
+    const size_t row = size_t(graph_->hp.n_embd_kv()) * 2;
+    check(cudaSetDevice(ctx_.device), "cudaSetDevice");
+    check(cudaStreamSynchronize(ctx_.stream), "store read");
+    const uint8_t *src = (part == KvPart::Keys ? local_k_ : local_v_).as<uint8_t>() + size_t(first) * row;
+    check(cudaMemcpy(dst, src, size_t(n) * row, cudaMemcpyDeviceToHost), "cudaMemcpy (store)");
+}
+
+void CudaExecutor::write_local_kv(KvPart part, int32_t first, int32_t n, const void *src) {
+    const size_t row = size_t(graph_->hp.n_embd_kv()) * 2;
+    check(cudaSetDevice(ctx_.device), "cudaSetDevice");
+    check(cudaStreamSynchronize(ctx_.stream), "store write");
+    uint8_t *dst = (part == KvPart::Keys ? local_k_ : local_v_).as<uint8_t>() + size_t(first) * row;
+    check(cudaMemcpy(dst, src, size_t(n) * row, cudaMemcpyHostToDevice), "cudaMemcpy (store)");
+}
+
+}  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

@@ -1,0 +1,95 @@
+#include "graph/batch_rows.h"
+
+#include <algorithm>
+
+namespace specula::internal {
+
+void BatchRows::reset(int32_t rows) {
+    n = rows;
+    ints.assign(2 * size_t(rows), 0);
+    lists.clear();
+    stores.clear();
+    mask = nullptr;
+    mask_width = 0;
+    first_tree_slot = 0;
+}
+
+void BatchRows::add_causal_list(int32_t n_prefix) {
+    KeyList l;
+    l.n_prefix = n_prefix;
+    l.causal = true;
+    l.start_at = ints.size();
+    ints.resize(ints.size() + 2 * size_t(n), 0);
+    l.len_at = l.start_at + size_t(n);
+    l.slots_at = ints.size();
+    for (int32_t i = 0; i < n; ++i) ints[l.len_at + size_t(i)] = i + 1;
+    l.max_keys = n_prefix + n;
+    lists.push_back(l);
+}
+
+void BatchRows::add_prefix_list(int32_t n_prefix, bool invariant) {
+    KeyList l;
+    l.n_prefix = n_prefix;
+    l.tails = false;
+    l.start_at = l.len_at = l.slots_at = ints.size();
+    l.max_keys = n_prefix;
+    l.invariant = invariant;
+    lists.push_back(l);
+}
+
+void BatchRows::begin_list(int32_t n_prefix, bool invariant) {
+    KeyList l;
+    l.n_prefix = n_prefix;
+    l.invariant = invariant;
+    l.start_at = ints.size();
+    ints.resize(ints.size() + 2 * size_t(n), 0);
+    l.len_at = l.start_at + size_t(n);
+    l.slots_at = ints.size();
+    lists.push_back(l);
+}
+
+void BatchRows::push_slot(int32_t row, int32_t slot) {
+    const KeyList &l = lists.back();
+    ints.push_back(slot);
+    ++ints[l.len_at + size_t(row)];
+}
+
+void BatchRows::end_list() {
+    KeyList &l = lists.back();
+    int32_t at = 0, longest = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        ints[l.start_at + size_t(i)] = at;
+        at += ints[l.len_at + size_t(i)];
+        longest = std::max(longest, ints[l.len_at + size_t(i)]);
+    }
+    l.max_keys = l.n_prefix + longest;
+}
+
+void plan_causal_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n_past) {
+    rows.reset(n);
+    std::copy(tokens, tokens + n, rows.tokens_mut());
+    for (int32_t i = 0; i < n; ++i) rows.positions_mut()[i] = n_past + i;
+    rows.add_causal_list(n_past);
+    rows.stores.push_back(StoreRun{0, n_past, n});
+}
+
+void plan_tree_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n_past, int32_t offset, const int32_t *positions,
+                    const uint8_t *mask, int32_t mask_stride) {
+    rows.reset(n);
+    std::copy(tokens, tokens + n, rows.tokens_mut());
+    std::copy(positions, positions + n, rows.positions_mut());
+    // Slots are pushed row by row, in slot order: end_list() finds each row's start by counting.
+    rows.begin_list(n_past, true);
+    for (int32_t i = 0; i < n; ++i) {
+        const uint8_t *m = mask + size_t(i) * size_t(mask_stride);
+        for (int32_t j = 0; j < mask_stride; ++j)
+            if (m[j]) rows.push_slot(i, n_past + j);
+    }
+    rows.end_list();
+    rows.stores.push_back(StoreRun{0, n_past + offset, n});
+    rows.mask = mask;
+    rows.mask_width = mask_stride;
+    rows.first_tree_slot = n_past;
+}
+
+}  // namespace specula::internal

@@ -1,0 +1,166 @@
+// A model's computation written once, as a list of operations on named tensors (in the manner of llama.cpp's
+// build_llama over ggml operations, without a general framework): the core builds the list for an architecture
+// (model/model_graph.h for the target, speculative/longspec_graph.h for LongSpec's draft layer) and every backend
+// executes it with its own kernels, buffers and scheduling (backend/graph_executor.h). A new architecture is a new
+// list of the same operations and touches no backend; a new backend implements the operations and touches no
+// architecture.
+//
+// Every operation works row by row on the rows of one batch (a prompt slice, a decoded token, a tree's nodes): a
+// tensor is `width` floats per row. What a row sees beyond its own values (its position, which keys it attends
+// to, where its key and value are stored) comes with the batch (graph/batch_rows.h).
+//
+// Rules the backends keep for every operation (tested per backend by tests/backends/test_graph_ops.cpp and
+// test_backend_ops.cpp): a row's result never depends on the other rows of its batch (batch invariance), so a tree
+// node's logits are bit for bit those of decoding its path; the CPU backend's straight implementation is the
+// reference the others are compared with.
+#pragma once
+
+#include "gguf/file_bytes.h"
+#include "model/backend_cache.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace specula::internal {
+
+using TensorId = int32_t;
+
+// An activation tensor: `width` floats per batch row.
+struct GraphTensor {
+    std::string name;
+    int32_t width = 0;
+};
+
+// Where an operation's keys and values live: the runner's KV cache (one layer of it), or a buffer the graph's
+// executor owns (LongSpec's ring of recent positions and its tree slots: Graph::local_kv_slots rows).
+enum class KvStore : uint8_t { Model, Local };
+
+enum class OpKind : uint8_t {
+    Embed,      // dst = rows tokens[r] of the table `weight`, as floats
+    RmsNorm,    // dst = src / sqrt(mean(src^2) + eps) * weight (ggml's arithmetic: squares summed in double)
+    MatMul,     // dst = weight . src (one dot product per weight row; activations in the weight type's dot type)
+    AddBias,    // dst += weight (an F32 vector of dst's width)
+    Rope,       // dst's n_heads heads of head_dim rotated at the rows' positions (the graph's RoPE settings)
+    StoreKv,    // src (keys) and src2 (values) rounded to the store's type, written to the batch's store runs
+    Attention,  // dst = softmax(src . K^T * scale) V over each row's key list `keys` of the store (GQA: n_head / n_head_kv)
+    SwiGlu,     // dst = silu(dst) * src
+    Add,        // dst += src (the residual stream)
+};
+constexpr int kOpKinds = 9;
+const char *op_kind_name(OpKind kind);
+
+struct Op {
+    OpKind kind = OpKind::Add;
+    TensorId dst = -1;
+    TensorId src = -1;
+    TensorId src2 = -1;                  // StoreKv: the values
+    const WeightView *weight = nullptr;  // Embed: table; RmsNorm: scale; MatMul: matrix; AddBias: bias
+    float eps = 0.0f;                    // RmsNorm
+    int32_t n_heads = 0;                 // Rope: heads per row
+    KvStore store = KvStore::Model;      // StoreKv, Attention
+    int32_t kv_layer = 0;                // StoreKv, Attention: the layer of the store
+    int32_t keys = 0;                    // Attention: which of the batch's key lists (BatchRows::lists)
+    int32_t block = -1;                  // the model layer the operation belongs to: a cancel lands between layers
+};
+
+// A file the graph's weights are views into: backends keep what they derive from its weights (the CPU's packed
+// matrices, a GPU's uploaded copies) in its BackendCache or by its identity, and a weight belongs to the source
+// whose bytes hold its data.
+struct WeightSource {
+    const FileBytes *bytes = nullptr;
+    const BackendCache *cache = nullptr;
+    std::shared_ptr<const void> owner;  // keeps the bytes (and the views into them) alive as long as the graph
+    bool holds(const WeightView &w) const {
+        return bytes != nullptr && w.data >= bytes->data() && w.data < bytes->data() + bytes->size();
+    }
+};
+
+struct Graph {
+    std::string name;                        // "llama", "qwen2", "longspec", ... (messages)
+    HParams hp;                              // heads, head_dim and RoPE settings the operations use
+    std::vector<float> rope_freq_factors;    // RoPE's per-frequency divisors (llama3), or empty
+    float attention_scale = 1.0f;            // softmax scale of every Attention
+    std::vector<GraphTensor> tensors;
+    // Op lists over the same tensors, run one at a time over a batch's rows (the target: the body, then the output
+    // head over the rows whose logits are wanted; LongSpec: the ring's catch-up, then one tree level).
+    std::vector<std::vector<Op>> stages;
+    TensorId hidden = -1;                    // the rows the output head reads (the target: normed final states)
+    TensorId logits = -1;                    // the rows of logits the last stage writes
+    int32_t n_model_layers = 0;              // layers of the runner's cache the graph reads or writes
+    int32_t local_kv_slots = 0;              // rows of the executor's own key/value buffer (0: none)
+    std::vector<WeightSource> sources;
+
+    TensorId add_tensor(const std::string &tensor_name, int32_t width) {
+        tensors.push_back(GraphTensor{tensor_name, width});
+        return TensorId(tensors.size() - 1);
+    }
+    TensorId find(const std::string &tensor_name) const;  // -1 when absent
+    // Every operation kind the graph uses (a backend refuses a graph with one it lacks).
+    std::vector<OpKind> kinds() const;
+    // The source holding w's bytes (nullptr for a view into none: a bug).
+    const WeightSource *source_of(const WeightView &w) const;
+    // Distinct weights of the stages (each once, by data), in first-use order, with whether an Embed gathers rows
+    // of it (then its mapped pages stay needed even when a backend keeps a copy for matrix products).
+    struct WeightUse {
+        const WeightView *w;
+        bool matrix;    // used by MatMul or Embed (else a vector: RmsNorm, AddBias)
+        bool gathered;  // used by Embed
+    };
+    std::vector<WeightUse> weights() const;
+};
+
+// Appends ops to a stage, tagging each with the current layer (a builder's helper, so architectures read as a
+// list of operations).
+class GraphBuilder {
+public:
+    GraphBuilder(Graph &g, int32_t stage) : g_(g), stage_(size_t(stage)) {
+        if (g_.stages.size() <= stage_) g_.stages.resize(stage_ + 1);
+    }
+    void layer(int32_t block) { block_ = block; }
+    void embed(TensorId dst, const WeightView &table) { push(Op{OpKind::Embed, dst, -1, -1, &table}); }
+    void rmsnorm(TensorId dst, TensorId src, const WeightView &scale, float eps) {
+        Op op{OpKind::RmsNorm, dst, src, -1, &scale};
+        op.eps = eps;
+        push(op);
+    }
+    void matmul(TensorId dst, TensorId src, const WeightView &w) { push(Op{OpKind::MatMul, dst, src, -1, &w}); }
+    // Adds the bias when the model has it (optional tensors are absent views).
+    void add_bias(TensorId dst, const WeightView &bias) {
+        if (bias) push(Op{OpKind::AddBias, dst, -1, -1, &bias});
+    }
+    void rope(TensorId dst, int32_t n_heads) {
+        Op op{OpKind::Rope, dst};
+        op.n_heads = n_heads;
+        push(op);
+    }
+    void store_kv(KvStore store, int32_t layer, TensorId k, TensorId v) {
+        Op op{OpKind::StoreKv, -1, k, v};
+        op.store = store;
+        op.kv_layer = layer;
+        push(op);
+    }
+    void attention(TensorId dst, TensorId q, KvStore store, int32_t layer, int32_t keys) {
+        Op op{OpKind::Attention, dst, q};
+        op.store = store;
+        op.kv_layer = layer;
+        op.keys = keys;
+        push(op);
+    }
+    void swiglu(TensorId gate, TensorId up) { push(Op{OpKind::SwiGlu, gate, up}); }
+    void add(TensorId dst, TensorId src) { push(Op{OpKind::Add, dst, src}); }
+
+private:
+    void push(Op op) {
+        op.block = block_;
+        g_.stages[stage_].push_back(op);
+    }
+    Graph &g_;
+    size_t stage_;
+    int32_t block_ = -1;
+};
+
+}  // namespace specula::internal

@@ -1,0 +1,27 @@
+#include "graph/model_graph.h"
+
+#include "core/error.h"
+#include "model/model.h"
+
+#include <cmath>
+
+namespace specula::internal {
+
+std::shared_ptr<const Graph> build_model_graph(const std::shared_ptr<const Model> &model) {
+    auto g = std::make_shared<Graph>();
+    const HParams &hp = model->hparams();
+    g->name = hp.arch_name;
+    g->hp = hp;
+    g->rope_freq_factors = model->weights().rope_freq_factors;
+    g->attention_scale = 1.0f / std::sqrt(float(hp.head_dim));
+    g->n_model_layers = hp.n_layer;
+    g->sources.push_back(WeightSource{&model->file().bytes(), &model->backend_cache(), model});
+    switch (hp.arch) {
+    case Architecture::Llama:
+    case Architecture::Qwen2: build_llama_graph(*model, *g); break;
+    default: throw Error(SPECULA_ERR_UNSUPPORTED, "model: no graph for architecture '" + hp.arch_name + "'");
+    }
+    return g;
+}
+
+}  // namespace specula::internal
