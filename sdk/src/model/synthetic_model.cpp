@@ -222,6 +222,14 @@ Fill fill_of(const std::string &name) {
 
 }  // namespace
 
+void random_weight_rows(uint32_t type, int64_t rows, int64_t row_length, uint64_t seed, uint8_t *dst) {
+    const TensorTypeLayout *layout = tensor_type_layout(type);
+    require(layout != nullptr && row_length % layout->block_size == 0, SPECULA_ERR_INTERNAL, "synthetic model: a row does not fit the type's blocks");
+    const size_t row_bytes = size_t(row_length / layout->block_size) * layout->type_size;
+    Rng rng(mix64(seed));
+    for (int64_t r = 0; r < rows; ++r) random_row(type, row_length, rng, dst + size_t(r) * row_bytes);
+}
+
 const std::vector<SyntheticShape> &synthetic_shapes() {
     // From each model's published config.json (hidden_size, num_hidden_layers, num_attention_heads,
     // num_key_value_heads, intermediate_size, vocab_size, max_position_embeddings, rope_theta, rms_norm_eps,

@@ -78,6 +78,11 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &shape, int3
 // float32 arithmetic torch does there: head_dim/2 divisors of the rotation frequencies.
 std::vector<float> llama3_rope_freqs(const SyntheticShape &shape);
 
+// rows x row_length random elements of `type` (F32, F16, Q8_0, Q4_0, Q4_K, Q6_K: the types synthetic models are made
+// of), row after row into dst, as a synthetic model's weights are (same seed: same bytes). For tests of kernels.
+// Throws Error(INTERNAL) for another type.
+void random_weight_rows(uint32_t type, int64_t rows, int64_t row_length, uint64_t seed, uint8_t *dst);
+
 struct SyntheticOptions {
     SyntheticType type = SyntheticType::Q8_0;
     uint64_t seed = 1;     // same seed, shape and type: the same file
