@@ -20,6 +20,7 @@
 #include "common/test_inputs.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
+#include "model/synthetic_model.h"
 #include "speculative/draft_tree.h"
 #include "speculative/longspec_draft_file.h"
 #include "speculative/longspec_drafter.h"
@@ -37,6 +38,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace specula::internal;
 
@@ -273,6 +276,86 @@ TEST_CASE("backend ops: the backend's LongSpec drafter and its draft-model runne
                 REQUIRE(fresh->eval(context.data(), 12, 0, fw.data(), false));
                 check_close(fw, dw, 0.0, be.name + ": the draft model's runner");
                 CHECK(std::string(d->backend()) == r->backend());
+            }
+        }
+    }
+}
+
+namespace {
+
+// tiny-llama (4 heads of 64, 2 KV heads, F32), with or without a bias on each layer's attention output projection:
+// the same random weights otherwise (each tensor's values come from its name).
+std::shared_ptr<const Model> tiny_llama(bool output_bias) {
+    SyntheticShape shape = *find_synthetic_shape("tiny-llama");
+    shape.output_bias = output_bias;
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("specula-variant-" + std::to_string(::getpid()) + (output_bias ? "-bias" : "") + ".gguf");
+    SyntheticOptions opt;
+    opt.type = SyntheticType::F32;
+    write_synthetic_model(shape, (std::filesystem::path(SPECULA_SOURCE_DIR) / "models/stories260K.gguf").string(), path.string(), opt);
+    LoadOptions lo;
+    lo.use_mmap = false;
+    auto model = Model::load(path.string(), lo);
+    std::filesystem::remove(path);
+    return model;
+}
+
+}  // namespace
+
+TEST_CASE("backend ops: an architecture variant made of existing operations (llama with an output-projection bias) runs on "
+          "every backend unchanged",
+          "[backend-ops][graph]") {
+    // The variant is bound by the core (model/weights.cpp: attn_output.bias, optional as in llama.cpp) and added by the
+    // graph (graph/llama_graph.cpp); no backend file knows of it.
+    const auto with_bias = tiny_llama(true), without = tiny_llama(false);
+    REQUIRE(with_bias->weights().layers[0].bo);
+    REQUIRE_FALSE(without->weights().layers[0].bo);
+    const auto graph = build_model_graph(with_bias);
+    int32_t output_biases = 0;
+    for (const Op &op : graph->stages[size_t(kBodyStage)])
+        output_biases += op.kind == OpKind::AddBias && op.weight->data == with_bias->weights().layers[size_t(op.block)].bo.data;
+    CHECK(output_biases == with_bias->hparams().n_layer);
+
+    const int32_t n_vocab = with_bias->hparams().n_vocab;
+    std::vector<int32_t> tokens(24);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(3 + (i * 37) % size_t(n_vocab - 3));
+    ThreadPool pool(2);
+    CpuRunner ref(with_bias, kCtx, pool), plain_model(without, kCtx, pool);
+    std::vector<float> want(size_t(20) * size_t(n_vocab)), other(want.size());
+    REQUIRE(ref.eval(tokens.data(), 20, 0, want.data(), true));
+    REQUIRE(plain_model.eval(tokens.data(), 20, 0, other.data(), true));
+    double moved = 0;
+    for (size_t i = 0; i < want.size(); ++i) moved = std::max(moved, double(std::fabs(want[i] - other[i])));
+    INFO("the biases move the logits by up to " << moved);
+    CHECK(moved > 1e-3);  // the bias is really applied
+
+    // A tree under the prompt: each node's logits are decoding's bits on every backend (lossless), and each
+    // backend's logits are within its tolerance of the CPU's.
+    DraftTree tree;
+    tree.reset(tokens[20]);
+    const int32_t a = tree.add(0, 100), b = tree.add(0, 200), a1 = tree.add(a, 101);
+    (void)b, (void)a1;
+    std::vector<uint8_t> mask;
+    tree.ancestor_mask(mask);
+    std::vector<int32_t> positions(size_t(tree.size()));
+    for (int32_t i = 0; i < tree.size(); ++i) positions[size_t(i)] = 20 + tree.depth(i);
+    for (const BackendUnderTest &be : backends_under_test()) {
+        SECTION(be.name) {
+            auto r = be.make(with_bias, kCtx, pool);
+            std::vector<float> got(want.size());
+            REQUIRE(r->eval(tokens.data(), 20, 0, got.data(), true));
+            check_close(want, got, be.tolerance, be.name + ": 20 rows of the variant");
+            std::vector<float> rows(size_t(tree.size()) * size_t(n_vocab));
+            REQUIRE(r->eval_tree(tree.tokens().data(), tree.size(), 20, 0, positions.data(), mask.data(), rows.data()));
+            auto dec = be.make(with_bias, kCtx, pool);
+            std::vector<float> step(static_cast<size_t>(n_vocab));
+            REQUIRE(dec->eval(tokens.data(), 20, 0, step.data(), false));
+            const int32_t path[3] = {tokens[20], 100, 101};
+            const int32_t nodes[3] = {0, a, a1};
+            for (int32_t k = 0; k < 3; ++k) {
+                REQUIRE(dec->eval(&path[k], 1, 20 + k, step.data(), false));
+                const std::vector<float> node(rows.begin() + ptrdiff_t(nodes[k]) * n_vocab, rows.begin() + ptrdiff_t(nodes[k] + 1) * n_vocab);
+                check_close(step, node, 0.0, be.name + ": tree node " + std::to_string(nodes[k]) + " vs decoding its path");
             }
         }
     }

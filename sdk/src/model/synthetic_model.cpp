@@ -354,6 +354,7 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &s, int32_t 
             vector(p + "attn_v.bias", il, kv);
         }
         matrix(p + "attn_output.weight", il, q, d);
+        if (s.output_bias) vector(p + "attn_output.bias", il, d);
         vector(p + "ffn_norm.weight", il, d);
         matrix(p + "ffn_gate.weight", il, d, f);
         matrix(p + "ffn_up.weight", il, d, f);

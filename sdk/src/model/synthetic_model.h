@@ -30,6 +30,7 @@ struct SyntheticShape {
     float norm_eps = 1e-5f;
     bool tied_output = false;  // no output.weight: the LM head is token_embd
     bool qkv_bias = false;     // qwen2's q/k/v biases
+    bool output_bias = false;  // a bias on the attention's output projection (optional in llama.cpp's llama)
     // Llama-3.1-style RoPE scaling, stored as llama.cpp's converter stores it (a rope_freqs.weight tensor, no
     // metadata); factor 0 = none.
     float llama3_factor = 0.0f;
