@@ -33,7 +33,7 @@ std::vector<std::shared_ptr<const CpuWeights>> CpuWeights::for_graph(const Graph
     const double t0 = now_ms();
     size_t added = 0;
     for (const Graph::WeightUse &u : graph.weights()) {
-        if (!u.matrix) continue;
+        if (!u.multiplied) continue;  // an embedding's rows are gathered from the mapped bytes
         for (size_t i = 0; i < graph.sources.size(); ++i)
             if (graph.sources[i].holds(*u.w)) added += stores[i]->pack(*u.w, !u.gathered);
     }

@@ -50,9 +50,10 @@ std::vector<Graph::WeightUse> Graph::weights() const {
             if (op.weight == nullptr || !*op.weight) continue;
             const bool matrix = op.kind == OpKind::MatMul || op.kind == OpKind::Embed;
             const auto [it, fresh] = at.emplace(op.weight->data, out.size());
-            if (fresh) out.push_back(WeightUse{op.weight, matrix, false});
+            if (fresh) out.push_back(WeightUse{op.weight, matrix, false, false});
             WeightUse &use = out[it->second];
             use.matrix = use.matrix || matrix;
+            use.multiplied = use.multiplied || op.kind == OpKind::MatMul;
             use.gathered = use.gathered || op.kind == OpKind::Embed;
         }
     return out;

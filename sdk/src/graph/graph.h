@@ -107,8 +107,9 @@ struct Graph {
     // of it (then its mapped pages stay needed even when a backend keeps a copy for matrix products).
     struct WeightUse {
         const WeightView *w;
-        bool matrix;    // used by MatMul or Embed (else a vector: RmsNorm, AddBias)
-        bool gathered;  // used by Embed
+        bool matrix;      // used by MatMul or Embed (else a vector: RmsNorm, AddBias)
+        bool multiplied;  // used by MatMul
+        bool gathered;    // used by Embed
     };
     std::vector<WeightUse> weights() const;
 };
