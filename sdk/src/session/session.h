@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
+#include "session/session_state.h"
 #include "session/speculative_round.h"
 #include "session/stop_strings.h"
 #include "snapshot/snapshot_file.h"
@@ -186,6 +187,11 @@ private:
     // The run ended (stop = why): flushes held-back text into out.text and resets the stream.
     void finish_run(specula_stop_reason reason, StepResult &out);
     void drop_ready() { spec_.drop_ready(); }
+    // Snapshots (session_snapshot.cpp; the parts' layouts: session_state.h).
+    SessionPart session_part(bool full) const;
+    void apply_session_part(SessionPart &&part, bool full);
+    void check_speculative_part(const SpeculativePart &part, const SnapshotHeader &h, const SessionPart &session, size_t n_tokens,
+                                const ByteReader &r) const;
 
     std::shared_ptr<const Model> model_;
     SessionConfig config_;
