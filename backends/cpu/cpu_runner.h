@@ -31,11 +31,7 @@ public:
               std::shared_ptr<const Graph> graph = nullptr);
 
     const char *backend() const override { return "cpu"; }
-    // See TargetRunner. The CPU pass checks the cancel flag between layers. Trees attend through the one attention
-    // path (block_attention.h): LongSpec's hybrid form, prefix read once per round, and bit-identical to decoding.
-    bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) override;
-    bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
-                   const uint8_t *mask, float *logits) override;
+    // See TargetRunner.
     void tree_logits(int32_t i, float *logits) override;
     void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) override;
     void shift_kv(int32_t keep, int32_t discard, int32_t n_used) override;
@@ -56,6 +52,14 @@ public:
     int32_t kv_row_width() const override { return kv_.n_embd_kv(); }
     void read_kv(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) override;
     void write_kv(int32_t layer, KvPart part, int32_t first, int32_t n, const void *src) override;
+
+protected:
+    // TargetRunner::eval / eval_tree. The CPU pass checks the cancel flag between layers. Trees attend through the
+    // one attention path (block_attention.h): LongSpec's hybrid form, prefix read once per round, and bit-identical
+    // to decoding.
+    bool evaluate(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) override;
+    bool evaluate_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
+                   const uint8_t *mask, float *logits) override;
 
 private:
     CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, std::unique_ptr<ThreadPool> own_pool, ThreadPool *shared_pool, KvType kv_type,

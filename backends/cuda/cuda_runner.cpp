@@ -124,17 +124,18 @@ size_t CudaRunner::session_device_bytes() const {
     return total + exec_->device_bytes();
 }
 
-bool CudaRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
+bool CudaRunner::evaluate(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
     return forward(tokens, n, n_past, nullptr, Output::HostLogits, logits, all_logits);
 }
 
 bool CudaRunner::eval_argmax(const int32_t *tokens, int32_t n, int32_t n_past, int32_t *next) {
+    release_rows();
     if (!forward(tokens, n, n_past, nullptr, Output::Argmax, nullptr, false)) return false;
     check(cudaMemcpy(next, argmax_.as(), sizeof(int32_t), cudaMemcpyDeviceToHost), "cudaMemcpy (argmax)");
     return true;
 }
 
-bool CudaRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions, const uint8_t *mask,
+bool CudaRunner::evaluate_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions, const uint8_t *mask,
                            float *logits) {
     const TreeBatch tree{tree_offset, positions, mask, tree_offset + n};
     return forward(tokens, n, n_past, &tree, logits ? Output::HostLogits : Output::KeepHidden, logits, true);

@@ -31,12 +31,9 @@ public:
     ~CudaRunner() override;
 
     const char *backend() const override { return "cuda"; }
-    bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) override;
     // Causal batches of PrefillGemm::kMinRows rows or more multiply through cuBLAS (when it is there): not
     // batch-invariant. Trees are verified on the device (verify_tree_on_device) unless turned off.
     RunnerCapabilities capabilities() const override { return RunnerCapabilities{prefill_ == nullptr, device_verify_}; }
-    bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
-                   const uint8_t *mask, float *logits) override;
     void tree_logits(int32_t i, float *logits) override;
     // The session sampler's chain and the verifier's walk on the device (kernels/sampling.h): the tree's rows stay
     // here, (accepted nodes + bonus) come back. Greedy, or top_k in 1 .. 64 (else the host verifies). On unless
@@ -76,6 +73,12 @@ public:
 
     cudaStream_t stream() const { return stream_; }
     int device() const { return device_; }
+
+protected:
+    // TargetRunner::eval / eval_tree (see there).
+    bool evaluate(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) override;
+    bool evaluate_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
+                   const uint8_t *mask, float *logits) override;
 
 private:
     struct TreeBatch {

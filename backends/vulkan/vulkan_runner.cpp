@@ -118,11 +118,11 @@ size_t VulkanRunner::session_device_bytes() const {
     return total;
 }
 
-bool VulkanRunner::eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
+bool VulkanRunner::evaluate(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
     return forward(tokens, n, n_past, nullptr, Output::HostLogits, logits, all_logits);
 }
 
-bool VulkanRunner::eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions, const uint8_t *mask,
+bool VulkanRunner::evaluate_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions, const uint8_t *mask,
                              float *logits) {
     const TreeBatch tree{tree_offset, positions, mask, tree_offset + n};
     return forward(tokens, n, n_past, &tree, logits ? Output::HostLogits : Output::KeepHidden, logits, true);

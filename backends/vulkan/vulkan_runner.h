@@ -27,9 +27,6 @@ public:
     ~VulkanRunner() override;
 
     const char *backend() const override { return "vulkan"; }
-    bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) override;
-    bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions, const uint8_t *mask,
-                   float *logits) override;
     void tree_logits(int32_t i, float *logits) override;
     void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) override;
     // Through the host (read_kv / write_kv), as on CUDA: a shift moves a window once per thousands of tokens.
@@ -51,6 +48,12 @@ public:
     size_t session_device_bytes() const;
     size_t weight_bytes() const { return weights_->bytes(); }
     int32_t attention_chunk() const { return int32_t(chunk_); }
+
+protected:
+    // TargetRunner::eval / eval_tree (see there).
+    bool evaluate(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) override;
+    bool evaluate_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions, const uint8_t *mask,
+                   float *logits) override;
 
 private:
     struct TreeBatch {

@@ -153,3 +153,43 @@ TEST_CASE("cuda: sampling verified on the device draws the host verifier's token
     CHECK(fallback.stats.rounds > 0);
     CHECK(fallback.stats.device_verified == 0);
 }
+
+TEST_CASE("cuda: the round's rows a session may still read come over before the runner overwrites them", "[cuda][verify]") {
+    // A round verified on the device leaves its rows there; the session's logits (session/target_logits.h) are the
+    // runner's rows holder, told before its next eval or eval_tree. Here the runner evaluates another tree behind the
+    // session's back (slots past the context) while the session's current logits are a row it has not read yet.
+    const std::optional<Story> story = load_story();
+    if (!story) return;
+    const auto &[model, prompt, spec] = *story;
+    SamplerConfig greedy;
+    greedy.temperature = 0.0f;
+    const int32_t n_vocab = model->hparams().n_vocab;
+    std::vector<float> rows[2];
+    for (int device_verify = 0; device_verify < 2; ++device_verify) {
+        Session s(model, cuda_session_config(), greedy);
+        dynamic_cast<CudaRunner &>(s.runner()).set_device_verify(device_verify == 1);
+        s.set_speculative(spec);
+        s.append_tokens(prompt.data(), prompt.size());
+        GenerateConfig cfg;
+        cfg.max_tokens = 64;
+        cfg.stop_at_eog = false;
+        s.configure_run(cfg);
+        s.begin_run();
+        bool accepted = false;
+        for (int i = 0; i < 64 && !accepted; ++i) {  // up to the first drafted token: the logits are the next path row
+            StepResult r;
+            REQUIRE(s.step(r) == SPECULA_OK);
+            accepted = r.drafted;
+        }
+        REQUIRE(accepted);
+        CHECK(s.speculative_stats().device_verified == (device_verify == 1 ? s.speculative_stats().rounds : 0));
+        // Another tree of two nodes at the end of the cache: the runner's rows and final states are rewritten.
+        const int32_t n_past = s.n_ctx() - 3, toks[2] = {5, 6}, positions[2] = {n_past, n_past + 1};
+        const uint8_t mask[4] = {1, 0, 1, 1};
+        REQUIRE(s.runner().eval_tree(toks, 2, n_past, 0, positions, mask, nullptr));
+        const float *l = s.logits();
+        REQUIRE(l != nullptr);
+        rows[device_verify].assign(l, l + n_vocab);
+    }
+    CHECK(same_bits(rows[1], rows[0]));  // the device round's row, as the host verifier's session has it
+}

@@ -34,6 +34,20 @@ class TargetRunner {
 public:
     virtual ~TargetRunner() = default;
 
+    // Someone who may still read rows this runner keeps (a tree verified on the device leaves its rows here, fetched
+    // through tree_logits() when first read). Told once, before the runner's next eval() or eval_tree() overwrites
+    // them, so that it brings over what it still needs: the session's logits (session/target_logits.h).
+    struct RowsHolder {
+        virtual void before_overwrite() = 0;
+
+    protected:
+        ~RowsHolder() = default;
+    };
+    void hold_rows(RowsHolder *holder) { holder_ = holder; }
+    void drop_holder(const RowsHolder *holder) {
+        if (holder_ == holder) holder_ = nullptr;
+    }
+
     // The backend's name in its registry entry (backend/backend_registry.h): "cpu", "cuda", "vulkan".
     virtual const char *backend() const = 0;
     virtual RunnerCapabilities capabilities() const { return {}; }
@@ -43,15 +57,21 @@ public:
     // (n * n_vocab floats) when all_logits. The caller guarantees n_past + n <= n_ctx and valid token ids.
     // Returns false if the cancel flag (set_cancel_flag) was raised between kernel launches / layers: the slots
     // [n_past, n_past + n) then hold partial results and must be evaluated again.
-    virtual bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) = 0;
+    bool eval(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
+        release_rows();
+        return evaluate(tokens, n, n_past, logits, all_logits);
+    }
 
     // Evaluates n nodes of a speculation tree. Node i (token tokens[i], RoPE position positions[i]) is written to
     // KV slot n_past + tree_offset + i and attends to every committed slot [0, n_past) plus the tree slots
     // n_past + j (j < tree_offset + n) with mask[i * (tree_offset + n) + j] != 0 (itself and its ancestors).
     // Writes n rows of n_vocab logits, or, with logits == nullptr, keeps the nodes' final hidden states so that
     // tree_logits() computes only the rows a verifier visits. The caller guarantees n_past + tree_offset + n <= n_ctx.
-    virtual bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
-                           const uint8_t *mask, float *logits) = 0;
+    bool eval_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions, const uint8_t *mask,
+                   float *logits) {
+        release_rows();
+        return evaluate_tree(tokens, n, n_past, tree_offset, positions, mask, logits);
+    }
     // Logits of row i of the last eval_tree(..., nullptr) call (bit-identical to computing all rows).
     virtual void tree_logits(int32_t i, float *logits) = 0;
     // Verifies the tree of the last eval_tree(..., nullptr) call on the backend's device (plan: backend/
@@ -101,11 +121,23 @@ public:
     virtual void write_kv(int32_t layer, KvPart part, int32_t first, int32_t n, const void *src) = 0;
 
 protected:
+    // What eval() and eval_tree() do, once the rows' holder has been told.
+    virtual bool evaluate(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) = 0;
+    virtual bool evaluate_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
+                               const uint8_t *mask, float *logits) = 0;
+    // Tells the holder of this runner's rows, if any, that they are about to be overwritten (once).
+    void release_rows() {
+        if (RowsHolder *h = holder_) {
+            holder_ = nullptr;
+            h->before_overwrite();
+        }
+    }
     bool cancelled() const { return cancel_ != nullptr && cancel_->load(std::memory_order_relaxed); }
     const std::atomic<bool> *cancel_flag() const { return cancel_; }
 
 private:
     const std::atomic<bool> *cancel_ = nullptr;
+    RowsHolder *holder_ = nullptr;
 };
 
 }  // namespace specula::internal

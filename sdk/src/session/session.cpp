@@ -34,7 +34,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionConfig &config
       sampler_(sampler) {
     runner_->set_cancel_flag(&cancel_requested_);
     require(config_.n_batch > 0 && config_.n_batch <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "session: n_batch must be in [1, 4096]");
-    logits_.resize(size_t(model_->hparams().n_vocab));
+    logits_.init(model_->hparams().n_vocab);
     const ContextShift &shift = config_.shift;
     if (shift.enabled) {
         const int32_t n = n_ctx();
@@ -53,7 +53,6 @@ void Session::set_sampler(const SamplerConfig &config) {
 }
 
 void Session::set_speculative(const SpeculativeConfig &config) {
-    settle_rows();  // the rows of a round verified on the device live in the runner; a new drafter may run there
     spec_.attach(config, *model_, *runner_, *pool_, int32_t(tokens_.size()));
 }
 
@@ -90,7 +89,7 @@ void Session::rewind(int32_t n_tokens) {
     // the last evaluated position stay as they are.
     if (n_tokens < n_evaluated_) {
         n_evaluated_ = std::max(n_tokens - 1, 0);
-        logits_valid_ = false;
+        logits_.invalidate();
     }
     last_token_generated_ = false;
     n_run_generated_ = 0;
@@ -134,7 +133,7 @@ bool Session::evaluate_pending() {
         const int32_t n = size_t(n_evaluated_) < batched ? std::min<int32_t>(config_.n_batch, int32_t(batched) - n_evaluated_) : 1;
         at_phase(last_token_generated_ && n == 1 ? Phase::Decode : Phase::Prefill);
         const double t0 = now_ms();
-        if (!runner_->eval(tokens_.data() + n_evaluated_, n, n_evaluated_, logits_for_eval(), false)) {
+        if (!runner_->eval(tokens_.data() + n_evaluated_, n, n_evaluated_, logits_.eval_row(), false)) {
             take_cancel();
             return false;
         }
@@ -147,7 +146,7 @@ bool Session::evaluate_pending() {
             prompt = true;
         }
         n_evaluated_ += n;
-        logits_valid_ = true;
+        logits_.set_evaluated();
     }
     // A draft model evaluates the prompt too, as part of prompt processing (as llama.cpp's speculative decoding
     // does): the first round would otherwise pay for it, and --tree auto would weigh a prefill against one round.
@@ -196,14 +195,14 @@ specula_status Session::step(StepResult &out) {
         const int32_t n_past = int32_t(tokens_.size()) - 1;
         n_evaluated_ = std::min(n_evaluated_, n_past);
         at_phase(Phase::Decode);
-        if (!runner_->eval(tokens_.data() + n_past, 1, n_past, logits_for_eval(), false)) {
+        if (!runner_->eval(tokens_.data() + n_past, 1, n_past, logits_.eval_row(), false)) {
             take_cancel();
             finish(SPECULA_STOP_CANCELLED);
             return SPECULA_ERR_CANCELLED;
         }
         n_evaluated_ = n_past + 1;
-        logits_valid_ = true;
-        token = sampler_.sample(logits_.data(), n_vocab, tokens_);
+        logits_.set_evaluated();
+        token = sampler_.sample(logits_.current(), n_vocab, tokens_);
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
         const double ms = now_ms() - t0;
         decode_ms_ += ms;
@@ -218,15 +217,14 @@ specula_status Session::step(StepResult &out) {
                 return SPECULA_ERR_CANCELLED;
             }
         }
-        logits_row_ = int32_t(spec_.next_index());
+        logits_.point_at(spec_.next_index());
         const SpeculativeRound::Ready next = spec_.take();
         token = next.token;
         accepted = next.accepted;
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
     } else {
         const double t_sample = now_ms();
-        settle_rows();  // a drafter was detached: the logits are the last round's row
-        token = sampler_.sample(logits_.data(), n_vocab, tokens_);
+        token = sampler_.sample(logits_.current(), n_vocab, tokens_);  // a drafter was detached: maybe a round's row
         if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
         decode_ms_ += now_ms() - t_sample;
     }
@@ -242,7 +240,7 @@ specula_status Session::step(StepResult &out) {
         // Its keys/values were committed by the round: it counts as evaluated, and the logits after it are
         // the next row of the round.
         ++n_evaluated_;
-        logits_row_ = int32_t(spec_.next_index());
+        logits_.point_at(spec_.next_index());
     }
     out.drafted = accepted;
     ++n_generated_;
@@ -272,22 +270,12 @@ void Session::shift_context() {
     // last token to sample this one, and a round's accepted tokens sit in slots below n_ctx (its tree never passes
     // the cache's end), so only its bonus token can arrive here.
     require(n_evaluated_ == n && !spec_.has_ready(), SPECULA_ERR_INTERNAL, "context shift: the context is not fully evaluated");
-    settle_rows();  // the drafter's shift may run on the device
     runner_->shift_kv(keep, discard, n);
     tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + discard);
     n_evaluated_ -= discard;
     if (spec_.attached()) spec_.drafter()->shift(keep, discard);
     ++n_shifts_;
     n_discarded_ += discard;
-}
-
-void Session::settle_rows() {
-    spec_.fetch_rows();
-    if (logits_row_ >= 0) {
-        const float *row = spec_.row(size_t(logits_row_));
-        std::copy_n(row, logits_.size(), logits_.data());
-        logits_row_ = -1;
-    }
 }
 
 void Session::finish_run(specula_stop_reason reason, StepResult &out) {
@@ -308,7 +296,7 @@ void Session::finish_run(specula_stop_reason reason, StepResult &out) {
 void Session::fill_top_logits(int32_t k, StepResult &out) const {
     const int32_t n_vocab = model_->hparams().n_vocab;
     k = std::min(k, n_vocab);
-    const float *logits = current_logits();
+    const float *logits = logits_.current();
     std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
     for (int32_t i = 0; i < n_vocab; ++i) ids[size_t(i)] = i;
     std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
@@ -350,7 +338,6 @@ bool Session::draft_logits(float *logits) {
     require(spec_.attached(), SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the session has no drafter attached");
     require(!tokens_.empty(), SPECULA_ERR_INVALID_ARGUMENT, "draft logits: the context is empty");
     if (!evaluate_pending()) return false;
-    settle_rows();  // the drafter runs on the target's device: the round's rows come over first
     DraftRequest request;
     request.tokens = tokens_;
     request.n_target_kv = int32_t(tokens_.size()) - 1;
@@ -365,16 +352,12 @@ bool Session::draft_logits(float *logits) {
 bool Session::speculate(int32_t choice) {
     const int32_t n_past = int32_t(tokens_.size()) - 1;
     n_evaluated_ = std::min(n_evaluated_, n_past);
-    if (logits_row_ >= 0) {
-        logits_row_ = -1;
-        logits_valid_ = false;
-    }
-    if (!spec_.run(choice, tokens_, *runner_, sampler_, n_ctx())) {
+    logits_.invalidate();  // the round evaluates the root again: nothing of the last round is read any more
+    if (!spec_.run(choice, tokens_, *runner_, sampler_, n_ctx(), logits_)) {
         take_cancel();
         return false;
     }
     n_evaluated_ = n_past + 1;
-    logits_valid_ = true;
     return true;
 }
 

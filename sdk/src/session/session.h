@@ -13,6 +13,7 @@
 #include "sampling/sampler.h"
 #include "session/session_state.h"
 #include "session/speculative_round.h"
+#include "session/target_logits.h"
 #include "session/stop_strings.h"
 #include "snapshot/snapshot_file.h"
 #include "tokenizer/stream_decoder.h"
@@ -170,7 +171,7 @@ public:
     int32_t shift_discard() const { return shift_discard_; }
 
     // Raw logits of the last evaluated position, or nullptr.
-    const float *logits() const { return logits_valid_ ? current_logits() : nullptr; }
+    const float *logits() const { return logits_.current(); }
 
 private:
     // Evaluates every context token without KV yet. Returns false if cancelled (progress is kept).
@@ -203,21 +204,9 @@ private:
     std::vector<int32_t> tokens_;
     int32_t n_evaluated_ = 0;
     bool last_token_generated_ = false;  // the unevaluated tail is one generated token (decode, not prompt)
-    std::vector<float> logits_;
-    bool logits_valid_ = false;
-    // After a speculative round the logits of each emitted token's position are a row of the round
-    // (SpeculativeRound::row, by its queue index): they are pointed at, not copied (a vocabulary of 128K floats is
-    // half a megabyte per token), and a round verified on the device fetches a row only when something reads it.
-    // -1 when logits_ holds them. Valid until the next round; settle_rows() first where the runner or the drafter
-    // may run without a round.
-    int32_t logits_row_ = -1;
-    const float *current_logits() const { return logits_row_ >= 0 ? spec_.row(size_t(logits_row_)) : logits_.data(); }
-    float *logits_for_eval() {  // the buffer an evaluation writes the logits into
-        logits_row_ = -1;
-        return logits_.data();
-    }
-    // Brings the round's rows still needed (the current logits, the queued tokens') to the host.
-    void settle_rows();
+    // The logits the session may still read (the last evaluation's row, or a round's rows): target_logits.h. After
+    // runner_ (it is the runner's rows holder until it is destroyed).
+    TargetLogits logits_;
     StreamDecoder decoder_;
     StopStrings stops_;
     int32_t n_run_generated_ = 0;

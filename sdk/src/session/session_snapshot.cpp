@@ -132,7 +132,7 @@ Session::PreparedSnapshot Session::prepare_snapshot(const SnapshotOptions &optio
     sp.ready = pending;
     sp.ready_rows.resize(pending.size() * size_t(n_vocab));
     for (size_t i = 0; i < pending.size(); ++i)
-        std::memcpy(sp.ready_rows.data() + i * size_t(n_vocab), spec_.row(spec_.next_index() + i), size_t(n_vocab) * sizeof(float));
+        std::memcpy(sp.ready_rows.data() + i * size_t(n_vocab), logits_.path_row(spec_.next_index() + i), size_t(n_vocab) * sizeof(float));
     ByteWriter spw;
     write_speculative_part(spw, sp, n_vocab);
     parts.speculative = spw.take();
@@ -142,8 +142,8 @@ Session::PreparedSnapshot Session::prepare_snapshot(const SnapshotOptions &optio
 SessionPart Session::session_part(bool full) const {
     SessionPart p;
     p.n_evaluated = n_evaluated_;
-    p.logits_valid = logits_valid_;
-    if (logits_valid_) p.logits.assign(current_logits(), current_logits() + logits_.size());
+    p.logits_valid = logits_.valid();
+    if (p.logits_valid) p.logits.assign(logits_.current(), logits_.current() + logits_.n_vocab());
     p.last_token_generated = last_token_generated_;
     if (full) {
         p.n_run_generated = n_run_generated_;
@@ -279,7 +279,8 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         if (full) {
             sampler_ = std::move(*sampler);
             // The pending round: its rows become path nodes 0..k-1 of an otherwise empty tree.
-            spec_.restore(std::move(spec.ready), std::move(spec.ready_rows), n_vocab, std::move(spec.stats));
+            spec_.restore(std::move(spec.ready), std::move(spec.stats));
+            logits_.restore_round(std::move(spec.ready_rows), spec_.pending().size());
             if (spec_.attached()) {
                 if ((h.flags & SnapshotHeader::kFlagDrafterState) != 0)
                     spec_.drafter()->load_state(spec.drafter_state);
@@ -333,9 +334,9 @@ void Session::check_speculative_part(const SpeculativePart &spec, const Snapshot
 
 void Session::apply_session_part(SessionPart &&p, bool full) {
     n_evaluated_ = p.n_evaluated;
-    logits_valid_ = p.logits_valid;
-    logits_row_ = -1;  // the loaded rows replace the round's
-    if (p.logits_valid) logits_ = std::move(p.logits);
+    // The loaded row replaces the round's.
+    if (p.logits_valid) logits_.restore_plain(std::move(p.logits));
+    else logits_.invalidate();
     last_token_generated_ = p.last_token_generated;
     decoder_.reset();
     stops_.reset();

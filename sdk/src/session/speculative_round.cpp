@@ -71,7 +71,8 @@ void SpeculativeRound::record_plain(int32_t choice, double ms) {
 //     re-feeds the accepted tokens next round; on the CPU a copy of a few rows per layer is cheaper than
 //     recomputing them, and the cache never holds stale rows.)
 // The accepted tokens and the bonus token are queued and emitted one per step by the session.
-bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetRunner &runner, Sampler &sampler, int32_t n_ctx) {
+bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetRunner &runner, Sampler &sampler, int32_t n_ctx,
+                           TargetLogits &logits) {
     const int32_t n_vocab = n_vocab_;
     const int32_t n_past = int32_t(tokens.size()) - 1;
     drop_ready();
@@ -106,9 +107,7 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     at_phase(Phase::Verify);
     if (!runner.eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, positions_.data(), mask_.data(), nullptr)) return false;
     at_phase(Phase::Accept);
-    logits_.resize(size_t(n_nodes) * size_t(n_vocab));
-    row_ready_.assign(size_t(n_nodes), 0);
-    rows_runner_ = &runner;
+    logits.begin_round(runner, n_nodes);
     VerifyOutcome outcome;
     const bool on_device = runner.capabilities().verifies_trees_on_device && plan_tree_sampling(tree_, sampler, tokens, n_vocab, plan_) &&
                            runner.verify_tree_on_device(plan_, outcome);
@@ -118,10 +117,11 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
         ++stats_.device_verified;
     } else {
         outcome = verify_tree(
-            tree_, [&](int32_t node) { return node_row(node); }, n_vocab, sampler, tokens, config_.residual_rule);
+            tree_, [&](int32_t node) { return logits.node_row(node); }, n_vocab, sampler, tokens, config_.residual_rule);
     }
     path_.assign(1, 0);
     path_.insert(path_.end(), outcome.path.begin(), outcome.path.end());
+    logits.set_path(path_);
     runner.commit_tree_path(n_past, path_.data(), int32_t(path_.size()));
     at_phase(Phase::Commit);
 
@@ -145,32 +145,10 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     return true;
 }
 
-const float *SpeculativeRound::node_row(int32_t node) const {
-    float *r = logits_.data() + size_t(node) * size_t(n_vocab_);
-    if (!row_ready_[size_t(node)]) {
-        require(rows_runner_ != nullptr, SPECULA_ERR_INTERNAL, "speculative: a row of the round is gone");
-        rows_runner_->tree_logits(node, r);
-        row_ready_[size_t(node)] = 1;
-    }
-    return r;
-}
-
-const float *SpeculativeRound::row(size_t i) const { return node_row(path_[i]); }
-
-void SpeculativeRound::fetch_rows() const {
-    for (size_t i = next_ > 0 ? next_ - 1 : 0; i < ready_.size(); ++i) node_row(path_[i]);
-}
-
-void SpeculativeRound::restore(std::vector<Ready> ready, std::vector<float> rows, int32_t n_vocab, SpeculativeStats stats) {
+void SpeculativeRound::restore(std::vector<Ready> ready, SpeculativeStats stats) {
     stats_ = std::move(stats);
     ready_ = std::move(ready);
     next_ = 0;
-    logits_ = std::move(rows);
-    n_vocab_ = n_vocab;
-    row_ready_.assign(ready_.size(), 1);
-    rows_runner_ = nullptr;
-    path_.resize(ready_.size());
-    for (size_t i = 0; i < ready_.size(); ++i) path_[i] = int32_t(i);
 }
 
 }  // namespace specula::internal

@@ -6,6 +6,7 @@
 
 #include "backend/target_runner.h"
 #include "sampling/sampler.h"
+#include "session/target_logits.h"
 #include "speculative/draft_tree.h"
 #include "speculative/drafter.h"
 #include "speculative/longspec_draft_file.h"
@@ -86,28 +87,23 @@ public:
     // One round (see speculative_round.cpp) over the context `tokens`, whose last token is pending (the root) and
     // every earlier one evaluated in the runner's cache. Fills the queue with the accepted tokens and the bonus
     // token. False when cancelled during verification (nothing is queued; the cache holds the committed tokens).
-    bool run(int32_t choice, std::vector<int32_t> &tokens, TargetRunner &runner, Sampler &sampler, int32_t n_ctx);
+    // The tree's rows and the verified path go to `logits` (the session's: target_logits.h); queue entry i was
+    // sampled from its path row i.
+    bool run(int32_t choice, std::vector<int32_t> &tokens, TargetRunner &runner, Sampler &sampler, int32_t n_ctx, TargetLogits &logits);
 
-    // The queue. Entry i was sampled from row(i), the target's logits at path node i (0 is the root). A round
-    // verified on the device brought none of them to the host: row(i) fetches one from the runner when first
-    // asked (top logits, snapshots, specula_session_logits), so rounds nobody asks rows of copy none. The runner
-    // keeps them until its next evaluation or draft; fetch_rows() brings the queue's rows (and the current one)
-    // over before anything else may run on it.
+    // The queue: the round's tokens not emitted yet (entry i was sampled from the round's path row i).
     bool has_ready() const { return next_ < ready_.size(); }
     size_t next_index() const { return next_; }
     Ready take() { return ready_[next_++]; }
-    const float *row(size_t i) const;
-    void fetch_rows() const;
-    const float *node_row(int32_t node) const;  // the tree node's row (fetched now if need be)
     void drop_ready() {
         ready_.clear();
         next_ = 0;
     }
 
-    // Snapshots: the entries not emitted yet, and putting a saved queue (with its rows, n_vocab floats each) and
-    // the counters back.
+    // Snapshots: the entries not emitted yet, and putting a saved queue and the counters back (its rows go to the
+    // session's TargetLogits).
     std::vector<Ready> pending() const { return {ready_.begin() + ptrdiff_t(std::min(next_, ready_.size())), ready_.end()}; }
-    void restore(std::vector<Ready> ready, std::vector<float> rows, int32_t n_vocab, SpeculativeStats stats);
+    void restore(std::vector<Ready> ready, SpeculativeStats stats);
 
 private:
     std::unique_ptr<Drafter> drafter_;
@@ -119,11 +115,6 @@ private:
     std::vector<uint8_t> mask_;
     std::vector<int32_t> positions_, path_;  // path_: the root (0), then the accepted nodes
     TreeSamplingPlan plan_;                  // what a device verification gets (tree_sampling_plan.h)
-    // The rows fetched so far, n_vocab floats per tree node (row_ready_[node]), from rows_runner_ (null: all are
-    // here, e.g. restored from a snapshot). Mutable: row() fetches on first use.
-    mutable std::vector<float> logits_;
-    mutable std::vector<uint8_t> row_ready_;
-    TargetRunner *rows_runner_ = nullptr;
     int32_t n_vocab_ = 0;
     std::vector<Ready> ready_;
     size_t next_ = 0;
