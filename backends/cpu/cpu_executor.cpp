@@ -13,19 +13,16 @@ namespace specula::internal {
 CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, ThreadPool &pool, KvCache *model_kv)
     : graph_(std::move(graph)), weights_(CpuWeights::for_graph(*graph_)), pool_(pool), model_kv_(model_kv), fixed_rows_(max_rows > 0) {
     const Graph &g = *graph_;
-    for (const std::vector<Op> &stage : g.stages) {
-        matrices_.emplace_back();
-        for (const Op &op : stage) {
-            CpuMatrix m;
-            if (op.kind == OpKind::MatMul)
-                for (size_t i = 0; i < g.sources.size(); ++i)
-                    if (g.sources[i].holds(*op.weight)) m = weights_[i]->matrix(*op.weight);
-            require(op.kind != OpKind::MatMul || m.w != nullptr, SPECULA_ERR_INTERNAL, "CPU: a matrix of the graph lies in none of its files");
-            matrices_.back().push_back(m);
-            require((op.kind != OpKind::StoreKv && op.kind != OpKind::Attention) || op.store == KvStore::Local || model_kv_ != nullptr,
-                    SPECULA_ERR_INTERNAL, "CPU: the graph reads a runner's cache it was not given");
-        }
-    }
+    matrices_ = per_op<CpuMatrix>(g, [&](const Op &op) {
+        CpuMatrix m;
+        if (op.kind == OpKind::MatMul)
+            for (size_t i = 0; i < g.sources.size(); ++i)
+                if (g.sources[i].holds(*op.weight)) m = weights_[i]->matrix(*op.weight);
+        require(op.kind != OpKind::MatMul || m.w != nullptr, SPECULA_ERR_INTERNAL, "CPU: a matrix of the graph lies in none of its files");
+        require((op.kind != OpKind::StoreKv && op.kind != OpKind::Attention) || op.store == KvStore::Local || model_kv_ != nullptr,
+                SPECULA_ERR_INTERNAL, "CPU: the graph reads a runner's cache it was not given");
+        return m;
+    });
     for (const GraphTensor &t : g.tensors) tensors_.push_back(Tensor{{}, t.width});
     if (g.local_kv_slots > 0) local_kv_.emplace(0, 1, g.local_kv_slots, g.hp.n_embd_kv(), KvType::F32);
     // Attention scratch, one per thread and built in place: a copy would not keep the reservations its constructor

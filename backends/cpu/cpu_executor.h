@@ -58,7 +58,7 @@ private:
 
     std::shared_ptr<const Graph> graph_;
     std::vector<std::shared_ptr<const CpuWeights>> weights_;  // the packed stores the matrices below point into
-    std::vector<std::vector<CpuMatrix>> matrices_;            // per stage and op: the MatMul's matrix
+    PerOp<CpuMatrix> matrices_;                               // the MatMuls' matrices
     ThreadPool &pool_;
     KvCache *model_kv_;
     std::optional<KvCache> local_kv_;

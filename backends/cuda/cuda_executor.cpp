@@ -3,6 +3,7 @@
 // GraphExecutor calls that bring results back.
 #include "backends/cuda/cuda_executor.h"
 
+#include "backend/attention_split.h"
 #include "backends/cuda/graph_replay.h"
 #include "backends/cuda/kernels/topk.h"
 #include "core/error.h"
@@ -16,7 +17,6 @@
 namespace specula::internal::SPECULA_CUDA_NAMESPACE {
 namespace {
 
-constexpr int32_t kCrossChunks = 32;  // a list that need not be batch-invariant is split into at most this many chunks
 constexpr size_t kIntsBytes = size_t(1) << 20;  // row data: enough that a decode step never allocates (graph capture)
 
 AttentionShape shape_of(const Graph &g, int32_t chunk) {
@@ -29,12 +29,9 @@ AttentionShape shape_of(const Graph &g, int32_t chunk) {
     return s;
 }
 
-// A split that need not be invariant: at most kCrossChunks chunks over the list's keys, each a multiple of 64.
-int32_t chunk_by_length(int32_t keys) { return std::max(64, ((keys + kCrossChunks - 1) / kCrossChunks + 63) / 64 * 64); }
-
 size_t partials_bytes(const Graph &g, int32_t rows, const CudaContext &ctx, int32_t local_chunk) {
     size_t floats = 0;
-    const size_t by_length = size_t(rows) * size_t(g.hp.n_head) * size_t(kCrossChunks + 1) * size_t(g.hp.head_dim + 2);
+    const size_t by_length = size_t(rows) * size_t(g.hp.n_head) * size_t(kMaxLengthChunks + 1) * size_t(g.hp.head_dim + 2);
     for (const std::vector<Op> &stage : g.stages)
         for (const Op &op : stage) {
             if (op.kind != OpKind::Attention) continue;
@@ -52,15 +49,7 @@ size_t gemm_bytes(const Graph &g, int32_t rows) {
     return bytes;
 }
 
-size_t tensor_bytes(const Graph &g, int32_t rows) {
-    size_t total = 0;
-    for (const GraphTensor &t : g.tensors) total += size_t(rows) * size_t(t.width) * 4;
-    return total;
-}
-
 }  // namespace
-
-int32_t choose_chunk(int32_t slots) { return std::clamp((slots / 32 + 63) / 64 * 64, 64, 1024); }
 
 bool CudaExecutor::supports(const Op &op) {
     switch (op.kind) {
@@ -78,8 +67,8 @@ bool CudaExecutor::supports(const Op &op) {
 }
 
 size_t CudaExecutor::bytes_needed(const Graph &g, int32_t max_rows, const CudaContext &ctx) {
-    const int32_t local_chunk = choose_chunk(std::max(1, g.local_kv_slots));
-    return tensor_bytes(g, max_rows) + gemm_bytes(g, max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
+    const int32_t local_chunk = fixed_split_chunk(std::max(1, g.local_kv_slots));
+    return g.activation_bytes(max_rows) + gemm_bytes(g, max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
            size_t(max_rows) * size_t(g.hp.n_head) * size_t(g.hp.head_dim + 2) * 4 + kIntsBytes +
            2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2;
 }
@@ -95,32 +84,23 @@ CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows,
     if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_TOPK")) device_topk_ = std::strcmp(env, "0") != 0;
 
     // Weights: the runner's model holds the target's; anything else (a draft's layer) is copied here, once.
-    for (const std::vector<Op> &stage : g.stages) {
-        matrices_.emplace_back();
-        vectors_.emplace_back();
-        for (const Op &op : stage) {
-            DeviceMatrix m;
-            const float *v = nullptr;
-            if (op.weight != nullptr && *op.weight) {
-                if (op.kind == OpKind::MatMul || op.kind == OpKind::Embed) {
-                    const DeviceMatrix *shared = ctx_.weights ? ctx_.weights->matrix(*op.weight) : nullptr;
-                    m = shared ? *shared : own_.matrix(*op.weight);
-                } else {
-                    const float *shared = ctx_.weights ? ctx_.weights->floats(*op.weight) : nullptr;
-                    v = shared ? shared : own_.floats(*op.weight);
-                }
-            }
-            matrices_.back().push_back(m);
-            vectors_.back().push_back(v);
-        }
-    }
+    matrices_ = per_op<DeviceMatrix>(g, [&](const Op &op) {
+        if (op.weight == nullptr || !*op.weight || !reads_matrix(op)) return DeviceMatrix{};
+        const DeviceMatrix *shared = ctx_.weights ? ctx_.weights->matrix(*op.weight) : nullptr;
+        return shared ? *shared : own_.matrix(*op.weight);
+    });
+    vectors_ = per_op<const float *>(g, [&](const Op &op) -> const float * {
+        if (op.weight == nullptr || !*op.weight || reads_matrix(op)) return nullptr;
+        const float *shared = ctx_.weights ? ctx_.weights->floats(*op.weight) : nullptr;
+        return shared ? shared : own_.floats(*op.weight);
+    });
 
     for (const GraphTensor &t : g.tensors) {
         tensors_.emplace_back(size_t(max_rows_) * size_t(t.width) * 4);
         widths_.push_back(t.width);
     }
     if (g.local_kv_slots > 0) {
-        local_chunk_ = choose_chunk(g.local_kv_slots);
+        local_chunk_ = fixed_split_chunk(g.local_kv_slots);
         const size_t bytes = size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2;
         local_k_ = DeviceBuffer(bytes);
         local_v_ = DeviceBuffer(bytes);
@@ -248,7 +228,7 @@ void CudaExecutor::attention(const Op &op, const BatchRows &rows, int32_t first,
     const bool model = op.store == KvStore::Model;
     const __half *kc = model ? ctx_.kv_k + size_t(op.kv_layer) * size_t(ctx_.n_ctx) * size_t(dkv) : local_k_.as<__half>();
     const __half *vc = model ? ctx_.kv_v + size_t(op.kv_layer) * size_t(ctx_.n_ctx) * size_t(dkv) : local_v_.as<__half>();
-    const int32_t chunk = !list.invariant ? chunk_by_length(list.max_keys) : model ? ctx_.cache_chunk : local_chunk_;
+    const int32_t chunk = !list.invariant ? length_split_chunk(list.max_keys) : model ? ctx_.cache_chunk : local_chunk_;
     const AttentionShape shape = shape_of(g, chunk);
     const int32_t *d_ints = ints_.as<int32_t>();
     AttentionRows ar;

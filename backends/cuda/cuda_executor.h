@@ -40,10 +40,6 @@ struct CudaContext {
     std::shared_ptr<const DeviceWeights> weights;  // the runner's model on the device (shared, not copied)
 };
 
-// Keys per split-K chunk over `slots` keys: fixed per store (a row's arithmetic must not depend on the batch), about
-// 32 chunks over a full store, between 64 and 1024 keys.
-int32_t choose_chunk(int32_t slots);
-
 class CudaExecutor final : public GraphExecutor {
 public:
     // Throws Error(UNSUPPORTED) for a graph operation this backend lacks, Error(OUT_OF_MEMORY) with the sizes.
@@ -89,8 +85,8 @@ private:
     int32_t max_rows_;
     DeviceUploads own_;  // the graph's weights the runner's model does not hold (a draft's layer)
     // Per stage and op: the resolved weight (a matrix, or a vector's device pointer).
-    std::vector<std::vector<DeviceMatrix>> matrices_;
-    std::vector<std::vector<const float *>> vectors_;
+    PerOp<DeviceMatrix> matrices_;
+    PerOp<const float *> vectors_;
     std::vector<DeviceBuffer> tensors_;
     std::vector<int32_t> widths_;
     DeviceBuffer local_k_, local_v_;  // [local_kv_slots][n_embd_kv] F16

@@ -4,6 +4,7 @@
 // tree's rows on the device for the verification there.
 #include "backends/cuda/cuda_runner.h"
 
+#include "backend/attention_split.h"
 #include "backend/kv_shift.h"
 #include "backends/cuda/graph_replay.h"
 #include "backends/cuda/kernels/sampling.h"
@@ -35,7 +36,7 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int de
     check(cudaSetDevice(device_), "cudaSetDevice");
     if (const char *env = std::getenv("SPECULA_CUDA_GRAPHS")) use_graphs_ = std::strcmp(env, "0") != 0;
     if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_VERIFY")) device_verify_ = std::strcmp(env, "0") != 0;
-    chunk_ = choose_chunk(n_ctx);
+    chunk_ = fixed_split_chunk(n_ctx);
 
     // Sizes first, so that a device without room is reported before anything is allocated.
     const int64_t dkv = hp.n_embd_kv();

@@ -46,12 +46,7 @@ size_t DeviceUploads::matrix_bytes(const WeightView &w) {
     return size_t(m.rows_alloc) * size_t(m.ld) * (m.type == MatType::F32 ? 4 : 2);
 }
 
-size_t DeviceWeights::bytes_needed(const Graph &graph) {
-    size_t total = 0;
-    for (const Graph::WeightUse &u : graph.weights())
-        total += u.matrix ? DeviceUploads::matrix_bytes(*u.w) : size_t(u.w->rows) * size_t(u.w->cols) * sizeof(float);
-    return total;
-}
+size_t DeviceWeights::bytes_needed(const Graph &graph) { return weight_bytes(graph, DeviceUploads::matrix_bytes); }
 
 std::shared_ptr<const DeviceWeights> DeviceWeights::get(const Model &model, const Graph &graph, int device) {
     std::lock_guard<std::mutex> lock(registry_mutex);

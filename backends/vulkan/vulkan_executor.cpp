@@ -2,6 +2,7 @@
 // recorded on the runner's stream (every command waits for the ones before it).
 #include "backends/vulkan/vulkan_executor.h"
 
+#include "backend/attention_split.h"
 #include "core/error.h"
 #include "model/rope.h"
 
@@ -10,7 +11,6 @@
 namespace specula::internal::vulkan {
 namespace {
 
-constexpr int32_t kCrossChunks = 32;  // a list that need not be batch-invariant is split into at most this many chunks
 
 AttentionShape shape_of(const Graph &g, uint32_t chunk) {
     AttentionShape s;
@@ -22,11 +22,9 @@ AttentionShape shape_of(const Graph &g, uint32_t chunk) {
     return s;
 }
 
-uint32_t chunk_by_length(int32_t keys) { return uint32_t(std::max(64, ((keys + kCrossChunks - 1) / kCrossChunks + 63) / 64 * 64)); }
-
 size_t partials_bytes(const Graph &g, int32_t rows, const VulkanContext &ctx, uint32_t local_chunk) {
     size_t floats = 16;
-    const size_t by_length = size_t(rows) * size_t(g.hp.n_head) * size_t(kCrossChunks + 1) * size_t(g.hp.head_dim + 2);
+    const size_t by_length = size_t(rows) * size_t(g.hp.n_head) * size_t(kMaxLengthChunks + 1) * size_t(g.hp.head_dim + 2);
     for (const std::vector<Op> &stage : g.stages)
         for (const Op &op : stage) {
             if (op.kind != OpKind::Attention) continue;
@@ -38,15 +36,7 @@ size_t partials_bytes(const Graph &g, int32_t rows, const VulkanContext &ctx, ui
     return floats * 4;
 }
 
-size_t tensor_bytes(const Graph &g, int32_t rows) {
-    size_t total = 0;
-    for (const GraphTensor &t : g.tensors) total += size_t(rows) * size_t(t.width) * 4;
-    return total;
-}
-
 }  // namespace
-
-uint32_t choose_chunk(int32_t slots) { return uint32_t(std::clamp((slots / 32 + 63) / 64 * 64, 64, 1024)); }
 
 bool VulkanExecutor::supports(const Op &op) {
     switch (op.kind) {
@@ -64,8 +54,8 @@ bool VulkanExecutor::supports(const Op &op) {
 }
 
 size_t VulkanExecutor::bytes_needed(const Graph &g, int32_t max_rows, const VulkanContext &ctx) {
-    const uint32_t local_chunk = choose_chunk(std::max(1, g.local_kv_slots));
-    return tensor_bytes(g, max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
+    const uint32_t local_chunk = uint32_t(fixed_split_chunk(std::max(1, g.local_kv_slots)));
+    return g.activation_bytes(max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
            size_t(max_rows) * size_t(g.hp.n_head) * size_t(g.hp.head_dim + 2) * 4 + 2 * (size_t(64) << 10) +
            2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2;
 }
@@ -81,31 +71,22 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
     const auto buf = [&](size_t bytes, const char *what) { return Buffer(dev, std::max<size_t>(bytes, 16), Buffer::Kind::Device, what); };
 
     // Weights: the runner's model holds the target's; anything else (a draft's layer) is uploaded here, once.
-    for (const std::vector<Op> &stage : g.stages) {
-        matrices_.emplace_back();
-        vectors_.emplace_back();
-        for (const Op &op : stage) {
-            Matrix m;
-            const Buffer *v = nullptr;
-            if (op.weight != nullptr && *op.weight) {
-                if (op.kind == OpKind::MatMul || op.kind == OpKind::Embed) {
-                    const Matrix *shared = ctx_.weights ? ctx_.weights->matrix(*op.weight) : nullptr;
-                    m = shared ? *shared : own_.matrix(*op.weight);
-                } else {
-                    const Buffer *shared = ctx_.weights ? ctx_.weights->floats(*op.weight) : nullptr;
-                    v = shared ? shared : own_.floats(*op.weight);
-                }
-            }
-            matrices_.back().push_back(m);
-            vectors_.back().push_back(v);
-        }
-    }
+    matrices_ = per_op<Matrix>(g, [&](const Op &op) {
+        if (op.weight == nullptr || !*op.weight || !reads_matrix(op)) return Matrix{};
+        const Matrix *shared = ctx_.weights ? ctx_.weights->matrix(*op.weight) : nullptr;
+        return shared ? *shared : own_.matrix(*op.weight);
+    });
+    vectors_ = per_op<const Buffer *>(g, [&](const Op &op) -> const Buffer * {
+        if (op.weight == nullptr || !*op.weight || reads_matrix(op)) return nullptr;
+        const Buffer *shared = ctx_.weights ? ctx_.weights->floats(*op.weight) : nullptr;
+        return shared ? shared : own_.floats(*op.weight);
+    });
     for (const GraphTensor &t : g.tensors) {
         tensors_.push_back(buf(size_t(max_rows_) * size_t(t.width) * 4, "graph tensors"));
         widths_.push_back(t.width);
     }
     if (g.local_kv_slots > 0) {
-        local_chunk_ = choose_chunk(g.local_kv_slots);
+        local_chunk_ = uint32_t(fixed_split_chunk(g.local_kv_slots));
         local_k_ = buf(size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2, "the graph's key/value store");
         local_v_ = buf(local_k_.bytes(), "the graph's key/value store");
         ctx_.stream->fill_zero(local_k_);
@@ -212,7 +193,7 @@ void VulkanExecutor::attention(const Op &op, const BatchRows &rows, uint32_t fir
     const bool model = op.store == KvStore::Model;
     const Buffer &kc = model ? (*ctx_.kv_k)[size_t(op.kv_layer)] : local_k_;
     const Buffer &vc = model ? (*ctx_.kv_v)[size_t(op.kv_layer)] : local_v_;
-    const uint32_t chunk = !list.invariant ? chunk_by_length(list.max_keys) : model ? ctx_.cache_chunk : local_chunk_;
+    const uint32_t chunk = !list.invariant ? uint32_t(length_split_chunk(list.max_keys)) : model ? ctx_.cache_chunk : local_chunk_;
     const AttentionShape shape = shape_of(g, chunk);
     AttentionRows ar;
     ar.n = count;

@@ -30,9 +30,6 @@ struct VulkanContext {
     std::shared_ptr<const Weights> weights;  // the runner's model on the device (shared, not copied)
 };
 
-// Keys per split-K chunk over `slots` keys (as on CUDA): about 32 chunks over a full store, 64 to 1024 keys.
-uint32_t choose_chunk(int32_t slots);
-
 class VulkanExecutor final : public GraphExecutor {
 public:
     // Throws Error(UNSUPPORTED) for an operation this backend lacks, Error(OUT_OF_MEMORY) naming the buffer.
@@ -73,8 +70,8 @@ private:
     VulkanContext ctx_;
     int32_t max_rows_;
     Uploads own_;  // the graph's weights the runner's model does not hold (a draft's layer)
-    std::vector<std::vector<Matrix>> matrices_;           // per stage and op
-    std::vector<std::vector<const Buffer *>> vectors_;    // per stage and op
+    PerOp<Matrix> matrices_;
+    PerOp<const Buffer *> vectors_;
     std::vector<Buffer> tensors_;
     std::vector<int32_t> widths_;
     Buffer local_k_, local_v_;  // [local_kv_slots][n_embd_kv] F16

@@ -3,6 +3,7 @@
 // and keeps a tree's final states for the rows a verifier visits.
 #include "backends/vulkan/vulkan_runner.h"
 
+#include "backend/attention_split.h"
 #include "backend/kv_shift.h"
 #include "core/log.h"
 #include "graph/model_graph.h"
@@ -28,7 +29,7 @@ VulkanRunner::VulkanRunner(std::shared_ptr<const Model> model, int32_t n_ctx, st
     require(hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "Vulkan: head_dim " + std::to_string(hp.head_dim) + " > 256 is not supported");
     require(n_ctx > 0, SPECULA_ERR_INVALID_ARGUMENT, "Vulkan: n_ctx must be positive");
     if (!graph) graph = build_model_graph(model_);
-    chunk_ = choose_chunk(n_ctx);
+    chunk_ = uint32_t(fixed_split_chunk(n_ctx));
 
     // Sizes first, so that a device without room is refused, with the sizes, before anything is allocated.
     const size_t dkv = size_t(hp.n_embd_kv()), n_vocab = size_t(hp.n_vocab);

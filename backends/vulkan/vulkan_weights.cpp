@@ -99,12 +99,7 @@ const Buffer *Uploads::floats(const WeightView &w) {
     return buffers_.back().get();
 }
 
-size_t Weights::bytes_needed(const Graph &graph) {
-    size_t total = 0;
-    for (const Graph::WeightUse &u : graph.weights())
-        total += u.matrix ? Uploads::matrix_bytes(*u.w) : size_t(u.w->rows) * size_t(u.w->cols) * sizeof(float);
-    return total;
-}
+size_t Weights::bytes_needed(const Graph &graph) { return weight_bytes(graph, Uploads::matrix_bytes); }
 
 std::shared_ptr<const Weights> Weights::get(const Model &model, const Graph &graph, Stream &stream) {
     std::lock_guard<std::mutex> lock(registry_mutex);

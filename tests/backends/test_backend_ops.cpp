@@ -14,6 +14,8 @@
 //   - make_draft_runner: a runner (or none) that decodes as a fresh runner of the backend does.
 #include <catch2/catch.hpp>
 
+#include "backends/backends_under_test.h"
+
 #include "backend/backend_registry.h"
 #include "backends/cpu/cpu_runner.h"
 #include "common/fixture_files.h"
@@ -26,9 +28,6 @@
 #include "speculative/longspec_drafter.h"
 #include "graph/model_graph.h"
 
-#ifdef SPECULA_CUDA_EMULATION
-#include "backends/cuda/cuda_runner.h"
-#endif
 
 #include <algorithm>
 #include <cmath>
@@ -42,41 +41,10 @@
 #include <unistd.h>
 
 using namespace specula::internal;
+using namespace backends_under_test_support;
 
 namespace {
 
-// A backend under test: how to make its runner, and how far its logits may be from the CPU's (relative to the
-// largest |logit|): 0 = bit-identical.
-struct BackendUnderTest {
-    std::string name;
-    std::function<std::unique_ptr<TargetRunner>(std::shared_ptr<const Model>, int32_t n_ctx, ThreadPool &)> make;
-    double tolerance;
-};
-
-std::vector<BackendUnderTest> backends_under_test() {
-    std::vector<BackendUnderTest> out;
-    for (const BackendDesc &b : builtin_backends()) {
-        std::string why;
-        if (b.has_devices && b.devices(&why).empty()) {
-            WARN("backend " << b.name << " not tested here: " << why);
-            continue;
-        }
-        const BackendDesc *desc = &b;
-        // The CPU is the reference (bit-identical); GPU backends keep an F16 cache and F16 activations on tensor
-        // cores (docs/cuda.md): stories260K sits within 2e-3 of the CPU.
-        out.push_back({b.name, [desc](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &pool) {
-                           return desc->make_runner(RunnerRequest{m, build_model_graph(m), n_ctx, &pool, 0, std::nullopt});
-                       },
-                       b.has_devices ? 2e-3 : 0.0});
-    }
-#ifdef SPECULA_CUDA_EMULATION
-    out.push_back({"cuda (emulated)", [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) {
-                       return std::unique_ptr<TargetRunner>(std::make_unique<cuda::CudaRunner>(std::move(m), n_ctx, 0));
-                   },
-                   2e-3});
-#endif
-    return out;
-}
 
 std::shared_ptr<const Model> stories() {
     static const std::shared_ptr<const Model> model = [] {

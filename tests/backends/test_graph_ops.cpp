@@ -10,6 +10,8 @@
 //   Embed(a, table_a) [, Embed(b, table_b) ...], the operation under test, result in graph.logits.
 #include <catch2/catch.hpp>
 
+#include "backends/backends_under_test.h"
+
 #include "backend/backend_registry.h"
 #include "backends/cpu/cpu_runner.h"
 #include "core/thread_pool.h"
@@ -22,9 +24,6 @@
 #include "model/rope.h"
 #include "model/synthetic_model.h"
 
-#ifdef SPECULA_CUDA_EMULATION
-#include "backends/cuda/cuda_runner.h"
-#endif
 
 #include <cmath>
 #include <cstring>
@@ -38,40 +37,10 @@
 #include <vector>
 
 using namespace specula::internal;
+using namespace backends_under_test_support;
 
 namespace {
 
-struct BackendUnderTest {
-    std::string name;
-    std::function<std::unique_ptr<TargetRunner>(std::shared_ptr<const Model>, int32_t n_ctx, ThreadPool &)> make;
-    bool reference;  // the CPU backend: what the others are compared with
-};
-
-std::vector<BackendUnderTest> backends_under_test() {
-    std::vector<BackendUnderTest> out;
-    for (const BackendDesc &b : builtin_backends()) {
-        std::string why;
-        if (b.has_devices && b.devices(&why).empty()) {
-            WARN("backend " << b.name << " not tested here: " << why);
-            continue;
-        }
-        const BackendDesc *desc = &b;
-        out.push_back({b.name,
-                       [desc](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &pool) {
-                           RunnerRequest r{m, build_model_graph(m), n_ctx, &pool, 0, std::nullopt};
-                           return desc->make_runner(r);
-                       },
-                       b.kind == BackendKind::Cpu});
-    }
-#ifdef SPECULA_CUDA_EMULATION
-    out.push_back({"cuda (emulated)",
-                   [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) {
-                       return std::unique_ptr<TargetRunner>(std::make_unique<cuda::CudaRunner>(std::move(m), n_ctx, 0));
-                   },
-                   false});
-#endif
-    return out;
-}
 
 constexpr int32_t kCtx = 512;
 

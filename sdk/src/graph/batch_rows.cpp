@@ -14,17 +14,24 @@ void BatchRows::reset(int32_t rows) {
     first_tree_slot = 0;
 }
 
-void BatchRows::add_causal_list(int32_t n_prefix) {
+// A list with each row's tail start and length (zeros), its slots to follow.
+KeyList &BatchRows::open_list(int32_t n_prefix, bool invariant) {
     KeyList l;
     l.n_prefix = n_prefix;
-    l.causal = true;
+    l.invariant = invariant;
     l.start_at = ints.size();
     ints.resize(ints.size() + 2 * size_t(n), 0);
     l.len_at = l.start_at + size_t(n);
     l.slots_at = ints.size();
+    lists.push_back(l);
+    return lists.back();
+}
+
+void BatchRows::add_causal_list(int32_t n_prefix) {
+    KeyList &l = open_list(n_prefix, true);
+    l.causal = true;
     for (int32_t i = 0; i < n; ++i) ints[l.len_at + size_t(i)] = i + 1;
     l.max_keys = n_prefix + n;
-    lists.push_back(l);
 }
 
 void BatchRows::add_prefix_list(int32_t n_prefix, bool invariant) {
@@ -37,16 +44,7 @@ void BatchRows::add_prefix_list(int32_t n_prefix, bool invariant) {
     lists.push_back(l);
 }
 
-void BatchRows::begin_list(int32_t n_prefix, bool invariant) {
-    KeyList l;
-    l.n_prefix = n_prefix;
-    l.invariant = invariant;
-    l.start_at = ints.size();
-    ints.resize(ints.size() + 2 * size_t(n), 0);
-    l.len_at = l.start_at + size_t(n);
-    l.slots_at = ints.size();
-    lists.push_back(l);
-}
+void BatchRows::begin_list(int32_t n_prefix, bool invariant) { open_list(n_prefix, invariant); }
 
 void BatchRows::push_slot(int32_t row, int32_t slot) {
     const KeyList &l = lists.back();

@@ -71,6 +71,9 @@ struct BatchRows {
     void begin_list(int32_t n_prefix, bool invariant);
     void push_slot(int32_t row, int32_t slot);
     void end_list();
+
+private:
+    KeyList &open_list(int32_t n_prefix, bool invariant);
 };
 
 // The target's batches: n tokens at slots and positions n_past + i, causal.

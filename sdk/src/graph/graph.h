@@ -99,6 +99,12 @@ struct Graph {
         return TensorId(tensors.size() - 1);
     }
     TensorId find(const std::string &tensor_name) const;  // -1 when absent
+    // Bytes of every tensor for batches of `rows` rows (F32).
+    size_t activation_bytes(int32_t rows) const {
+        size_t total = 0;
+        for (const GraphTensor &t : tensors) total += size_t(rows) * size_t(t.width) * 4;
+        return total;
+    }
     // Every operation kind the graph uses (a backend refuses a graph with one it lacks).
     std::vector<OpKind> kinds() const;
     // The source holding w's bytes (nullptr for a view into none: a bug).
@@ -113,6 +119,26 @@ struct Graph {
     };
     std::vector<WeightUse> weights() const;
 };
+
+// A backend's value for every operation of every stage, [stage][op]: what an executor resolves once when it is made
+// (a weight's packed or device copy), so that running a stage looks nothing up.
+template <class T> using PerOp = std::vector<std::vector<T>>;
+template <class T, class Fn> PerOp<T> per_op(const Graph &g, Fn value) {
+    PerOp<T> out;
+    for (const std::vector<Op> &stage : g.stages) {
+        out.emplace_back();
+        for (const Op &op : stage) out.back().push_back(value(op));
+    }
+    return out;
+}
+// Whether the operation reads its weight as a matrix (MatMul multiplies, Embed gathers rows) rather than as a vector.
+inline bool reads_matrix(const Op &op) { return op.kind == OpKind::MatMul || op.kind == OpKind::Embed; }
+// Bytes a backend needs for the graph's weights: matrix_bytes(w) for each matrix, F32 for each vector.
+template <class Fn> size_t weight_bytes(const Graph &g, Fn matrix_bytes) {
+    size_t total = 0;
+    for (const Graph::WeightUse &u : g.weights()) total += u.matrix ? matrix_bytes(*u.w) : size_t(u.w->rows) * size_t(u.w->cols) * sizeof(float);
+    return total;
+}
 
 // Appends ops to a stage, tagging each with the current layer (a builder's helper, so architectures read as a
 // list of operations).
