@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `specula generate --save-session` in one process and `--load-session` in another give the tokens of one
 # uninterrupted run, greedy (with --tree auto) and sampled (with fixed trees), with each drafter; `--prompt-cache`
-# restores a prompt in a third process and changes nothing in the output. Usage: session_resume.sh SPECULA_BINARY SOURCE_DIR
+# restores a prompt in a third process and changes nothing in the output; snapshots written by an earlier build still
+# load. Usage: session_resume.sh SPECULA_BINARY SOURCE_DIR
 # shellcheck source-path=SCRIPTDIR source=cli_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cli_common.sh"
 
@@ -22,6 +23,14 @@ for temp in 0 1; do
         grep -q '"restored_tokens"' "$work/b.jsonl" || fail "$name: no restored_tokens in the stats"
     done
 done
+
+# Snapshots written by an earlier build (format version 1, by commit b04d84e's specula: data/v1-*.snap) load and
+# continue exactly as that build continued them (data/v1-*.ids): a LongSpec session sampled at T = 1 on a fixed tree
+# (the ring's state is restored) and an n-gram session, greedy.
+"$specula" generate --load-session "$src/tests/cli/data/v1-longspec-sampled.snap" -n 29 --draft "$draft" --tree fixed --format jsonl > "$work/v1a.jsonl"
+check "a version-1 snapshot of a sampled LongSpec session" "$(cat "$src/tests/cli/data/v1-longspec-sampled.ids")" "$(ids "$work/v1a.jsonl")"
+"$specula" generate --load-session "$src/tests/cli/data/v1-ngram-greedy.snap" -n 29 --spec ngram --format jsonl > "$work/v1b.jsonl"
+check "a version-1 snapshot of a greedy n-gram session" "$(cat "$src/tests/cli/data/v1-ngram-greedy.ids")" "$(ids "$work/v1b.jsonl")"
 
 # A snapshot made with a draft is refused without it, with the reason and exit status 1.
 "$specula" generate -p "$prompt" -n 5 --draft "$draft" --save-session "$work/d.snap" > /dev/null 2>&1
