@@ -1,7 +1,8 @@
-// The CUDA LongSpec drafter's levels as CUDA graphs (cuda_longspec_drafter.cpp, run_level): each level's kernels
-// are captured and replayed through cudaGraphExecUpdate unless SPECULA_CUDA_GRAPHS=0. The trees must be the same
-// bit for bit either way (with the device top-k and from full logits), the graphs must really be replayed, and
-// greedy speculative decoding must stay lossless.
+// The CUDA LongSpec drafter's levels as CUDA graphs (cuda_executor.cpp: a stage run with `replay`): each level's
+// kernels are captured and replayed through cudaGraphExecUpdate unless SPECULA_CUDA_GRAPHS=0. The trees must be the
+// same bit for bit either way (with the device top-k and from full logits), the graphs must really be replayed, and
+// greedy speculative decoding must stay lossless. And the work a decode step and a draft round enqueue does not
+// grow: the kernels and copies the hand-written passes launched before the graph executor.
 #include "backends/cuda/cuda_runner.h"
 #include "cuda_draft_fixtures.h"
 #include "common/fixture_files.h"
@@ -145,3 +146,43 @@ TEST_CASE("cuda: greedy speculative decoding with the LongSpec draft's levels as
     CHECK(stats[0].accepted == stats[1].accepted);
     CHECK(stats[0].accepted_at_depth == stats[1].accepted_at_depth);
 }
+
+#ifdef SPECULA_CUDA_EMULATION  // the emulator counts launches; on a GPU the test does not exist
+TEST_CASE("cuda: a decode step and a draft round launch what the hand-written passes launched", "[cuda][graphs]") {
+    // code-7m in F16 (8 layers) with its trained draft: counted under the emulator for the passes written by hand
+    // (b04d84e: 255 launches and copies per decode step; 277 for the first draft round of a 69-node tree, 264 for
+    // the next), the same when the model and the draft's layer are graphs run by the executor.
+    const auto model_path = source_dir() / "models/code-7m-f16.gguf", draft_path = source_dir() / "models/drafts/code-7m.longspec.gguf";
+    if (!test_fixtures::have_fixture(model_path) || !test_fixtures::have_fixture(draft_path)) return;
+    const auto model = Model::load(model_path.string(), LoadOptions{});
+    const auto draft = LongSpecDraft::load(draft_path.string(), model);
+    for (bool graphs : {true, false}) {
+        INFO("CUDA graphs " << graphs);
+        auto r = make_runner(model, graphs);
+        std::vector<int32_t> toks;
+        for (int i = 0; i < 40; ++i) toks.push_back(3 + (i * 37) % 1000);
+        std::vector<float> logits(size_t(model->hparams().n_vocab));
+        REQUIRE(r->eval(toks.data(), 39, 0, logits.data(), false));
+        for (int step = 0; step < 3; ++step) {
+            const uint64_t l0 = launches(), g0 = graph_launches();
+            REQUIRE(r->eval(&toks[39], 1, 39 + step, logits.data(), false));
+            CHECK(launches() - l0 == 255);
+            CHECK(graph_launches() - g0 == (graphs ? 1 : 0));
+        }
+        auto d = make_longspec_drafter(draft, 68, *r);
+        DraftRequest req;
+        req.tokens = std::span<const int32_t>(toks.data(), 40);
+        req.n_target_kv = 39;
+        req.node_budget = 69;
+        for (uint64_t expected : {277, 264}) {
+            DraftTree t;
+            t.reset(toks[39]);
+            const uint64_t l0 = launches(), g0 = graph_launches();
+            d->draft(req, t);
+            CHECK(t.size() == 69);
+            CHECK(launches() - l0 == expected);
+            CHECK(graph_launches() - g0 == (graphs ? 5 : 0));  // one graph per level
+        }
+    }
+}
+#endif
