@@ -70,9 +70,12 @@ bool CpuExecutor::run_rows(int32_t stage, const BatchRows &rows, int32_t first, 
         case OpKind::Embed:
             for (int32_t r = first; r < end; ++r) get_row(*op.weight, rows.tokens()[r], row(op.dst, r));
             break;
-        case OpKind::RmsNorm:
-            for (int32_t r = first; r < end; ++r) rmsnorm(row(op.dst, r), row(op.src, r), op.weight->floats(), tensor(op.dst).width, op.eps);
+        case OpKind::RmsNorm: {
+            const int32_t parts = std::max(1, op.n_heads), width = tensor(op.dst).width / parts;
+            for (int32_t r = first; r < end; ++r)
+                for (int32_t h = 0; h < parts; ++h) rmsnorm(row(op.dst, r) + h * width, row(op.src, r) + h * width, op.weight->floats(), width, op.eps);
             break;
+        }
         case OpKind::MatMul: matmul(pool_, matrices_[size_t(stage)][o], row(op.src, first), count, row(op.dst, first), quant_scratch_); break;
         case OpKind::AddBias:
             for (int32_t r = first; r < end; ++r) add(row(op.dst, r), op.weight->floats(), tensor(op.dst).width);

@@ -193,7 +193,11 @@ bool CudaExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first, 
         const int32_t w = op.dst >= 0 ? widths_[size_t(op.dst)] : 0;
         switch (op.kind) {
         case OpKind::Embed: embed(matrices_[size_t(stage)][o], d_tokens, count, row(op.dst, first), st); break;
-        case OpKind::RmsNorm: rmsnorm(row(op.src, first), vectors_[size_t(stage)][o], count, w, op.eps, row(op.dst, first), st); break;
+        case OpKind::RmsNorm: {  // a row of n_heads parts is n_heads rows of one part each
+            const int32_t parts = std::max(1, op.n_heads);
+            rmsnorm(row(op.src, first), vectors_[size_t(stage)][o], count * parts, w / parts, op.eps, row(op.dst, first), st);
+            break;
+        }
         case OpKind::MatMul:
             if (cublas) how.cublas->gemm(matrices_[size_t(stage)][o], row(op.src, first), count, row(op.dst, first), gemm_scratch_.as(), st);
             else gemm(matrices_[size_t(stage)][o], row(op.src, first), count, row(op.dst, first), gemm_scratch_.as(), st);

@@ -157,7 +157,11 @@ bool VulkanExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first
         const uint32_t w = op.dst >= 0 ? uint32_t(widths_[size_t(op.dst)]) : 0;
         switch (op.kind) {
         case OpKind::Embed: embed(st, matrices_[size_t(stage)][o], tokens, C, row(op.dst, F)); break;
-        case OpKind::RmsNorm: rmsnorm(st, row(op.src, F), View{vectors_[size_t(stage)][o], 0}, C, w, op.eps, row(op.dst, F)); break;
+        case OpKind::RmsNorm: {  // a row of n_heads parts is n_heads rows of one part each
+            const uint32_t parts = uint32_t(std::max(1, op.n_heads));
+            rmsnorm(st, row(op.src, F), View{vectors_[size_t(stage)][o], 0}, C * parts, w / parts, op.eps, row(op.dst, F));
+            break;
+        }
         case OpKind::MatMul: matmul(st, matrices_[size_t(stage)][o], row(op.src, F), C, row(op.dst, F)); break;
         case OpKind::AddBias: add_bias(st, row(op.dst, F), View{vectors_[size_t(stage)][o], 0}, C, w); break;
         case OpKind::Rope:

@@ -251,13 +251,11 @@ TEST_CASE("backend ops: the backend's LongSpec drafter and its draft-model runne
 
 namespace {
 
-// tiny-llama (4 heads of 64, 2 KV heads, F32), with or without a bias on each layer's attention output projection:
-// the same random weights otherwise (each tensor's values come from its name).
-std::shared_ptr<const Model> tiny_llama(bool output_bias) {
-    SyntheticShape shape = *find_synthetic_shape("tiny-llama");
-    shape.output_bias = output_bias;
-    const auto path = std::filesystem::temp_directory_path() /
-                      ("specula-variant-" + std::to_string(::getpid()) + (output_bias ? "-bias" : "") + ".gguf");
+// A synthetic model of a built-in shape (F32 weights, the bundled tokenizer), optionally changed first.
+std::shared_ptr<const Model> synthetic(const std::string &shape_name, const std::function<void(SyntheticShape &)> &change = {}) {
+    SyntheticShape shape = *find_synthetic_shape(shape_name);
+    if (change) change(shape);
+    const auto path = std::filesystem::temp_directory_path() / ("specula-arch-" + std::to_string(::getpid()) + "-" + shape_name + ".gguf");
     SyntheticOptions opt;
     opt.type = SyntheticType::F32;
     write_synthetic_model(shape, (std::filesystem::path(SPECULA_SOURCE_DIR) / "models/stories260K.gguf").string(), path.string(), opt);
@@ -268,6 +266,46 @@ std::shared_ptr<const Model> tiny_llama(bool output_bias) {
     return model;
 }
 
+// On every backend: a prompt's 20 rows of logits within the backend's tolerance of the CPU's, and a tree's nodes
+// with decoding's logits bit for bit (the lossless invariant).
+void check_on_every_backend(const std::shared_ptr<const Model> &model, const std::string &what) {
+    const int32_t n_vocab = model->hparams().n_vocab;
+    std::vector<int32_t> tokens(24);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(3 + (i * 37) % size_t(n_vocab - 3));
+    ThreadPool pool(2);
+    CpuRunner ref(model, kCtx, pool);
+    std::vector<float> want(size_t(20) * size_t(n_vocab));
+    REQUIRE(ref.eval(tokens.data(), 20, 0, want.data(), true));
+    DraftTree tree;
+    tree.reset(tokens[20]);
+    const int32_t a = tree.add(0, 100), b = tree.add(0, 200), a1 = tree.add(a, 101);
+    (void)b;
+    std::vector<uint8_t> mask;
+    tree.ancestor_mask(mask);
+    std::vector<int32_t> positions(size_t(tree.size()));
+    for (int32_t i = 0; i < tree.size(); ++i) positions[size_t(i)] = 20 + tree.depth(i);
+    for (const BackendUnderTest &be : backends_under_test()) {
+        SECTION(be.name) {
+            auto r = be.make(model, kCtx, pool);
+            std::vector<float> got(want.size());
+            REQUIRE(r->eval(tokens.data(), 20, 0, got.data(), true));
+            check_close(want, got, be.tolerance, be.name + ": 20 rows of " + what);
+            std::vector<float> rows(size_t(tree.size()) * size_t(n_vocab));
+            REQUIRE(r->eval_tree(tree.tokens().data(), tree.size(), 20, 0, positions.data(), mask.data(), rows.data()));
+            auto dec = be.make(model, kCtx, pool);
+            std::vector<float> step(static_cast<size_t>(n_vocab));
+            REQUIRE(dec->eval(tokens.data(), 20, 0, step.data(), false));
+            const int32_t path[3] = {tokens[20], 100, 101};
+            const int32_t nodes[3] = {0, a, a1};
+            for (int32_t k = 0; k < 3; ++k) {
+                REQUIRE(dec->eval(&path[k], 1, 20 + k, step.data(), false));
+                const std::vector<float> node(rows.begin() + ptrdiff_t(nodes[k]) * n_vocab, rows.begin() + ptrdiff_t(nodes[k] + 1) * n_vocab);
+                check_close(step, node, 0.0, be.name + ": " + what + ", tree node " + std::to_string(nodes[k]) + " vs decoding its path");
+            }
+        }
+    }
+}
+
 }  // namespace
 
 TEST_CASE("backend ops: an architecture variant made of existing operations (llama with an output-projection bias) runs on "
@@ -275,7 +313,8 @@ TEST_CASE("backend ops: an architecture variant made of existing operations (lla
           "[backend-ops][graph]") {
     // The variant is bound by the core (model/weights.cpp: attn_output.bias, optional as in llama.cpp) and added by the
     // graph (graph/llama_graph.cpp); no backend file knows of it.
-    const auto with_bias = tiny_llama(true), without = tiny_llama(false);
+    const auto with_bias = synthetic("tiny-llama", [](SyntheticShape &s) { s.output_bias = true; });
+    const auto without = synthetic("tiny-llama");
     REQUIRE(with_bias->weights().layers[0].bo);
     REQUIRE_FALSE(without->weights().layers[0].bo);
     const auto graph = build_model_graph(with_bias);
@@ -285,46 +324,32 @@ TEST_CASE("backend ops: an architecture variant made of existing operations (lla
     CHECK(output_biases == with_bias->hparams().n_layer);
 
     const int32_t n_vocab = with_bias->hparams().n_vocab;
-    std::vector<int32_t> tokens(24);
+    std::vector<int32_t> tokens(20);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(3 + (i * 37) % size_t(n_vocab - 3));
     ThreadPool pool(2);
-    CpuRunner ref(with_bias, kCtx, pool), plain_model(without, kCtx, pool);
-    std::vector<float> want(size_t(20) * size_t(n_vocab)), other(want.size());
-    REQUIRE(ref.eval(tokens.data(), 20, 0, want.data(), true));
-    REQUIRE(plain_model.eval(tokens.data(), 20, 0, other.data(), true));
+    CpuRunner a(with_bias, kCtx, pool), b(without, kCtx, pool);
+    std::vector<float> la(size_t(20) * size_t(n_vocab)), lb(la.size());
+    REQUIRE(a.eval(tokens.data(), 20, 0, la.data(), true));
+    REQUIRE(b.eval(tokens.data(), 20, 0, lb.data(), true));
     double moved = 0;
-    for (size_t i = 0; i < want.size(); ++i) moved = std::max(moved, double(std::fabs(want[i] - other[i])));
+    for (size_t i = 0; i < la.size(); ++i) moved = std::max(moved, double(std::fabs(la[i] - lb[i])));
     INFO("the biases move the logits by up to " << moved);
     CHECK(moved > 1e-3);  // the bias is really applied
+    check_on_every_backend(with_bias, "llama with output biases");
+}
 
-    // A tree under the prompt: each node's logits are decoding's bits on every backend (lossless), and each
-    // backend's logits are within its tolerance of the CPU's.
-    DraftTree tree;
-    tree.reset(tokens[20]);
-    const int32_t a = tree.add(0, 100), b = tree.add(0, 200), a1 = tree.add(a, 101);
-    (void)b, (void)a1;
-    std::vector<uint8_t> mask;
-    tree.ancestor_mask(mask);
-    std::vector<int32_t> positions(size_t(tree.size()));
-    for (int32_t i = 0; i < tree.size(); ++i) positions[size_t(i)] = 20 + tree.depth(i);
-    for (const BackendUnderTest &be : backends_under_test()) {
-        SECTION(be.name) {
-            auto r = be.make(with_bias, kCtx, pool);
-            std::vector<float> got(want.size());
-            REQUIRE(r->eval(tokens.data(), 20, 0, got.data(), true));
-            check_close(want, got, be.tolerance, be.name + ": 20 rows of the variant");
-            std::vector<float> rows(size_t(tree.size()) * size_t(n_vocab));
-            REQUIRE(r->eval_tree(tree.tokens().data(), tree.size(), 20, 0, positions.data(), mask.data(), rows.data()));
-            auto dec = be.make(with_bias, kCtx, pool);
-            std::vector<float> step(static_cast<size_t>(n_vocab));
-            REQUIRE(dec->eval(tokens.data(), 20, 0, step.data(), false));
-            const int32_t path[3] = {tokens[20], 100, 101};
-            const int32_t nodes[3] = {0, a, a1};
-            for (int32_t k = 0; k < 3; ++k) {
-                REQUIRE(dec->eval(&path[k], 1, 20 + k, step.data(), false));
-                const std::vector<float> node(rows.begin() + ptrdiff_t(nodes[k]) * n_vocab, rows.begin() + ptrdiff_t(nodes[k] + 1) * n_vocab);
-                check_close(step, node, 0.0, be.name + ": tree node " + std::to_string(nodes[k]) + " vs decoding its path");
-            }
-        }
-    }
+TEST_CASE("backend ops: qwen3 (per-head query and key norms, heads wider than n_embd / n_head, tied head) on every backend",
+          "[backend-ops][graph][qwen3]") {
+    const auto model = synthetic("tiny-qwen3");
+    const HParams &hp = model->hparams();
+    REQUIRE(hp.arch == Architecture::Qwen3);
+    REQUIRE(hp.head_dim == 128);
+    REQUIRE(hp.n_embd_q() != hp.n_embd);
+    REQUIRE(model->weights().layers[0].q_norm);
+    REQUIRE(model->weights().tied_output);
+    int32_t head_norms = 0;
+    const auto graph = build_model_graph(model);
+    for (const Op &op : graph->stages[size_t(kBodyStage)]) head_norms += op.kind == OpKind::RmsNorm && op.n_heads > 1;
+    CHECK(head_norms == 2 * hp.n_layer);
+    check_on_every_backend(model, "qwen3");
 }

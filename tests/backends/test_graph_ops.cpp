@@ -318,6 +318,35 @@ TEST_CASE("graph ops: rms_norm, add_bias, add and swiglu, row by row", "[graph-o
     }
 }
 
+TEST_CASE("graph ops: rms_norm over each head of a row (qwen3's query and key norms)", "[graph-ops]") {
+    for (const auto &[heads, head] : {std::pair<int32_t, int32_t>{2, 128}, {4, 64}, {16, 128}}) {
+        const int32_t width = heads * head;
+        WeightFile file;
+        const size_t ta = file.add(uint32_t(TensorType::F32), kTableRows, width, 0, [&](int64_t i) { return table_value(11, i) * float(1 + i % 3); });
+        const size_t scale = file.add(uint32_t(TensorType::F32), 1, head, 0, [&](int64_t i) { return 0.75f + 0.01f * float(i % 50); });
+        file.seal();
+        auto g = test_graph(file);
+        const TensorId a = g->add_tensor("a", width);
+        g->logits = g->add_tensor("y", width);
+        GraphBuilder b(*g, 0);
+        b.embed(a, file.view(ta));
+        b.rmsnorm_heads(g->logits, a, file.view(scale), 1e-6f, heads);
+        const BatchRows rows = plain_rows(5, kTableRows, uint32_t(width));
+        const std::vector<float> s = file.row(scale, 0);
+        std::vector<float> want;
+        for (int32_t i = 0; i < rows.n; ++i) {
+            const std::vector<float> x = file.row(ta, rows.tokens()[i]);
+            for (int32_t h = 0; h < heads; ++h) {
+                double ss = 0;
+                for (int32_t j = 0; j < head; ++j) ss += double(x[size_t(h * head + j)]) * double(x[size_t(h * head + j)]);
+                const double inv = 1.0 / std::sqrt(ss / double(head) + 1e-6);
+                for (int32_t j = 0; j < head; ++j) want.push_back(float(double(x[size_t(h * head + j)]) * inv * double(s[size_t(j)])));
+            }
+        }
+        check_all(run_everywhere(g, {&rows}), 1e-12, &want, 1e-12, "rms_norm of " + std::to_string(heads) + " heads of " + std::to_string(head));
+    }
+}
+
 TEST_CASE("graph ops: rope with NORM and NEOX pairing, partial rotation, other bases and frequency factors", "[graph-ops]") {
     struct Variant {
         const char *name;

@@ -102,10 +102,12 @@ TEST_CASE("synthetic shapes have the published parameter counts", "[synthetic]")
     CHECK(params("llama-3.1-8b", 128256) == 8030261248ull);
     CHECK(params("qwen2.5-0.5b", 151936) == 494032768ull);
     CHECK(params("qwen2.5-7b", 152064) == 7615616512ull);
+    CHECK(params("qwen3-8b", 151936) == 8190735360ull);  // per-head q/k norms, heads of 128 over a width of 4096
     CHECK(shape("llama-3.2-1b").head_dim() == 64);
     CHECK(shape("llama-3.1-8b").head_dim() == 128);
     CHECK(shape("qwen2.5-0.5b").head_dim() == 64);
     CHECK(shape("qwen2.5-7b").head_dim() == 128);
+    CHECK(shape("qwen3-0.6b").head_dim() == 128);  // wider than n_embd / n_head = 64
     CHECK(find_synthetic_shape("tiny-llama") != nullptr);
     CHECK(find_synthetic_shape("llama-4") == nullptr);
 }

@@ -41,7 +41,8 @@ enum class KvStore : uint8_t { Model, Local };
 
 enum class OpKind : uint8_t {
     Embed,      // dst = rows tokens[r] of the table `weight`, as floats
-    RmsNorm,    // dst = src / sqrt(mean(src^2) + eps) * weight (ggml's arithmetic: squares summed in double)
+    RmsNorm,    // dst = src / sqrt(mean(src^2) + eps) * weight (ggml's arithmetic: squares summed in double), over
+                // the whole row, or (n_heads > 1) over each of its n_heads equal parts with one weight for all
     MatMul,     // dst = weight . src (one dot product per weight row; activations in the weight type's dot type)
     AddBias,    // dst += weight (an F32 vector of dst's width)
     Rope,       // dst's n_heads heads of head_dim rotated at the rows' positions (the graph's RoPE settings)
@@ -60,7 +61,7 @@ struct Op {
     TensorId src2 = -1;                  // StoreKv: the values
     const WeightView *weight = nullptr;  // Embed: table; RmsNorm: scale; MatMul: matrix; AddBias: bias
     float eps = 0.0f;                    // RmsNorm
-    int32_t n_heads = 0;                 // Rope: heads per row
+    int32_t n_heads = 0;                 // Rope: heads per row; RmsNorm: parts normed apart (0: the row)
     KvStore store = KvStore::Model;      // StoreKv, Attention
     int32_t kv_layer = 0;                // StoreKv, Attention: the layer of the store
     int32_t keys = 0;                    // Attention: which of the batch's key lists (BatchRows::lists)
@@ -152,6 +153,13 @@ public:
     void rmsnorm(TensorId dst, TensorId src, const WeightView &scale, float eps) {
         Op op{OpKind::RmsNorm, dst, src, -1, &scale};
         op.eps = eps;
+        push(op);
+    }
+    // Each of a row's n_heads heads normed apart (qwen3's query and key norms).
+    void rmsnorm_heads(TensorId dst, TensorId src, const WeightView &scale, float eps, int32_t n_heads) {
+        Op op{OpKind::RmsNorm, dst, src, -1, &scale};
+        op.eps = eps;
+        op.n_heads = n_heads;
         push(op);
     }
     void matmul(TensorId dst, TensorId src, const WeightView &w) { push(Op{OpKind::MatMul, dst, src, -1, &w}); }

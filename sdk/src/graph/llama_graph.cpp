@@ -1,7 +1,7 @@
-// The llama family, as llama.cpp's build_llama (qwen2 is the same graph; its Q/K/V biases are optional tensors the
-// weights bind, and its NEOX rotation is a RoPE setting):
+// The llama family, as llama.cpp's build_llama (qwen2 and qwen3 are the same graph: qwen2's Q/K/V biases are
+// tensors the weights bind, qwen3's per-head query and key norms too, and their NEOX rotation is a RoPE setting):
 //   x = embed(tokens)
-//   per layer: x += Wo · attention(rope(Wq·norm(x) [+bq]), rope(Wk·norm(x) [+bk]), Wv·norm(x) [+bv]) [+bo]
+//   per layer: x += Wo · attention(rope([qnorm] (Wq·norm(x) [+bq])), rope([knorm] (Wk·norm(x) [+bk])), Wv·norm(x) [+bv]) [+bo]
 //              x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
 //   hidden = norm(x);  logits = Wout · hidden
 #include "graph/model_graph.h"
@@ -18,6 +18,9 @@ void build_llama_graph(const Model &model, Graph &g) {
     const TensorId x = g.add_tensor("x", hp.n_embd), xb = g.add_tensor("xb", hp.n_embd);
     const TensorId q = g.add_tensor("q", hp.n_embd_q()), k = g.add_tensor("k", hp.n_embd_kv()), v = g.add_tensor("v", hp.n_embd_kv());
     const TensorId att = g.add_tensor("att", hp.n_embd_q());
+    // qwen3 norms each head of the projections: they are projected into their own tensors first.
+    const TensorId q_proj = hp.has_qk_norm ? g.add_tensor("q_proj", hp.n_embd_q()) : q;
+    const TensorId k_proj = hp.has_qk_norm ? g.add_tensor("k_proj", hp.n_embd_kv()) : k;
     const TensorId gate = g.add_tensor("ffn_gate", hp.n_ff), up = g.add_tensor("ffn_up", hp.n_ff);
     g.hidden = g.add_tensor("hidden", hp.n_embd);
     g.logits = g.add_tensor("logits", hp.n_vocab);
@@ -29,12 +32,16 @@ void build_llama_graph(const Model &model, Graph &g) {
         b.layer(il);
         // Attention block.
         b.rmsnorm(xb, x, l.attn_norm, hp.norm_eps);
-        b.matmul(q, xb, l.wq);
-        b.matmul(k, xb, l.wk);
+        b.matmul(q_proj, xb, l.wq);
+        b.matmul(k_proj, xb, l.wk);
         b.matmul(v, xb, l.wv);
-        b.add_bias(q, l.bq);
-        b.add_bias(k, l.bk);
+        b.add_bias(q_proj, l.bq);
+        b.add_bias(k_proj, l.bk);
         b.add_bias(v, l.bv);
+        if (hp.has_qk_norm) {
+            b.rmsnorm_heads(q, q_proj, l.q_norm, hp.norm_eps, hp.n_head);
+            b.rmsnorm_heads(k, k_proj, l.k_norm, hp.norm_eps, hp.n_head_kv);
+        }
         b.rope(q, hp.n_head);
         b.rope(k, hp.n_head_kv);
         b.store_kv(KvStore::Model, il, k, v);

@@ -18,7 +18,8 @@ std::shared_ptr<const Graph> build_model_graph(const std::shared_ptr<const Model
     g->sources.push_back(WeightSource{&model->file().bytes(), &model->backend_cache(), model});
     switch (hp.arch) {
     case Architecture::Llama:
-    case Architecture::Qwen2: build_llama_graph(*model, *g); break;
+    case Architecture::Qwen2:
+    case Architecture::Qwen3: build_llama_graph(*model, *g); break;
     default: throw Error(SPECULA_ERR_UNSUPPORTED, "model: no graph for architecture '" + hp.arch_name + "'");
     }
     return g;

@@ -36,8 +36,12 @@ HParams read_hparams(const GgufFile &file) {
         hp.arch = Architecture::Qwen2;
         hp.rope_type = RopeType::Neox;
         hp.has_qkv_bias = true;
+    } else if (hp.arch_name == "qwen3") {
+        hp.arch = Architecture::Qwen3;
+        hp.rope_type = RopeType::Neox;
+        hp.has_qk_norm = true;
     } else {
-        throw Error(SPECULA_ERR_UNSUPPORTED, "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2)");
+        throw Error(SPECULA_ERR_UNSUPPORTED, "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3)");
     }
     const std::string a = hp.arch_name + ".";
     constexpr int64_t kBig = int64_t(1) << 24;

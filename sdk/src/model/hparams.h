@@ -8,7 +8,7 @@
 
 namespace specula::internal {
 
-enum class Architecture { Llama, Qwen2 };
+enum class Architecture { Llama, Qwen2, Qwen3 };
 
 // How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]) (llama), NEOX rotates (x[i], x[i + d/2]) (qwen2).
 enum class RopeType { Norm, Neox };
@@ -39,6 +39,7 @@ struct HParams {
     int32_t rope_original_ctx = 8192;
     float norm_eps = 1e-5f;
     bool has_qkv_bias = false;
+    bool has_qk_norm = false;  // an RMSNorm over each head of the queries and keys before RoPE (qwen3)
 
     int32_t n_embd_q() const { return n_head * head_dim; }
     int32_t n_embd_kv() const { return n_head_kv * head_dim; }

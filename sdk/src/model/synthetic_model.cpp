@@ -180,11 +180,12 @@ uint32_t block_size(TensorType t) { return tensor_type_layout(uint32_t(t))->bloc
 bool use_more_bits(int32_t i, int32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 void check_shape(const SyntheticShape &s, int32_t n_layer) {
-    if (s.arch != "llama" && s.arch != "qwen2") invalid("architecture '" + s.arch + "' is not llama or qwen2");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") invalid("architecture '" + s.arch + "' is not llama, qwen2 or qwen3");
     if (s.n_embd <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_vocab < 0 || s.n_ctx_train <= 0)
         invalid("shape '" + s.name + "' has a size <= 0");
     if (n_layer < 1 || n_layer > 4096) invalid("layer count " + std::to_string(n_layer) + " is outside [1, 4096]");
-    if (s.n_embd % s.n_head != 0) invalid("n_embd " + std::to_string(s.n_embd) + " is not a multiple of n_head " + std::to_string(s.n_head));
+    if (s.key_length <= 0 && s.n_embd % s.n_head != 0)
+        invalid("n_embd " + std::to_string(s.n_embd) + " is not a multiple of n_head " + std::to_string(s.n_head));
     if (s.n_head % s.n_head_kv != 0) invalid("n_head is not a multiple of n_head_kv");
     if (s.head_dim() % 2 != 0) invalid("the head size must be even (RoPE rotates pairs)");
     if (!(s.rope_theta > 0) || !(s.norm_eps >= 0 && s.norm_eps < 1) || !(s.llama3_factor >= 0))
@@ -212,10 +213,12 @@ Value padded(const std::string &key, const Value &v, size_t n_tokens, size_t n_v
 }
 
 // What a tensor holds: random values, ones (norm weights), or the llama3 frequency factors.
-enum class Fill { Random, Ones, RopeFreqs };
+enum class Fill { Random, Ones, NearOne, RopeFreqs };
 
 Fill fill_of(const std::string &name) {
     if (name == "rope_freqs.weight") return Fill::RopeFreqs;
+    // The per-head query/key norms vary around one, so that a test tells them apart (and from no norm weight).
+    if (name.find("attn_q_norm.weight") != std::string::npos || name.find("attn_k_norm.weight") != std::string::npos) return Fill::NearOne;
     if (name.find("norm.weight") != std::string::npos) return Fill::Ones;
     return Fill::Random;
 }
@@ -256,12 +259,28 @@ const std::vector<SyntheticShape> &synthetic_shapes() {
         s.name = "qwen2.5-7b", s.arch = "qwen2", s.n_embd = 3584, s.n_layer = 28, s.n_head = 28, s.n_head_kv = 4, s.n_ff = 18944;
         s.n_vocab = 152064, s.n_ctx_train = 32768, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = false, s.qkv_bias = true;
         v.push_back(s);
+        s = {};
+        s.name = "qwen3-0.6b", s.arch = "qwen3", s.n_embd = 1024, s.n_layer = 28, s.n_head = 16, s.n_head_kv = 8, s.n_ff = 3072;
+        s.key_length = 128, s.qk_norm = true;
+        s.n_vocab = 151936, s.n_ctx_train = 40960, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
+        v.push_back(s);
+        s = {};
+        s.name = "qwen3-8b", s.arch = "qwen3", s.n_embd = 4096, s.n_layer = 36, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 12288;
+        s.key_length = 128, s.qk_norm = true;
+        s.n_vocab = 151936, s.n_ctx_train = 40960, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = false;
+        v.push_back(s);
         // Not a real model: small enough for unit tests (256 is one K-quant super-block, so every type applies),
         // with GQA, llama3 scaling and an untied head to exercise the same paths as the big shapes.
         s = {};
         s.name = "tiny-llama", s.arch = "llama", s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
         s.n_vocab = 0, s.n_ctx_train = 2048, s.rope_theta = 10000.0f, s.norm_eps = 1e-5f, s.tied_output = false;
         s.llama3_factor = 8.0f;
+        v.push_back(s);
+        // qwen3's graph small: heads of 128 wider than n_embd / n_head (as every Qwen3), tied head, per-head norms.
+        s = {};
+        s.name = "tiny-qwen3", s.arch = "qwen3", s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
+        s.key_length = 128, s.qk_norm = true;
+        s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
         v.push_back(s);
         return v;
     }();
@@ -353,6 +372,10 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &s, int32_t 
             vector(p + "attn_k.bias", il, kv);
             vector(p + "attn_v.bias", il, kv);
         }
+        if (s.qk_norm) {
+            vector(p + "attn_q_norm.weight", il, s.head_dim());
+            vector(p + "attn_k_norm.weight", il, s.head_dim());
+        }
         matrix(p + "attn_output.weight", il, q, d);
         if (s.output_bias) vector(p + "attn_output.bias", il, d);
         vector(p + "ffn_norm.weight", il, d);
@@ -433,6 +456,10 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
     w.set_u32(a + "attention.head_count_kv", uint32_t(shape.n_head_kv));
     w.set_f32(a + "rope.freq_base", shape.rope_theta);
     w.set_f32(a + "attention.layer_norm_rms_epsilon", shape.norm_eps);
+    if (shape.arch == "qwen3") {  // the head size is its own (128 for every Qwen3)
+        w.set_u32(a + "attention.key_length", uint32_t(shape.head_dim()));
+        w.set_u32(a + "attention.value_length", uint32_t(shape.head_dim()));
+    }
     if (shape.arch == "llama") {  // the keys llama.cpp's converter adds for Llama 3
         w.set_u32(a + "attention.key_length", uint32_t(shape.head_dim()));
         w.set_u32(a + "attention.value_length", uint32_t(shape.head_dim()));
@@ -479,6 +506,12 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
                 if (fill == Fill::Ones) {
                     const float one = 1.0f;
                     for (int64_t i = 0; i < cols; ++i) std::memcpy(row + 4 * i, &one, 4);
+                } else if (fill == Fill::NearOne) {
+                    Rng rng(mix64(tensor_seed + uint64_t(first_row + r)));
+                    for (int64_t i = 0; i < cols; ++i) {
+                        const float v = 1.0f + 0.25f * rng.symmetric();
+                        std::memcpy(row + 4 * i, &v, 4);
+                    }
                 } else if (fill == Fill::RopeFreqs) {
                     std::memcpy(row, freqs->data(), freqs->size() * sizeof(float));
                 } else {

@@ -18,7 +18,7 @@ namespace specula::internal {
 
 struct SyntheticShape {
     std::string name;        // "llama-3.2-1b"
-    std::string arch;        // "llama" or "qwen2"
+    std::string arch;        // "llama", "qwen2" or "qwen3"
     int32_t n_embd = 0;
     int32_t n_layer = 0;
     int32_t n_head = 0;
@@ -31,6 +31,8 @@ struct SyntheticShape {
     bool tied_output = false;  // no output.weight: the LM head is token_embd
     bool qkv_bias = false;     // qwen2's q/k/v biases
     bool output_bias = false;  // a bias on the attention's output projection (optional in llama.cpp's llama)
+    bool qk_norm = false;      // qwen3's per-head query and key norms (attn_q_norm / attn_k_norm)
+    int32_t key_length = 0;    // the head size when it is not n_embd / n_head (qwen3), else 0
     // Llama-3.1-style RoPE scaling, stored as llama.cpp's converter stores it (a rope_freqs.weight tensor, no
     // metadata); factor 0 = none.
     float llama3_factor = 0.0f;
@@ -38,11 +40,11 @@ struct SyntheticShape {
     float llama3_high_freq_factor = 4.0f;
     int32_t llama3_original_ctx = 8192;
 
-    int32_t head_dim() const { return n_embd / n_head; }
+    int32_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
 };
 
-// The built-in shapes: llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b (the published configs) and tiny-llama
-// (256 wide, 2 layers: for tests).
+// The built-in shapes: llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, qwen3-8b (the published
+// configs), tiny-llama and tiny-qwen3 (256 wide, 2 layers: for tests).
 const std::vector<SyntheticShape> &synthetic_shapes();
 // A built-in shape by name, or nullptr.
 const SyntheticShape *find_synthetic_shape(const std::string &name);

@@ -85,6 +85,10 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
         l.bk = bind_tensor(file, p + "attn_k.bias", kv, 1, true, !hp.has_qkv_bias);
         l.bv = bind_tensor(file, p + "attn_v.bias", kv, 1, true, !hp.has_qkv_bias);
         l.bo = bind_tensor(file, p + "attn_output.bias", hp.n_embd, 1, true, true);
+        if (hp.has_qk_norm) {
+            l.q_norm = bind_tensor(file, p + "attn_q_norm.weight", hp.head_dim, 1, true);
+            l.k_norm = bind_tensor(file, p + "attn_k_norm.weight", hp.head_dim, 1, true);
+        }
         l.ffn_norm = bind_tensor(file, p + "ffn_norm.weight", hp.n_embd, 1, true);
         l.ffn_gate = bind_tensor(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false);
         l.ffn_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff, false);

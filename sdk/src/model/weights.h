@@ -28,6 +28,7 @@ struct LayerWeights {
     WeightView wq, wk, wv, wo;
     WeightView bq, bk, bv;  // qwen2's; optional in llama
     WeightView bo;          // optional (llama)
+    WeightView q_norm, k_norm;  // qwen3: RMSNorm weights of one head (head_dim)
     WeightView ffn_norm;
     WeightView ffn_gate, ffn_up, ffn_down;
 };

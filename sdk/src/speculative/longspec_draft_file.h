@@ -2,7 +2,7 @@
 // It has no embedding and no LM head: the draft uses the target's (shared, frozen).
 //
 //   general.architecture = "longspec"
-//   longspec.target.architecture        string  the target's general.architecture ("llama", "qwen2")
+//   longspec.target.architecture        string  the target's general.architecture ("llama", "qwen2", "qwen3")
 //   longspec.target.block_count         u32     the target's layer count
 //   longspec.target.tokenizer_fingerprint string tokenizer_fingerprint() of the target's vocabulary
 //   longspec.embedding_length           u32     = target n_embd

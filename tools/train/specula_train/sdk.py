@@ -50,6 +50,20 @@ class _SessionOptions(C.Structure):
 KV_F32 = 1  # specula_kv_type: SPECULA_KV_F32
 
 
+class _SyntheticOptions(C.Structure):
+    _fields_ = [("struct_size", C.c_uint32), ("weight_type", C.c_char_p), ("seed", C.c_uint64), ("n_layer", C.c_int32),
+                ("progress", C.c_void_p), ("progress_user_data", C.c_void_p)]
+
+
+def write_synthetic_model(shape: str, vocab_path: str, path: str, weight_type: str = "f32", seed: int = 1, n_layer: int = 0):
+    """A random-weight GGUF of a built-in shape (specula_synthetic_model_write), with vocab_path's tokenizer."""
+    L, err = lib(), C.c_void_p()
+    opts = _SyntheticOptions()
+    L.specula_synthetic_options_init(C.byref(opts))
+    opts.weight_type, opts.seed, opts.n_layer = weight_type.encode(), seed, n_layer
+    _check(L.specula_synthetic_model_write(shape.encode(), vocab_path.encode(), path.encode(), C.byref(opts), C.byref(err)), err)
+
+
 class _SpecOptions(C.Structure):
     _fields_ = [("struct_size", C.c_uint32), ("draft", C.c_void_p), ("draft_model", C.c_void_p), ("ngram", C.c_int32),
                 ("tree_widths", C.c_void_p), ("n_tree_levels", C.c_int32), ("ngram_nodes", C.c_int32),
@@ -91,6 +105,10 @@ def lib():
         "specula_draft_write_random": (C.c_int, [P, C.c_char_p, C.c_uint64, C.c_int32, E]),
         "specula_speculative_options_init": (None, [C.POINTER(_SpecOptions)]),
         "specula_session_set_speculative": (C.c_int, [P, C.POINTER(_SpecOptions), E]),
+        "specula_session_evaluate": (C.c_int, [P, E]),
+        "specula_session_logits": (C.POINTER(C.c_float), [P]),
+        "specula_synthetic_options_init": (None, [C.POINTER(_SyntheticOptions)]),
+        "specula_synthetic_model_write": (C.c_int, [C.c_char_p, C.c_char_p, C.c_char_p, C.POINTER(_SyntheticOptions), E]),
     }
     for name, sig in sigs.items():
         if sig is None:
@@ -200,3 +218,36 @@ class Session:
         _check(L.specula_session_draft_logits(self.handle, out.ctypes.data_as(C.POINTER(C.c_float)), out.size,
                                               C.byref(err)), err)
         return out
+
+
+class TargetSession:
+    """A plain session on a model (F32 KV cache, as the torch reference keeps it): the target's own logits."""
+
+    def __init__(self, model: Model, n_ctx: int = 0, threads: int = 1):
+        L = lib()
+        self.model = model
+        so = _SessionOptions()
+        L.specula_session_options_init(C.byref(so))
+        so.n_ctx, so.n_threads, so.kv_type = n_ctx, threads, KV_F32
+        self.handle, err = C.c_void_p(), C.c_void_p()
+        _check(L.specula_session_create(model.handle, C.byref(so), None, C.byref(self.handle), C.byref(err)), err)
+
+    def close(self):
+        if self.handle:
+            lib().specula_session_destroy(self.handle)
+            self.handle = C.c_void_p()
+
+    __del__ = close
+
+    def logits_after(self, tokens: Sequence[int]) -> np.ndarray:
+        """Logits at every position of `tokens` ([len, n_vocab]): each token appended and evaluated in turn."""
+        L, err = lib(), C.c_void_p()
+        _check(L.specula_session_rewind(self.handle, 0, C.byref(err)), err)
+        rows = np.zeros((len(tokens), self.model.n_vocab), dtype=np.float32)
+        for i, t in enumerate(tokens):
+            arr = (C.c_int32 * 1)(t)
+            _check(L.specula_session_append_tokens(self.handle, arr, 1, C.byref(err)), err)
+            _check(L.specula_session_evaluate(self.handle, C.byref(err)), err)
+            p = L.specula_session_logits(self.handle)
+            rows[i] = np.ctypeslib.as_array(p, shape=(self.model.n_vocab,))
+        return rows

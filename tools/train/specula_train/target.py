@@ -1,5 +1,8 @@
-"""The frozen target model in torch, read from its GGUF: the straight Llama / Qwen2 forward pass of the SDK's
-CPU backend, returning what draft training needs (the last layer's post-RoPE keys and values, and the logits).
+"""The frozen target model in torch, read from its GGUF: the straight Llama / Qwen2 / Qwen3 forward pass, returning
+what draft training needs (the last layer's post-RoPE keys and values, and the logits). It is also the independent
+reference the SDK's Qwen3 is checked against (llama.cpp's snapshot predates Qwen3): written from Hugging Face
+transformers' modeling_qwen3.py (Qwen3Attention: q_norm / k_norm, RMSNorms over each head of the projected queries
+and keys, before RoPE), and checked against llama.cpp's logits on the architectures both cover (tests/test_gguf.py).
 
 Weights are dequantized once at load with the SDK's own block formats (gguf.py), so a Q4_K_M target trains its
 draft against the same numbers it will run with.
@@ -15,7 +18,7 @@ import torch.nn.functional as F
 from .gguf import GgufError, GgufReader
 from .rope import RopeConfig, apply_rope, rope_angles
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "mistral")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "mistral")
 
 
 @dataclass
@@ -60,7 +63,7 @@ class TargetConfig:
             n_ctx_train=int(r.get(a + "context_length", 2048)),
             norm_eps=float(r.get(a + "attention.layer_norm_rms_epsilon", 1e-5)),
             rope=RopeConfig(rope_dim=rope_dim, freq_base=float(r.get(a + "rope.freq_base", 10000.0)), freq_scale=freq_scale,
-                            neox=(arch == "qwen2"), freq_factors=factors))
+                            neox=(arch in ("qwen2", "qwen3")), freq_factors=factors))
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -120,6 +123,8 @@ class TargetModel(torch.nn.Module):
                                                            "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")}
                 for n in ("attn_q", "attn_k", "attn_v"):
                     layer[n + ".bias"] = t(p + n + ".bias", optional=True)
+                for n in ("attn_q_norm", "attn_k_norm"):  # Qwen3: one RMSNorm weight per head size
+                    layer[n] = t(p + n + ".weight", optional=True)
                 names = {}
                 for n, v in layer.items():
                     if v is not None:
@@ -159,8 +164,13 @@ class TargetModel(torch.nn.Module):
                 b = w.get(name + ".bias")
                 return y if b is None else y + b
 
-            q = apply_rope(proj("attn_q").view(B, L, c.n_head, c.head_dim), angles, c.rope)
-            k = apply_rope(proj("attn_k").view(B, L, c.n_head_kv, c.head_dim), angles, c.rope)
+            q = proj("attn_q").view(B, L, c.n_head, c.head_dim)
+            k = proj("attn_k").view(B, L, c.n_head_kv, c.head_dim)
+            if "attn_q_norm" in w:  # Qwen3: each head normed over head_dim (modeling_qwen3.py: self.q_norm(...view))
+                q = rms_norm(q, w["attn_q_norm"], c.norm_eps)
+                k = rms_norm(k, w["attn_k_norm"], c.norm_eps)
+            q = apply_rope(q, angles, c.rope)
+            k = apply_rope(k, angles, c.rope)
             v = proj("attn_v").view(B, L, c.n_head_kv, c.head_dim)
             if i == kv_layer:
                 keep_k, keep_v = k, v

@@ -1,0 +1,46 @@
+"""The SDK's Qwen3 against an independent reference: the torch forward pass of target.py, written from Hugging Face
+transformers' modeling_qwen3.py. llama.cpp's snapshot (2025-02-20), the reference of the other architectures
+(tests/api/test_parity.cpp), predates Qwen3; target.py itself reproduces llama.cpp's logits on the architectures both
+cover (test_gguf.py).
+
+On a synthetic model of Qwen3's graph (tiny-qwen3: 4 heads of 128 over a width of 256, 2 KV heads, per-head query and
+key norms whose weights vary around 1, tied head, NEOX RoPE at base 1e6), written at test time with the bundled
+tokenizer, for every weight type synthetic models are made of: greedy tokens and the top-5 logits at every position.
+"""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO
+from specula_train.target import TargetModel
+
+# F32: the same arithmetic in another order. F16: ggml's F16 dot products round the activations to F16.
+# Quantized: the SDK (as llama.cpp) multiplies quantized weights with activations quantized to 8 bits, the reference
+# with float activations; near-ties may flip, a wrong layout would miss by far more.
+CASES = [("f32", 1e-4, 1.0), ("f16", 5e-3, 1.0), ("q8_0", 3e-2, 0.9), ("q4_0", 5e-2, 0.9), ("q4_k_m", 5e-2, 0.9)]
+
+
+@pytest.mark.parametrize("weight_type,rel_tol,min_match", CASES)
+def test_qwen3_logits_match_the_torch_reference(sdk, tmp_path, weight_type, rel_tol, min_match):
+    path = str(tmp_path / f"tiny-qwen3-{weight_type}.gguf")
+    sdk.write_synthetic_model("tiny-qwen3", os.path.join(REPO, "models", "stories260K.gguf"), path, weight_type)
+    model = sdk.Model(path)
+    session = sdk.TargetSession(model, n_ctx=128)
+    rng = np.random.default_rng(3)
+    ids = [model.bos] + rng.integers(3, model.n_vocab, 47).tolist()
+    ours = session.logits_after(ids)
+    with torch.no_grad():
+        ref, _, _ = TargetModel(path)(torch.tensor([ids]), torch.arange(len(ids))[None])
+    ref = ref[0].numpy()
+    matches, worst = 0, 0.0
+    for i in range(len(ids)):
+        top = np.argsort(-ref[i], kind="stable")[:5]
+        scale = np.abs(ref[i][top]).max()
+        worst = max(worst, float(np.abs(ours[i][top] - ref[i][top]).max() / scale))
+        matches += int(np.argmax(ours[i]) == np.argmax(ref[i]))
+    session.close()
+    model.close()
+    assert matches >= min_match * len(ids), f"{weight_type}: {matches}/{len(ids)} greedy tokens agree"
+    assert worst <= rel_tol, f"{weight_type}: worst top-5 logit error {worst:.2e} (relative to the largest)"
