@@ -8,7 +8,7 @@
 #   --runs N       or for N executions each (-runs)
 #   --jobs J       targets fuzzed at the same time (default 2; each is one single-threaded process)
 #   --targets a,b  only these (default: all: gguf_model draft_load tokenizer_<family>... chat_template
-#                  snapshot_load serve_request)
+#                  snapshot_load serve_request serve_json)
 #   --build-dir D  the fuzzing build (default build-fuzz in the repository)
 #
 # Each target starts from a scratch working corpus, D/fuzz-corpus/<target>, into which its committed seeds
@@ -27,7 +27,7 @@ JOBS=2
 TARGETS=""
 BUILD_DIR="$ROOT/build-fuzz"
 ALL_TARGETS=(gguf_model draft_load tokenizer_stories260K tokenizer_llama-spm tokenizer_llama-bpe tokenizer_gpt-2 tokenizer_qwen2
-             tokenizer_deepseek-coder tokenizer_phi-3 chat_template snapshot_load serve_request)
+             tokenizer_deepseek-coder tokenizer_phi-3 chat_template snapshot_load serve_request serve_json)
 
 usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do

@@ -1,5 +1,6 @@
 #include "request_body.h"
 
+#include "json_limits.h"
 #include "prompt_tokens.h"
 #include "utf8_check.h"
 
@@ -10,6 +11,9 @@ namespace specula_serve {
 using specula_apps::valid_utf8;
 
 json parse_json_body(const std::string &text) {
+    // Bounded before any tree exists: depth, values, sizes (json_limits.h).
+    const std::string violation = json_limits_violation(text);
+    if (!violation.empty()) throw bad_request(violation);
     json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) throw bad_request("the request body is not valid JSON");
     if (!body.is_object()) throw bad_request("the request body must be a JSON object");
@@ -50,9 +54,10 @@ std::vector<int32_t> completion_prompt(const specula::Model &model, const json &
         if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
     }
     if (!body.contains("prompt") || body.at("prompt").is_null()) throw bad_request("\"prompt\" is required");
-    json p = body.at("prompt");
+    const json *prompt = &body.at("prompt");  // read in place: request JSON is never copied
     // An array of several strings is several prompts in llama-server; one slot answers one prompt here.
-    if (p.is_array() && p.size() == 1 && p[0].is_string()) p = p[0];
+    if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) prompt = &(*prompt)[0];
+    const json &p = *prompt;
     if (p.is_array() && p.size() > 1 && std::all_of(p.begin(), p.end(), [](const json &x) { return x.is_string() || x.is_array(); }))
         throw bad_request(oai ? "Only one completion choice is allowed: send one prompt per request"
                               : "several prompts in one request are not supported: send one request per prompt");

@@ -16,7 +16,7 @@
 
 namespace specula_serve {
 
-// A request body: a JSON object, else a 400.
+// A request body: a JSON object within json_limits.h's bounds (checked before it is parsed), else a 400.
 json parse_json_body(const std::string &text);
 
 // The text of an OpenAI message's content: a string, or an array of parts of which the text ones are joined.
