@@ -83,5 +83,7 @@ entry cli-tokenize-no-input "tokenize without text" 2 "give the text" -- tokeniz
 entry cli-draft-init-no-out "draft-init without --out" 2 "--out" -- draft-init -m "$model"
 entry cli-synth-bad-shape "synth --shape gpt-5" 2 "gpt-5" -- synth --shape gpt-5 --type f32 --vocab "$model" --out "$work/x.gguf"
 entry cli-serve-bad-port "serve --port 70000" 2 "port" -- serve -m "$model" --port 70000
+entry cli-serve-slot-path-file "serve --slot-save-path naming a file" 2 "not a folder" -- serve -m "$model" --slot-save-path "$work/bad.snap"
+entry cli-serve-bad-request-timeout "serve --request-timeout 0" 2 "request-timeout" -- serve -m "$model" --request-timeout 0
 
 finish

@@ -12,6 +12,9 @@ int error_status(ErrorType type) {
     case ErrorType::Server: return 500;
     case ErrorType::NotSupported: return 501;
     case ErrorType::Unavailable: return 503;
+    case ErrorType::Timeout: return 408;
+    case ErrorType::MediaType: return 415;
+    case ErrorType::RateLimited: return 429;
     }
     return 500;
 }
@@ -26,6 +29,9 @@ const char *error_type_name(ErrorType type) {
     case ErrorType::Server: return "server_error";
     case ErrorType::NotSupported: return "not_supported_error";
     case ErrorType::Unavailable: return "unavailable_error";
+    case ErrorType::Timeout: return "timeout_error";
+    case ErrorType::MediaType: return "invalid_request_error";
+    case ErrorType::RateLimited: return "rate_limit_error";
     }
     return "server_error";
 }

@@ -9,7 +9,12 @@
 
 namespace specula_serve {
 
-enum class ErrorType { InvalidRequest, Authentication, NotFound, Server, Permission, Unavailable, NotSupported, ExceedContext };
+enum class ErrorType {
+    InvalidRequest, Authentication, NotFound, Server, Permission, Unavailable, NotSupported, ExceedContext,
+    Timeout,       // 408: the request did not arrive in time
+    MediaType,     // 415: a POST body that is not declared JSON
+    RateLimited,   // 429: too many failed API keys from one address
+};
 
 struct HttpError : std::runtime_error {
     HttpError(ErrorType t, const std::string &message) : std::runtime_error(message), type(t) {}

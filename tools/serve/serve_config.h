@@ -20,8 +20,16 @@ struct ServeConfig {
     int32_t max_queue = 16;        // requests that may wait for a slot; one more gets 503
     size_t max_body_bytes = 16u << 20;  // larger request bodies get 413
     int timeout_s = 600;           // socket read/write timeout
-    int http_threads = 0;          // 0: parallel + max_queue + 4 (waiting requests hold a thread each)
+    int http_threads = 0;          // llama-server's --threads-http: accepted, unused (each connection has its thread)
     std::string api_key;           // non-empty: every endpoint but /health and /models needs it
+    // Connections and who may connect (http_server.h, request_policy.h, docs/server.md "Who may connect").
+    int request_timeout_s = 30;    // a whole request must arrive within this (408 past it)
+    int keep_alive_s = 5;          // idle seconds between two requests on one connection
+    int max_connections = 1024;    // open connections in total (503 past it)
+    int max_connections_per_client = 512;  // open connections from one address (503 past it)
+    std::vector<std::string> cors_origins;   // --cors-origin: browser origins served besides loopback ones ("*": all)
+    std::vector<std::string> allowed_hosts;  // --allow-host: Host names served besides loopback and the bound address
+    std::string slot_save_path;    // --slot-save-path: the folder of /slots/{id}?action=save|restore files ("": none)
     std::string backend = "auto";  // auto, cpu, cuda, vulkan (backend_option.h)
     std::string kv_type = "f16";   // f16, f32, q8_0
     // Speculation (lossless: only the speed changes).

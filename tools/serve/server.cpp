@@ -3,14 +3,18 @@
 #include "client_watch.h"
 #include "completion.h"
 #include "http_error.h"
+#include "http_server.h"
 #include "infill_prompt.h"
 #include "request_body.h"
 #include "responses.h"
+#include "slot_files.h"
 
 #include <httplib.h>
 
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -50,7 +54,18 @@ Server::Server(const ServeConfig &config, specula::Model model) : config_(config
     alias_ = config_.model_alias.empty() ? std::filesystem::path(config_.model_path).filename().string() : config_.model_alias;
     build_info_ = std::string("specula-") + specula_version_string();
     pool_ = std::make_unique<SlotPool>(model_, config_);
-    http_ = std::make_unique<httplib::Server>();
+    policy_.bound_host = config_.host;
+    for (const std::string &h : config_.allowed_hosts) policy_.allowed_hosts.push_back(host_of(h) == "" ? h : host_of(h));
+    policy_.cors_origins = config_.cors_origins;
+    char name[256] = {0};
+    if (gethostname(name, sizeof name - 1) == 0) policy_.machine_name = host_of(name);
+    ConnectionLimits limits;
+    limits.max_connections = config_.max_connections;
+    limits.max_per_client = config_.max_connections_per_client;
+    limits.request_timeout_s = config_.request_timeout_s;
+    limits.keep_alive_s = config_.keep_alive_s;
+    limits.io_timeout_s = config_.timeout_s;
+    http_ = std::make_unique<HttpServer>(limits);
     register_routes();
 }
 
@@ -75,30 +90,82 @@ bool Server::run() { return http_->listen_after_bind(); }
 void Server::stop() {
     stopping_ = true;
     pool_->cancel_all();
-    http_->stop();
+    http_->stop_serving();
 }
 
 bool Server::authorized(const httplib::Request &req) const {
     if (config_.api_key.empty()) return true;
-    static const std::unordered_set<std::string> public_paths = {"/health", "/v1/health", "/models", "/v1/models"};
-    if (public_paths.count(req.path) != 0) return true;
     // llama-server: "Authorization: Bearer KEY", or the key alone, or X-Api-Key when Authorization is absent.
     std::string key = req.get_header_value("Authorization");
     if (key.empty()) key = req.get_header_value("X-Api-Key");
     const std::string bearer = "Bearer ";
     if (key.compare(0, bearer.size(), bearer) == 0) key = key.substr(bearer.size());
-    return key == config_.api_key;
+    return constant_time_equals(key, config_.api_key);
+}
+
+bool Server::admit_request(const httplib::Request &req, httplib::Response &res) {
+    // Refused before the body is read: what follows on the connection is that body, so the connection closes.
+    auto refuse = [&](ErrorType type, const std::string &message) {
+        send_json(res, error_json(type, message), error_status(type));
+        res.set_header("Connection", "close");
+        metrics_.error(error_status(type));
+        HttpServer::close_after_response();
+        return false;
+    };
+    const std::string host = req.get_header_value("Host");
+    if (!policy_.host_allowed(host))
+        return refuse(ErrorType::Permission, "the Host header '" + host.substr(0, 256) +
+                                                 "' names neither this server's address nor a loopback name (refused against DNS "
+                                                 "rebinding; start with --allow-host NAME to serve it)");
+    const std::string origin = req.get_header_value("Origin");
+    if (!origin.empty()) {
+        if (!policy_.origin_allowed(origin))
+            return refuse(ErrorType::Permission, "requests from the browser origin '" + origin.substr(0, 256) +
+                                                     "' are refused (start with --cors-origin ORIGIN to allow a page)");
+        res.set_header("Access-Control-Allow-Origin", origin);
+        res.set_header("Access-Control-Allow-Credentials", "true");
+        res.set_header("Vary", "Origin");
+    }
+    if (req.method == "OPTIONS") {  // a preflight from an allowed origin (or none)
+        res.set_header("Access-Control-Allow-Methods", "GET, POST");
+        res.set_header("Access-Control-Allow-Headers", "*");
+        res.status = 200;
+        return false;
+    }
+    if (req.method == "POST") {
+        // A POST with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 6.3), but cpp-httplib 0.11
+        // reads one until the client closes: `curl -X POST .../slots/0?action=erase` waited for the request timeout.
+        // The request object is httplib's own non-const one, handed to this hook as const.
+        if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
+            const_cast<httplib::Request &>(req).set_header("Content-Length", "0");
+        const std::string length = req.get_header_value("Content-Length");
+        const bool has_body = (!length.empty() && length != "0") || req.has_header("Transfer-Encoding");
+        const std::string type = req.get_header_value("Content-Type");
+        // No Content-Type at all is accepted from clients that are not browsers (no Origin): curl --data-binary,
+        // scripts; a page can send a typeless Blob body without a preflight, so with an Origin it must say JSON.
+        if (has_body && !is_json_content_type(type) && (!type.empty() || !origin.empty()))
+            return refuse(ErrorType::MediaType, "POST bodies must be JSON: send 'Content-Type: application/json'" +
+                                                    (type.empty() ? std::string() : " (got '" + type.substr(0, 128) + "')"));
+    }
+    static const std::unordered_set<std::string> public_paths = {"/health", "/v1/health", "/models", "/v1/models"};
+    if (!config_.api_key.empty() && public_paths.count(req.path) == 0) {
+        const int wait = auth_throttle_.retry_after(req.remote_addr);
+        if (wait > 0) {
+            res.set_header("Retry-After", std::to_string(wait));
+            return refuse(ErrorType::RateLimited, "too many invalid API keys from " + req.remote_addr + ": try again in " +
+                                                      std::to_string(wait) + " s");
+        }
+        if (!authorized(req)) {
+            auth_throttle_.failed(req.remote_addr);
+            return refuse(ErrorType::Authentication, "Invalid API Key");
+        }
+    }
+    return true;
 }
 
 void Server::register_routes() {
-    httplib::Server &svr = *http_;
-    const int threads = config_.http_threads > 0 ? config_.http_threads : pool_->size() + config_.max_queue + 4;
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+    HttpServer &svr = *http_;  // connections, timeouts and their threads: http_server.h
     svr.set_payload_max_length(config_.max_body_bytes);
-    svr.set_read_timeout(config_.timeout_s, 0);
-    svr.set_write_timeout(config_.timeout_s, 0);
-    svr.set_keep_alive_max_count(1000);
-    svr.set_keep_alive_timeout(5);
     svr.set_tcp_nodelay(true);
     // cpp-httplib 0.11 listens with a backlog of 5 (compiled into Debian's library): a burst of editors' requests
     // overflows it and some connections stall or reset. The listening socket is taken here (this replaces httplib's
@@ -110,25 +177,18 @@ void Server::register_routes() {
     });  // without it Nagle holds back the body behind the headers: +40 ms per response
 
     svr.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
-        const std::string origin = req.get_header_value("Origin");
-        if (!origin.empty()) res.set_header("Access-Control-Allow-Origin", origin);
-        if (req.method == "OPTIONS") {
-            res.set_header("Access-Control-Allow-Credentials", "true");
-            res.set_header("Access-Control-Allow-Methods", "GET, POST");
-            res.set_header("Access-Control-Allow-Headers", "*");
-            res.status = 200;
-            return httplib::Server::HandlerResponse::Handled;
-        }
         metrics_.request(req.path);
-        if (!authorized(req)) {
-            send_json(res, error_json(ErrorType::Authentication, "Invalid API Key"), 401);
-            metrics_.error(401);
-            return httplib::Server::HandlerResponse::Handled;
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
+        return admit_request(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
     });
     // httplib's own errors (unknown route, body over the limit, unparsable request) get llama-server's JSON shape.
     svr.set_error_handler([this](const httplib::Request &, httplib::Response &res) {
+        const std::string timeout = HttpServer::take_timeout_answer();
+        if (!timeout.empty()) {  // the request's headers or body did not arrive in time (--request-timeout)
+            send_json(res, error_json(ErrorType::Timeout, timeout), 408);
+            res.set_header("Connection", "close");
+            metrics_.error(408);
+            return;
+        }
         if (!res.body.empty()) return;
         metrics_.error(res.status);
         if (res.status == 404) {
@@ -190,6 +250,9 @@ void Server::register_routes() {
     svr.Get("/models", models);
     svr.Get("/v1/models", models);
     svr.Get("/slots", guarded([this](const httplib::Request &, httplib::Response &res) { handle_slots(res); }));
+    svr.Post(R"(/slots/(-?\d{1,9}))", guarded([this](const httplib::Request &q, httplib::Response &r) {
+                 handle_slot_action(q, r, std::stoi(q.matches[1].str()));
+             }));
     svr.Get("/metrics", guarded([this](const httplib::Request &, httplib::Response &res) { handle_metrics(res); }));
     auto completion = guarded([this](const httplib::Request &q, httplib::Response &r) { handle_generation(q, r, Api::Completion); });
     svr.Post("/completion", completion);
@@ -238,7 +301,7 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
     ctx.id = random_id(api == Api::OaiChat ? "chatcmpl-" : "cmpl-");
     if (api == Api::Completion || api == Api::Infill) ctx.prompt_text = model_.detokenize(prompt, true);
 
-    auto watch = std::make_shared<ClientWatch>(req.remote_addr, req.remote_port, req.local_port);
+    auto watch = std::make_shared<ClientWatch>(HttpServer::current_socket());
     auto gone = [watch, this] { return stopping_.load() || watch->gone(); };
     const CompletionRunner runner(model_, config_.n_predict);
 
@@ -377,6 +440,47 @@ void Server::handle_slots(httplib::Response &res) {
     for (const SlotPool::SlotInfo &s : pool_->info())
         slots.push_back({{"id", s.id}, {"n_ctx", s.n_ctx}, {"is_processing", s.busy}, {"tokens_cached", s.n_cached}});
     send_json(res, slots);
+}
+
+void Server::handle_slot_action(const httplib::Request &req, httplib::Response &res, int id_slot) {
+    const std::string action = req.get_param_value("action");
+    if (action != "save" && action != "restore" && action != "erase") throw bad_request("Invalid action");
+    if (id_slot < 0 || id_slot >= pool_->size()) throw bad_request("Invalid slot ID");
+    if (action != "erase" && config_.slot_save_path.empty())
+        throw HttpError(ErrorType::NotSupported, "This server does not support slots action. Start it with `--slot-save-path`");
+    std::filesystem::path path;
+    if (action != "erase") {
+        const json body = parse_body(req);
+        if (!body.contains("filename") || !body.at("filename").is_string()) throw bad_request("\"filename\" must be a string");
+        path = slot_file_path(config_.slot_save_path, body.at("filename").get<std::string>(), action == "restore");
+    }
+    auto watch = std::make_shared<ClientWatch>(HttpServer::current_socket());
+    SlotPool::Lease slot = pool_->acquire({}, id_slot, [watch, this] { return stopping_.load() || watch->gone(); });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ms = [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); };
+    if (action == "erase") {
+        const int32_t n = slot->session.n_tokens();
+        slot->session.rewind(0);
+        send_json(res, {{"id_slot", id_slot}, {"n_erased", n}});
+    } else if (action == "save") {
+        slot->session.save_file(path.string());
+        std::error_code ec;
+        const auto bytes = std::filesystem::file_size(path, ec);
+        send_json(res, {{"id_slot", id_slot},
+                        {"filename", path.filename().string()},
+                        {"n_saved", slot->session.n_tokens()},
+                        {"n_written", ec ? 0 : (long long)bytes},
+                        {"timings", {{"save_ms", ms()}}}});
+    } else {
+        slot->session.load_file(path.string());
+        std::error_code ec;
+        const auto bytes = std::filesystem::file_size(path, ec);
+        send_json(res, {{"id_slot", id_slot},
+                        {"filename", path.filename().string()},
+                        {"n_restored", slot->session.n_tokens()},
+                        {"n_read", ec ? 0 : (long long)bytes},
+                        {"timings", {{"restore_ms", ms()}}}});
+    }
 }
 
 void Server::handle_metrics(httplib::Response &res) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "metrics.h"
+#include "request_policy.h"
 #include "serve_config.h"
 #include "slot_pool.h"
 
@@ -16,12 +17,13 @@
 #include <string>
 
 namespace httplib {
-class Server;
 struct Request;
 struct Response;
 }  // namespace httplib
 
 namespace specula_serve {
+
+class HttpServer;
 
 class Server {
 public:
@@ -49,6 +51,8 @@ private:
     enum class Api { Completion, Infill, OaiCompletion, OaiChat };
 
     void register_routes();
+    // The checks of request_policy.h before a request's body is read; false when it answered the request itself.
+    bool admit_request(const httplib::Request &req, httplib::Response &res);
     bool authorized(const httplib::Request &req) const;
     void handle_generation(const httplib::Request &req, httplib::Response &res, Api api);
     void handle_tokenize(const httplib::Request &req, httplib::Response &res);
@@ -57,6 +61,7 @@ private:
     void handle_props(httplib::Response &res);
     void handle_models(httplib::Response &res);
     void handle_slots(httplib::Response &res);
+    void handle_slot_action(const httplib::Request &req, httplib::Response &res, int id_slot);
     void handle_metrics(httplib::Response &res);
 
     ServeConfig config_;
@@ -64,7 +69,9 @@ private:
     std::string alias_;
     std::string build_info_;
     std::unique_ptr<SlotPool> pool_;
-    std::unique_ptr<httplib::Server> http_;
+    RequestPolicy policy_;
+    AuthThrottle auth_throttle_;
+    std::unique_ptr<HttpServer> http_;
     Metrics metrics_;
     std::atomic<bool> stopping_{false};
     int listen_fd_ = -1;  // the listening socket, to lengthen its accept queue

@@ -18,6 +18,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -57,6 +58,12 @@ int run_serve(ServeArgs &a) {
     if (!c.tree.empty() && c.draft.empty() && c.draft_model.empty())
         throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
     c.max_body_bytes = a.max_body_mib << 20;
+    if (!c.slot_save_path.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(c.slot_save_path, ec);
+        if (!std::filesystem::is_directory(c.slot_save_path, ec))
+            throw UsageError("--slot-save-path: '" + c.slot_save_path + "' is not a folder and cannot be made one");
+    }
     c.model_path = resolve_model_path(c.model_path);
 
     // Signals are taken by one thread with sigwait, not by a handler: stopping the server is not async-signal-safe.
@@ -137,9 +144,26 @@ Command add_serve_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::Range(1, 1024));
     cmd->add_option("--timeout", c.timeout_s, "Socket read/write timeout in seconds (llama-server's -to)")
         ->capture_default_str()->check(CLI::Range(1, 86400));
-    cmd->add_option("--threads-http", c.http_threads, "HTTP worker threads (0 = parallel + max-queue + 4)")
-        ->capture_default_str()->check(CLI::Range(0, 4096));
-    cmd->add_option("--api-key", c.api_key, "Require this key (Authorization: Bearer KEY) on all but /health and /models");
+    cmd->add_option("--threads-http", c.http_threads, "Accepted for llama-server's command lines and unused: every connection has "
+                                                      "its own thread (--max-connections bounds them)")
+        ->capture_default_str()->check(CLI::Range(-1, 4096));
+    cmd->add_option("--api-key", c.api_key, "Require this key (Authorization: Bearer KEY) on all but /health and /models; "
+                                            "an address that sends 10 wrong keys in a minute is refused (429) for the rest of it");
+    cmd->add_option("--request-timeout", c.request_timeout_s, "Seconds a whole request (line, headers, body) may take to arrive; "
+                                                              "past it: 408 and the connection closes")
+        ->capture_default_str()->check(CLI::Range(1, 3600));
+    cmd->add_option("--keep-alive", c.keep_alive_s, "Seconds a connection may stay idle between two requests")
+        ->capture_default_str()->check(CLI::Range(0, 3600));
+    cmd->add_option("--max-connections", c.max_connections, "Open connections in total; more get 503")
+        ->capture_default_str()->check(CLI::Range(1, 65536));
+    cmd->add_option("--max-connections-per-client", c.max_connections_per_client, "Open connections from one client address; more get 503")
+        ->capture_default_str()->check(CLI::Range(1, 65536));
+    cmd->add_option("--cors-origin", c.cors_origins, "Browser origin allowed besides loopback pages (repeatable; '*': every "
+                                                     "origin, as llama-server; docs/server.md)");
+    cmd->add_option("--allow-host", c.allowed_hosts, "Host name served besides loopback names and the --host address "
+                                                     "(repeatable; '*': any Host header; guards against DNS rebinding)");
+    cmd->add_option("--slot-save-path", c.slot_save_path, "Folder of the files POST /slots/{id}?action=save|restore writes and reads "
+                                                          "(a request names a file in it, never a path)");
     cmd->add_option("--backend", c.backend, specula_apps::backend_help())
         ->capture_default_str()->check(CLI::IsMember(specula_apps::backend_names()));
     cmd->add_option("--kv-type", c.kv_type, "Element type of the KV cache (llama.cpp's --cache-type-k/-v): f16, f32, q8_0")
