@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <thread>
@@ -99,6 +101,7 @@ public:
     bool expired() const { return expired_; }
     // Waits until the socket has data (true), or until `until`, a hang-up or the server's stop (false).
     bool wait_readable(Clock::time_point until) {
+        if (buffered_ < filled_) return true;  // a pipelined request already read from the socket
         for (;;) {
             const auto now = Clock::now();
             if (now >= until) return false;
@@ -112,6 +115,7 @@ public:
     }
 
     bool is_readable() const override {
+        if (buffered_ < filled_) return true;
         pollfd p{sock_, POLLIN, 0};
         return poll(&p, 1, 0) > 0;
     }
@@ -119,7 +123,8 @@ public:
         pollfd p{sock_, POLLOUT, 0};
         return poll(&p, 1, io_timeout_s_ * 1000) > 0 && (p.revents & POLLOUT) != 0;
     }
-    ssize_t read(char *ptr, size_t size) override {
+    ssize_t read(char *ptr, size_t size) override { return read_buffered(ptr, size); }
+    ssize_t read_socket(char *ptr, size_t size) {
         const auto per_read = Clock::now() + std::chrono::seconds(io_timeout_s_);
         const auto until = per_read < deadline_ ? per_read : deadline_;
         if (!wait_readable(until)) {
@@ -131,6 +136,21 @@ public:
             n = ::recv(sock_, ptr, size, 0);
         } while (n < 0 && errno == EINTR);
         return n;
+    }
+    // httplib reads a request's line and headers a byte at a time: served from a buffer filled a recv() at a time,
+    // as httplib's own socket stream does.
+    ssize_t read_buffered(char *ptr, size_t size) {
+        if (buffered_ == filled_) {
+            if (size >= sizeof buffer_) return read_socket(ptr, size);
+            const ssize_t n = read_socket(buffer_, sizeof buffer_);
+            if (n <= 0) return n;
+            buffered_ = 0;
+            filled_ = size_t(n);
+        }
+        const size_t n = std::min(size, filled_ - buffered_);
+        std::memcpy(ptr, buffer_ + buffered_, n);
+        buffered_ += n;
+        return ssize_t(n);
     }
     ssize_t write(const char *ptr, size_t size) override {
         if (!is_writable()) return -1;
@@ -158,6 +178,8 @@ private:
     int sock_, wake_fd_, io_timeout_s_;
     Clock::time_point deadline_ = Clock::time_point::max();
     bool expired_ = false;
+    char buffer_[4096];
+    size_t buffered_ = 0, filled_ = 0;  // buffer_[buffered_, filled_) is read from the socket, not yet by httplib
 };
 
 void send_all(int sock, const std::string &text) {
