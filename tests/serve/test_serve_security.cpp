@@ -378,6 +378,9 @@ TEST_CASE("request policy and JSON limits, in-process", "[serve][security]") {
     small.max_string_bytes = 4;
     CHECK(!json_limits_violation("[\"12345\"]", small).empty());
     CHECK(json_limits_violation("[\"1234\"]", small).empty());
+    std::string members = "{";
+    for (int i = 0; i < 1025; ++i) members += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+    CHECK(json_limits_violation(members + "}").find("1024 members") != std::string::npos);
 
     CHECK(slot_filename_problem("slot-1_a.bin").empty());
     CHECK(slot_filename_problem("é.bin").empty());

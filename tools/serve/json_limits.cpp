@@ -35,6 +35,8 @@ public:
             return fail("a key of the request body is longer than " + std::to_string(limits_.max_key_bytes) + " bytes");
         if (++members_.back() > limits_.max_object_members)
             return fail("an object of the request body has more than " + std::to_string(limits_.max_object_members) + " members");
+        if (++all_members_ > limits_.max_members)
+            return fail("the request body's objects have more than " + std::to_string(limits_.max_members) + " members in all");
         return true;
     }
     bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) { return false; }
@@ -69,7 +71,7 @@ private:
     }
 
     const JsonLimits &limits_;
-    size_t values_ = 0;
+    size_t values_ = 0, all_members_ = 0;
     // Per open container (at most max_depth of them): object members and array elements seen so far.
     std::vector<size_t> members_, elements_;
     std::string violation_;
