@@ -15,8 +15,10 @@
 #include <CLI/CLI.hpp>
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <cstdio>
@@ -83,6 +85,25 @@ int run_serve(ServeArgs &a) {
         model = specula::Model::load(c.model_path, mo);
     } catch (const specula::Error &e) {
         throw specula::Error(e.status(), "cannot load model '" + c.model_path + "': " + e.what());
+    }
+    // Every connection holds a descriptor: with desktops' default soft limit (1024) the accept loop would stall at
+    // EMFILE before --max-connections (1024) is reached. Raise the soft limit towards the hard one, and where even
+    // that is too low, lower the cap so that the server answers 503 instead of stalling.
+    {
+        const rlim_t wanted = rlim_t(c.max_connections) + 256;
+        rlimit lim{};
+        if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < wanted) {
+            lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, lim.rlim_max);
+            setrlimit(RLIMIT_NOFILE, &lim);
+            getrlimit(RLIMIT_NOFILE, &lim);
+            if (lim.rlim_cur < wanted) {
+                const int cap = std::max(8, int(lim.rlim_cur) - 256);
+                std::fprintf(stderr, "specula serve: --max-connections %d lowered to %d (open files limited to %llu)\n",
+                             c.max_connections, cap, (unsigned long long)lim.rlim_cur);
+                c.max_connections = cap;
+                c.max_connections_per_client = std::min(c.max_connections_per_client, cap);
+            }
+        }
     }
     specula_serve::Server server(c, model);
     const int port = server.bind();
