@@ -134,9 +134,15 @@ fn cancel_races_with_drop() {
     let calls = Arc::new(AtomicUsize::new(0));
     let calls2 = Arc::clone(&calls);
     let stop2 = Arc::clone(&stop_all);
+    let started = Arc::new(AtomicBool::new(false));
+    let started2 = Arc::clone(&started);
     let hammer = thread::spawn(move || {
         let mut handles: Vec<specula::CancelHandle> = Vec::new();
-        while !stop2.load(Ordering::SeqCst) {
+        started2.store(true, Ordering::SeqCst);
+        loop {
+            // Read before the pass: the pass after the last session was sent still runs, so every handle is tried
+            // at least once even when the 40 runs ended before this thread was scheduled again.
+            let stopping = stop2.load(Ordering::SeqCst);
             while let Ok(h) = rx.try_recv() {
                 handles.push(h);
             }
@@ -144,9 +150,16 @@ fn cancel_races_with_drop() {
                 calls2.fetch_add(1, Ordering::Relaxed);
                 h.cancel()
             });
+            if stopping {
+                break;
+            }
             thread::yield_now();
         }
     });
+    // The sessions start once the hammer runs (on a loaded machine it could otherwise start after all 40 ended).
+    while !started.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
     for i in 0..40 {
         let mut s: Session<'_> = greedy_session(&model);
         tx.send(s.cancel_handle()).unwrap();
