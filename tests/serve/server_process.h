@@ -6,9 +6,12 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +47,18 @@ inline std::filesystem::path require_fixture(const std::filesystem::path &relati
     const std::filesystem::path p = fixtures_dir() / relative;
     if (!std::filesystem::exists(p)) skip_test("fixture " + p.string() + " is missing (set SPECULA_FIXTURES_DIR)");
     return p;
+}
+
+// A TCP connection to 127.0.0.1:port, for tests that send raw bytes (slow, hanging-up and hostile clients).
+inline int connect_loopback(int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0);
+    return fd;
 }
 
 inline std::string bundled_model() { return std::string(SPECULA_SOURCE_DIR) + "/models/stories260K.gguf"; }

@@ -35,13 +35,7 @@ std::string make_slow_model(const ScratchDir &dir) {
 class HangingUpClient {
 public:
     HangingUpClient(int port, const std::string &body) {
-        fd_ = socket(AF_INET, SOCK_STREAM, 0);
-        REQUIRE(fd_ >= 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(uint16_t(port));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(connect(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0);
+        fd_ = connect_loopback(port);
         const std::string request = "POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
                                     std::to_string(body.size()) + "\r\n\r\n" + body;
         REQUIRE(send(fd_, request.data(), request.size(), 0) == ssize_t(request.size()));

@@ -21,13 +21,7 @@ namespace {
 class RawClient {
 public:
     explicit RawClient(int port) {
-        fd_ = socket(AF_INET, SOCK_STREAM, 0);
-        REQUIRE(fd_ >= 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(uint16_t(port));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(connect(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0);
+        fd_ = connect_loopback(port);
     }
     ~RawClient() {
         if (fd_ >= 0) close(fd_);
