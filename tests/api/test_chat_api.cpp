@@ -10,6 +10,7 @@
 #include "common/skip.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -167,7 +168,8 @@ TEST_CASE("chat: NULL and bad arguments", "[chat]") {
 TEST_CASE("chat: the built-in templates are listed and each is a name apply accepts", "[chat]") {
     std::vector<std::string> names;
     for (int32_t i = 0; specula_chat_template_builtin(i) != nullptr; ++i) names.push_back(specula_chat_template_builtin(i));
-    CHECK(names.size() == 48);  // llama.cpp's LLM_CHAT_TEMPLATES (2a20c85a)
+    CHECK(names.size() == 49);  // llama.cpp's LLM_CHAT_TEMPLATES (2a20c85a), then ours: qwen3
+    CHECK(names.back() == "qwen3");
     CHECK(specula_chat_template_builtin(-1) == nullptr);
     CHECK(specula_chat_template_builtin(int32_t(names.size())) == nullptr);
     for (const char *expected : {"chatml", "llama2", "llama2-sys", "llama3", "phi3", "mistral-v1", "mistral-v3", "mistral-v3-tekken",
@@ -213,11 +215,11 @@ TEST_CASE("chat: the templates of real vocabularies", "[chat]") {
     const std::map<std::string, std::string> expected_family{
         {"ggml-vocab-llama-bpe.gguf", "llama3"},
         {"ggml-vocab-phi-3.gguf", "phi3"},
-        {"ggml-vocab-qwen2.gguf", "chatml"},
+        {"ggml-vocab-qwen2.gguf", "qwen3"},  // it carries Qwen3's template (Qwen3 uses Qwen2's vocabulary)
     };
     // A marker that ends or opens every message of the family's text, and must become a control token under
     // PARSE_SPECIAL.
-    const std::map<std::string, std::string> marker{{"llama3", "<|start_header_id|>"}, {"phi3", "<|end|>"}, {"chatml", "<|im_start|>"}};
+    const std::map<std::string, std::string> marker{{"llama3", "<|start_header_id|>"}, {"phi3", "<|end|>"}, {"chatml", "<|im_start|>"}, {"qwen3", "<|im_start|>"}};
 
     int with_template = 0;
     for (const auto &[file, family] : expected_family) {
@@ -265,4 +267,55 @@ TEST_CASE("chat: the templates of real vocabularies", "[chat]") {
         CHECK(specula_chat_template_detect(model.get(), nullptr) == nullptr);
     }
     if (with_template == 0) SPECULA_SKIP("no vocabulary fixture with a chat template was found");
+}
+
+TEST_CASE("chat: specula_chat_format's options: Qwen3's thinking switch, defaults, bad values", "[chat]") {
+    const std::vector<specula_chat_message> one{{"user", "hi"}};
+    auto format = [&](const specula_chat_options *opts, std::string *text) {
+        char buf[512];
+        size_t len = 0;
+        specula_error *err = nullptr;
+        const specula_status st = specula_chat_format(nullptr, "qwen3", one.data(), one.size(), opts, buf, sizeof buf, &len, &err);
+        if (text != nullptr) *text = st == SPECULA_OK ? std::string(buf, len) : std::string(specula_error_message(err));
+        specula_error_destroy(err);
+        return st;
+    };
+    specula_chat_options opts;
+    specula_chat_options_init(&opts);
+    CHECK(opts.struct_size == sizeof opts);
+    CHECK(opts.add_assistant == 1);
+    CHECK(opts.enable_thinking == -1);
+    std::string text;
+    REQUIRE(format(nullptr, &text) == SPECULA_OK);  // NULL: the defaults
+    CHECK(text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    opts.enable_thinking = 0;
+    REQUIRE(format(&opts, &text) == SPECULA_OK);
+    CHECK(text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    opts.enable_thinking = 1;
+    REQUIRE(format(&opts, &text) == SPECULA_OK);
+    CHECK(text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    opts.add_assistant = 0;
+    REQUIRE(format(&opts, &text) == SPECULA_OK);
+    CHECK(text == "<|im_start|>user\nhi<|im_end|>\n");
+    // bad values are refused, naming the field
+    opts.enable_thinking = 2;
+    CHECK(format(&opts, &text) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(text, Contains("enable_thinking"));
+    opts.enable_thinking = -1;
+    opts.struct_size = 2;
+    CHECK(format(&opts, &text) == SPECULA_ERR_INVALID_ARGUMENT);
+    // a struct from an older header (struct_size covering add_assistant only) keeps enable_thinking's default
+    specula_chat_options old;
+    specula_chat_options_init(&old);
+    old.add_assistant = 1;
+    old.enable_thinking = 0;  // beyond struct_size: not read
+    old.struct_size = offsetof(specula_chat_options, enable_thinking);
+    REQUIRE(format(&old, &text) == SPECULA_OK);
+    CHECK(text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+
+    // The C++ wrapper's overload.
+    const specula::Model model = specula::Model::load(kModelPath);
+    CHECK(model.apply_chat_template({{"user", "hi"}}, "qwen3", true, false) ==
+          "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    CHECK(model.apply_chat_template({{"user", "hi"}}, "qwen3", true, std::nullopt) == model.apply_chat_template({{"user", "hi"}}, true, "qwen3"));
 }

@@ -637,6 +637,20 @@ TEST_CASE("chat templates", "[catalogue][files]") {
              CHECK(len > 4);  // the length needed
              return o;
          }},
+        {"chat-thinking-out-of-range", "specula_chat_format with enable_thinking 2", SPECULA_ERR_INVALID_ARGUMENT, "enable_thinking",
+         [&] {
+             specula_chat_options o;
+             specula_chat_options_init(&o);
+             o.enable_thinking = 2;
+             return outcome(specula_chat_format(nullptr, "qwen3", good, 1, &o, buf, sizeof buf, &len, &err), err);
+         }},
+        {"chat-options-struct-size", "specula_chat_format with struct_size 0", SPECULA_ERR_INVALID_ARGUMENT, "struct_size",
+         [&] {
+             specula_chat_options o;
+             specula_chat_options_init(&o);
+             o.struct_size = 0;
+             return outcome(specula_chat_format(nullptr, "chatml", good, 1, &o, buf, sizeof buf, &len, &err), err);
+         }},
     };
     run_table(table);
 }

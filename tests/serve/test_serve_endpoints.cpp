@@ -266,6 +266,27 @@ TEST_CASE("OpenAI completions and chat, streamed and not, end streams with [DONE
     check_error(post(c, "/v1/completions", json{{"prompt", prompt}, {"echo", true}}), 400, "invalid_request_error");
 }
 
+TEST_CASE("chat_template_kwargs enable_thinking switches Qwen3's thinking, as in llama-server", "[serve]") {
+    ServerProcess server({"-m", bundled_model(), "-c", "512", "--chat-template", "qwen3"});
+    auto c = server.client();
+    const json messages = {{{"role", "user"}, {"content", "2+2?"}}, {{"role", "assistant"}, {"content", "<think>\nAdd.\n</think>\n\n4"}},
+                           {{"role", "user"}, {"content", "thanks"}}};
+    const std::string history = "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n<|im_start|>user\nthanks<|im_end|>\n";
+    CHECK(post(c, "/apply-template", json{{"messages", messages}}).data["prompt"] == history + "<|im_start|>assistant\n");
+    CHECK(post(c, "/apply-template", json{{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", false}}}}).data["prompt"] ==
+          history + "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    CHECK(post(c, "/apply-template", json{{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", true}}}}).data["prompt"] ==
+          history + "<|im_start|>assistant\n");
+    const Reply bad = post(c, "/v1/chat/completions", json{{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", "no"}}}});
+    CHECK(bad.status == 400);
+    CHECK_THAT(bad.body, Catch::Matchers::Contains("enable_thinking"));
+    const Reply ok = post(c, "/v1/chat/completions",
+                          json{{"messages", messages}, {"max_tokens", 4}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+    CHECK(ok.status == 200);
+    // the prompt the completion ran on is the one with the empty thinking block
+    CHECK(ok.data["usage"]["prompt_tokens"] == tokenize(c, history + "<|im_start|>assistant\n<think>\n\n</think>\n\n", true).size());
+}
+
 TEST_CASE("malformed requests get llama-server's error object and the server stays up", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "128", "--max-body", "1"});
     auto c = server.client();

@@ -333,7 +333,7 @@ TEST_CASE("chat template: llama.cpp's single-message cases: a user message after
     CHECK(fmt_single("gigachat") == "user<|role_sep|>How are you<|message_sep|>available functions<|role_sep|>[]<|message_sep|>assistant<|role_sep|>");
 }
 
-TEST_CASE("chat template: the built-in names are llama.cpp's, in llama_chat_builtin_templates order", "[chat]") {
+TEST_CASE("chat template: the built-in names are llama.cpp's, in llama_chat_builtin_templates order, then ours", "[chat]") {
     // LLM_CHAT_TEMPLATES of llama.cpp 2a20c85a, which a std::map lists sorted
     const std::vector<std::string> expected{
         "bailing", "bailing-think", "bailing2", "chatglm3", "chatglm4", "chatml", "command-r", "deepseek",
@@ -343,9 +343,12 @@ TEST_CASE("chat template: the built-in names are llama.cpp's, in llama_chat_buil
         "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "monarch", "openchat", "orion", "pangu-embedded",
         "phi3", "phi4", "rwkv-world", "seed_oss", "smolvlm", "vicuna", "vicuna-orca", "yandex", "zephyr",
     };
-    const auto names = chat::builtin_names();
-    CHECK(std::vector<std::string>(names.begin(), names.end()) == expected);
     CHECK(std::is_sorted(expected.begin(), expected.end()));
+    // then Specula's own families, which llama.cpp's table lacks
+    std::vector<std::string> with_ours = expected;
+    with_ours.push_back("qwen3");
+    const auto names = chat::builtin_names();
+    CHECK(std::vector<std::string>(names.begin(), names.end()) == with_ours);
 
     for (const char *n : names) {
         INFO(n);

@@ -64,9 +64,22 @@ std::vector<int32_t> completion_prompt(const specula::Model &model, const json &
     return tokenize_mixed(model, p, true, true, "prompt");
 }
 
+std::optional<bool> enable_thinking(const json &body) {
+    if (!body.contains("chat_template_kwargs") || body.at("chat_template_kwargs").is_null()) return std::nullopt;
+    const json &kwargs = body.at("chat_template_kwargs");
+    if (!kwargs.is_object()) throw bad_request("\"chat_template_kwargs\" must be an object");
+    if (!kwargs.contains("enable_thinking") || kwargs.at("enable_thinking").is_null()) return std::nullopt;
+    if (!kwargs.at("enable_thinking").is_boolean()) throw bad_request("\"chat_template_kwargs.enable_thinking\" must be a boolean");
+    return kwargs.at("enable_thinking").get<bool>();
+}
+
+std::string chat_text(const specula::Model &model, const json &body, const std::string &chat_template) {
+    return model.apply_chat_template(chat_messages(body), chat_template, true, enable_thinking(body));
+}
+
 std::vector<int32_t> chat_prompt(const specula::Model &model, const json &body, const std::string &chat_template) {
     if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
-    const std::string text = model.apply_chat_template(chat_messages(body), true, chat_template);
+    const std::string text = chat_text(model, body, chat_template);
     return model.tokenize(text, SPECULA_TOKENIZE_ADD_SPECIAL | SPECULA_TOKENIZE_PARSE_SPECIAL);
 }
 

@@ -10,6 +10,7 @@
 #include <specula/specula.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,10 @@ std::vector<std::pair<std::string, std::string>> chat_messages(const json &body)
 // refuses): one prompt, as tokenize_mixed reads it, with BOS and special tokens parsed.
 std::vector<int32_t> completion_prompt(const specula::Model &model, const json &body, bool oai);
 
+// chat_template_kwargs.enable_thinking (llama-server's way to switch Qwen3's thinking off): nullopt when absent.
+std::optional<bool> enable_thinking(const json &body);
+// The messages through the chat template (chat_template as in chat_prompt), with the body's thinking switch.
+std::string chat_text(const specula::Model &model, const json &body, const std::string &chat_template);
 // The prompt of /v1/chat/completions: the messages through the chat template (chat_template as
 // `specula serve --chat-template` names it), tokenized with BOS and special tokens parsed.
 std::vector<int32_t> chat_prompt(const specula::Model &model, const json &body, const std::string &chat_template);

@@ -397,7 +397,7 @@ void Server::handle_detokenize(const httplib::Request &req, httplib::Response &r
 
 void Server::handle_apply_template(const httplib::Request &req, httplib::Response &res) {
     const json body = parse_body(req);
-    send_json(res, {{"prompt", model_.apply_chat_template(chat_messages(body), true, config_.chat_template)}});
+    send_json(res, {{"prompt", chat_text(model_, body, config_.chat_template)}});
 }
 
 void Server::handle_props(httplib::Response &res) {

@@ -257,8 +257,31 @@ namespace Specula
             return ApplyChatTemplate(ModelHandle.Null(), messages, addAssistant, template);
         }
 
+        /// <summary>
+        /// ApplyChatTemplate with the template's thinking switch (specula_chat_format, since 0.10): for qwen3,
+        /// enableThinking false opens the reply with its empty thinking block (llama-server's
+        /// chat_template_kwargs enable_thinking); null leaves it to the template. Families without a switch ignore it.
+        /// </summary>
+        public string FormatChat(IList<ChatMessage> messages, bool? enableThinking, bool addAssistant = true, string template = null)
+        {
+            return ApplyChatTemplate(handle, messages, addAssistant, template, enableThinking);
+        }
+
+        /// <summary>FormatChat without a model: template (a family name or Jinja text) is required.</summary>
+        public static string FormatChat(string template, IList<ChatMessage> messages, bool? enableThinking, bool addAssistant = true)
+        {
+            if (template == null) throw new ArgumentNullException("template");
+            return ApplyChatTemplate(ModelHandle.Null(), messages, addAssistant, template, enableThinking);
+        }
+
         private static string ApplyChatTemplate(ModelHandle model, IList<ChatMessage> messages, bool addAssistant,
                                                 string template)
+        {
+            return ApplyChatTemplate(model, messages, addAssistant, template, null);
+        }
+
+        private static unsafe string ApplyChatTemplate(ModelHandle model, IList<ChatMessage> messages, bool addAssistant,
+                                                       string template, bool? enableThinking)
         {
             if (messages == null) throw new ArgumentNullException("messages");
             var strings = new List<string>();
@@ -278,9 +301,21 @@ namespace Specula
                     c[i].role = System.Runtime.InteropServices.Marshal.ReadIntPtr(text.Pointer, 2 * i * IntPtr.Size);
                     c[i].content = System.Runtime.InteropServices.Marshal.ReadIntPtr(text.Pointer, (2 * i + 1) * IntPtr.Size);
                 }
+                if (enableThinking == null)
+                    return TwoCall.Text((byte[] buf, UIntPtr size, out UIntPtr len, out ErrorHandle err) =>
+                        NativeMethods.specula_chat_apply_template(model, tmpl, c.Length == 0 ? null : c, (UIntPtr)c.Length,
+                                                                  addAssistant ? 1 : 0, buf, size, out len, out err));
+                NativeMethods.specula_chat_options init;
+                NativeMethods.specula_chat_options_init(&init);
+                init.add_assistant = addAssistant ? 1 : 0;
+                init.enable_thinking = enableThinking.Value ? 1 : 0;
+                NativeMethods.specula_chat_options opts = init;  // the lambda's copy (a captured local has no address)
                 return TwoCall.Text((byte[] buf, UIntPtr size, out UIntPtr len, out ErrorHandle err) =>
-                    NativeMethods.specula_chat_apply_template(model, tmpl, c.Length == 0 ? null : c, (UIntPtr)c.Length,
-                                                              addAssistant ? 1 : 0, buf, size, out len, out err));
+                {
+                    NativeMethods.specula_chat_options o = opts;
+                    return NativeMethods.specula_chat_format(model, tmpl, c.Length == 0 ? null : c, (UIntPtr)c.Length, &o,
+                                                             buf, size, out len, out err);
+                });
             }
         }
 

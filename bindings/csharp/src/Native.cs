@@ -193,6 +193,14 @@ namespace Specula
         }
 
         [StructLayout(LayoutKind.Sequential)]
+        internal struct specula_chat_options
+        {
+            public uint struct_size;
+            public int add_assistant;
+            public int enable_thinking;        // -1 the template's default, 1 think, 0 its empty thinking block
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
         internal struct specula_device_info
         {
             public uint struct_size;
@@ -483,6 +491,12 @@ namespace Specula
                                                                   specula_chat_message[] messages, UIntPtr n_messages,
                                                                   int add_assistant, [Out] byte[] buf, UIntPtr buf_size,
                                                                   out UIntPtr len, out ErrorHandle err);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void specula_chat_options_init(specula_chat_options* opts);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern Status specula_chat_format(ModelHandle model, byte[] tmpl, specula_chat_message[] messages,
+                                                          UIntPtr n_messages, specula_chat_options* opts, [Out] byte[] buf,
+                                                          UIntPtr buf_size, out UIntPtr len, out ErrorHandle err);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr specula_chat_template_detect(ModelHandle model, byte[] tmpl);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]

@@ -499,6 +499,10 @@ namespace Specula.Tests
             NativeMethods.specula_prompt_cache_options pc;
             NativeMethods.specula_prompt_cache_options_init(&pc);
             Assert.Equal((uint)sizeof(NativeMethods.specula_prompt_cache_options), pc.struct_size, "prompt cache options struct_size");
+            NativeMethods.specula_chat_options chat;
+            NativeMethods.specula_chat_options_init(&chat);
+            Assert.Equal((uint)sizeof(NativeMethods.specula_chat_options), chat.struct_size, "chat options struct_size");
+            Assert.Equal(-1, chat.enable_thinking, "default enable_thinking");
             NativeMethods.specula_synthetic_options syn;
             NativeMethods.specula_synthetic_options_init(&syn);
             Assert.Equal((uint)sizeof(NativeMethods.specula_synthetic_options), syn.struct_size, "synthetic options struct_size");
@@ -1554,6 +1558,10 @@ namespace Specula.Tests
             Assert.Equal("chatml", Model.DetectChatTemplate("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"),
                          "detect chatml");
             Assert.True(Model.DetectChatTemplate("no template here") == null, "nothing detected");
+            var hi = new[] { new ChatMessage("user", "hi") };
+            Assert.Equal("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+                         Model.FormatChat("qwen3", hi, false), "qwen3 with thinking off");
+            Assert.Equal(Model.ApplyChatTemplate("qwen3", hi), Model.FormatChat("qwen3", hi, true), "qwen3 with thinking on");
             Assert.Status(Status.Unsupported, () => Model.ApplyChatTemplate("no such family", messages), "unknown family");
             Assert.Throws<ArgumentException>(() => Model.ApplyChatTemplate("chatml", new[] { new ChatMessage(null, "x") }), "null role");
             using (Model model = LoadModel())

@@ -38,6 +38,11 @@ int main(void) {
     FIELD(specula_chat_message, role);
     FIELD(specula_chat_message, content);
 
+    STRUCT(specula_chat_options);
+    FIELD(specula_chat_options, struct_size);
+    FIELD(specula_chat_options, add_assistant);
+    FIELD(specula_chat_options, enable_thinking);
+
     STRUCT(specula_device_info);
     FIELD(specula_device_info, struct_size);
     FIELD(specula_device_info, backend);

@@ -100,7 +100,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 9
+#define SPECULA_VERSION_MINOR 10
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -333,8 +333,26 @@ SPECULA_API specula_status specula_chat_apply_template(const specula_model *mode
                                                        const specula_chat_message *messages, size_t n_messages,
                                                        int32_t add_assistant, char *buf, size_t buf_size, size_t *len,
                                                        specula_error **err);
+/* Options of specula_chat_format (since 0.10). */
+typedef struct specula_chat_options {
+    uint32_t struct_size;
+    int32_t add_assistant;    /* 1 (default): append the text that opens the assistant's reply */
+    int32_t enable_thinking;  /* templates with a thinking switch (qwen3; llama-server's chat_template_kwargs
+                                 enable_thinking): -1 (default) as the template does unasked, 1 think, 0 open the reply
+                                 with the template's empty thinking block. Families without a switch ignore it, as a
+                                 Jinja template ignores a variable it does not read. */
+} specula_chat_options;
+
+/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_chat_options). */
+SPECULA_API void specula_chat_options_init(specula_chat_options *opts);
+
+/* specula_chat_apply_template with options (opts = NULL: the defaults). Statuses as specula_chat_apply_template,
+ * and INVALID_ARGUMENT for an enable_thinking other than -1, 0, 1 or a struct_size below 4. Since 0.10. */
+SPECULA_API specula_status specula_chat_format(const specula_model *model, const char *tmpl, const specula_chat_message *messages,
+                                               size_t n_messages, const specula_chat_options *opts, char *buf,
+                                               size_t buf_size, size_t *len, specula_error **err);
 /* Name of the built-in family a template text (or, with tmpl = NULL, the model's template) belongs to, such as
- * "llama2", "llama3", "chatml", "phi3", "mistral-v7", "deepseek"; NULL if none is recognised. Static storage. */
+ * "llama2", "llama3", "chatml", "qwen3", "phi3", "mistral-v7", "deepseek"; NULL if none is recognised. Static storage. */
 SPECULA_API const char *specula_chat_template_detect(const specula_model *model, const char *tmpl);
 /* The i-th built-in template name, or NULL past the end (to list them). Static storage. */
 SPECULA_API const char *specula_chat_template_builtin(int32_t index);

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -394,11 +395,19 @@ public:
     /// a built-in family name or template text. Append the result with ADD_SPECIAL | PARSE_SPECIAL.
     std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>> &role_content,
                                     bool add_assistant = true, const std::string &tmpl = {}) const {
+        return apply_chat_template(role_content, tmpl, add_assistant, std::nullopt);
+    }
+    /// The same with the template's thinking switch (qwen3's enable_thinking): nullopt leaves it to the template.
+    std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>> &role_content, const std::string &tmpl,
+                                    bool add_assistant, std::optional<bool> enable_thinking) const {
         std::vector<specula_chat_message> messages;
         for (const auto &[role, content] : role_content) messages.push_back({role.c_str(), content.c_str()});
+        specula_chat_options opts;
+        specula_chat_options_init(&opts);
+        opts.add_assistant = add_assistant ? 1 : 0;
+        opts.enable_thinking = enable_thinking ? (*enable_thinking ? 1 : 0) : -1;
         return detail::fetch_text([&](char *buf, size_t size, size_t *len, specula_error **err) {
-            return specula_chat_apply_template(m_, tmpl.empty() ? nullptr : tmpl.c_str(), messages.data(), messages.size(),
-                                               add_assistant ? 1 : 0, buf, size, len, err);
+            return specula_chat_format(m_, tmpl.empty() ? nullptr : tmpl.c_str(), messages.data(), messages.size(), &opts, buf, size, len, err);
         });
     }
 

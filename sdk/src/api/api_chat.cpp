@@ -29,10 +29,21 @@ std::string template_text(const specula_model *model, const char *tmpl) {
 
 extern "C" {
 
-specula_status specula_chat_apply_template(const specula_model *model, const char *tmpl, const specula_chat_message *messages,
-                                           size_t n_messages, int32_t add_assistant, char *buf, size_t buf_size, size_t *len,
-                                           specula_error **err) {
+void specula_chat_options_init(specula_chat_options *opts) {
+    if (opts == nullptr) return;
+    *opts = specula_chat_options{};
+    opts->struct_size = sizeof *opts;
+    opts->add_assistant = 1;
+    opts->enable_thinking = -1;
+}
+
+specula_status specula_chat_format(const specula_model *model, const char *tmpl, const specula_chat_message *messages, size_t n_messages,
+                                   const specula_chat_options *opts, char *buf, size_t buf_size, size_t *len, specula_error **err) {
     return guarded(err, [&] {
+        specula_chat_options defaults;
+        specula_chat_options_init(&defaults);
+        const specula_chat_options o = read_options(opts, defaults, "opts");
+        require_arg(o.enable_thinking >= -1 && o.enable_thinking <= 1, "opts->enable_thinking is not -1, 0 or 1");
         require_arg(messages != nullptr || n_messages == 0, "messages is NULL");
         std::vector<chat::Message> chat_messages;
         chat_messages.reserve(n_messages);
@@ -45,8 +56,18 @@ specula_status specula_chat_apply_template(const specula_model *model, const cha
             chat_messages.push_back({m.role, m.content});
         }
         const chat::Family family = chat::require_family(template_text(model, tmpl));
-        copy_text(chat::apply(family, chat_messages, add_assistant != 0), buf, buf_size, len);
+        const chat::Thinking thinking = o.enable_thinking < 0 ? chat::Thinking::Default : o.enable_thinking ? chat::Thinking::On : chat::Thinking::Off;
+        copy_text(chat::apply(family, chat_messages, o.add_assistant != 0, thinking), buf, buf_size, len);
     });
+}
+
+specula_status specula_chat_apply_template(const specula_model *model, const char *tmpl, const specula_chat_message *messages,
+                                           size_t n_messages, int32_t add_assistant, char *buf, size_t buf_size, size_t *len,
+                                           specula_error **err) {
+    specula_chat_options opts;
+    specula_chat_options_init(&opts);
+    opts.add_assistant = add_assistant;
+    return specula_chat_format(model, tmpl, messages, n_messages, &opts, buf, buf_size, len, err);
 }
 
 const char *specula_chat_template_detect(const specula_model *model, const char *tmpl) {

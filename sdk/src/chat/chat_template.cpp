@@ -17,7 +17,7 @@ namespace {
 struct FamilyName {
     const char *name;
     Family family;
-    bool by_name;  // accepted by from_name and listed by builtin_names (llama.cpp's LLM_CHAT_TEMPLATES)
+    bool by_name;  // accepted by from_name and listed by builtin_names (llama.cpp's LLM_CHAT_TEMPLATES, then ours)
 };
 
 // Byte-wise sorted by name: the order of llama.cpp's std::map, which llama_chat_builtin_templates lists.
@@ -71,6 +71,8 @@ constexpr std::array kFamilies{
     FamilyName{"vicuna-orca", Family::VicunaOrca, true},
     FamilyName{"yandex", Family::Yandex, true},
     FamilyName{"zephyr", Family::Zephyr, true},
+    // Specula's own, after llama.cpp's: families whose templates llama.cpp's built-in formatter gets wrong.
+    FamilyName{"qwen3", Family::Qwen3, true},
 };
 
 const std::vector<const char *> &builtin_name_list() {
@@ -137,6 +139,9 @@ std::optional<Family> detect(const std::string &tmpl) {
     auto has = [&tmpl](const char *needle) { return tmpl.find(needle) != std::string::npos; };
     // Each test below is llama.cpp's, in its order; earlier tests win, so none may be reordered.
     if (has("<|im_start|>")) {
+        // Qwen3's hybrid-thinking template (Qwen3 0.6B-32B, Qwen3-30B-A3B): chatml turns with its <think> rules.
+        // Not llama.cpp's test (it formats these as chatml, which matches them only for a single turn).
+        if (has("enable_thinking") && has("</think>") && has("last_query_index")) return Family::Qwen3;
         // SmolVLM uses <|im_start|> as its BOS, but its turns are not chatml
         return has("<|im_sep|>") ? Family::Phi4 : has("<end_of_utterance>") ? Family::Smolvlm : Family::Chatml;
     }
@@ -203,11 +208,13 @@ Family require_family(const std::string &template_text_or_name) {
     throw Error(SPECULA_ERR_UNSUPPORTED, "chat template not recognised: " + excerpt(template_text_or_name));
 }
 
-std::string apply(Family tmpl, std::span<const Message> chat, bool add_ass) {
+std::string apply(Family tmpl, std::span<const Message> chat, bool add_ass, Thinking thinking) {
     // Each branch is llama.cpp's, with std::string appends instead of a stringstream (same bytes). Variable
     // names follow llama.cpp's (add_ass, is_inside_turn, ...) so the two can be read side by side.
     std::string ss;
     switch (tmpl) {
+    case Family::Qwen3: return apply_qwen3(chat, add_ass, thinking);  // Specula's own (chat_qwen3.cpp)
+
     case Family::Chatml:
         for (const Message &m : chat) ss.append("<|im_start|>").append(m.role).append("\n").append(m.content).append("<|im_end|>\n");
         if (add_ass) ss += "<|im_start|>assistant\n";

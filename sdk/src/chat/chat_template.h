@@ -64,7 +64,13 @@ enum class Family {
     SeedOss,
     Grok2,
     PanguEmbed,
+    Qwen3,  // Specula's own (chat_qwen3.cpp): llama.cpp formats Qwen3's template as chatml, without its <think> rules
 };
+
+// Whether the reply opens with thinking, for templates that have such a switch (Qwen3's enable_thinking, which
+// llama-server takes as chat_template_kwargs). Families without one ignore it, as a Jinja template ignores a
+// variable it does not read.
+enum class Thinking { Default, On, Off };
 
 // One message of a conversation. Views: the caller keeps the text alive for the call.
 struct Message {
@@ -72,15 +78,15 @@ struct Message {
     std::string_view content;
 };
 
-// llama.cpp's name for a family ("chatml", "llama2-sys", "mistral-v7", ...). Static storage.
+// llama.cpp's name for a family (or Specula's, for the families llama.cpp's table lacks: "qwen3") ("chatml", "llama2-sys", "mistral-v7", ...). Static storage.
 const char *name(Family family);
 
 // The family whose built-in name is exactly `name`; nullopt for anything else. Dots1 has no built-in name (as
 // in llama.cpp, where "dots1" is not in LLM_CHAT_TEMPLATES), so name(Dots1) is reported but not accepted here.
 std::optional<Family> from_name(std::string_view name);
 
-// The names from_name accepts, in the order llama.cpp's llama_chat_builtin_templates lists them (byte-wise
-// sorted, since llama.cpp keeps them in a std::map).
+// The names from_name accepts: llama.cpp's, in the order its llama_chat_builtin_templates lists them (byte-wise
+// sorted, since llama.cpp keeps them in a std::map), then Specula's own ("qwen3").
 std::span<const char *const> builtin_names();
 
 // llm_chat_detect_template: a built-in name first, then the substring heuristics, in llama.cpp's order (the
@@ -94,6 +100,9 @@ Family require_family(const std::string &template_text_or_name);
 // reply, for the families that have such a prefix (some, like llama2 and the mistral ones, end every user turn
 // with it anyway and ignore the flag, as llama.cpp does). Roles a family has no place for are left out or
 // treated as that family's default turn, exactly as llama.cpp does, so the text stays byte-identical.
-std::string apply(Family family, std::span<const Message> messages, bool add_assistant);
+std::string apply(Family family, std::span<const Message> messages, bool add_assistant, Thinking thinking = Thinking::Default);
+
+// Qwen3's template (chat_qwen3.cpp), byte-identical to its Jinja for role/content messages.
+std::string apply_qwen3(std::span<const Message> messages, bool add_assistant, Thinking thinking);
 
 }  // namespace specula::internal::chat

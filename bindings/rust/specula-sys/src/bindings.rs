@@ -4,7 +4,7 @@
 // Regenerate with `bash bindings/rust/specula-sys/generate.sh` after changing the header.
 
 pub const SPECULA_VERSION_MAJOR : u32 = 0 ;
-pub const SPECULA_VERSION_MINOR : u32 = 9 ;
+pub const SPECULA_VERSION_MINOR : u32 = 10 ;
 pub const SPECULA_VERSION_PATCH : u32 = 0 ;
 pub const SPECULA_ABI_VERSION : u32 = 1 ;
 pub const SPECULA_TOKEN_NULL : i32 = - 1 ;
@@ -117,6 +117,13 @@ extern "C" { pub fn specula_model_pre_tokenizer (model : * const specula_model) 
     fn test_field_role () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_chat_message > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . role) as usize - ptr as usize } , 0usize , concat ! ("Offset of field: " , stringify ! (specula_chat_message) , "::" , stringify ! (role))) ; } test_field_role () ;
     fn test_field_content () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_chat_message > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . content) as usize - ptr as usize } , 8usize , concat ! ("Offset of field: " , stringify ! (specula_chat_message) , "::" , stringify ! (content))) ; } test_field_content () ; }
 extern "C" { pub fn specula_chat_apply_template (model : * const specula_model , tmpl : * const :: std :: os :: raw :: c_char , messages : * const specula_chat_message , n_messages : usize , add_assistant : i32 , buf : * mut :: std :: os :: raw :: c_char , buf_size : usize , len : * mut usize , err : * mut * mut specula_error) -> specula_status ; }
+# [repr (C)] # [derive (Debug , Copy , Clone)] pub struct specula_chat_options { pub struct_size : u32 , pub add_assistant : i32 , pub enable_thinking : i32 , }
+# [test] fn bindgen_test_layout_specula_chat_options () { assert_eq ! (:: std :: mem :: size_of :: < specula_chat_options > () , 12usize , concat ! ("Size of: " , stringify ! (specula_chat_options))) ; assert_eq ! (:: std :: mem :: align_of :: < specula_chat_options > () , 4usize , concat ! ("Alignment of " , stringify ! (specula_chat_options))) ;
+    fn test_field_struct_size () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_chat_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . struct_size) as usize - ptr as usize } , 0usize , concat ! ("Offset of field: " , stringify ! (specula_chat_options) , "::" , stringify ! (struct_size))) ; } test_field_struct_size () ;
+    fn test_field_add_assistant () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_chat_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . add_assistant) as usize - ptr as usize } , 4usize , concat ! ("Offset of field: " , stringify ! (specula_chat_options) , "::" , stringify ! (add_assistant))) ; } test_field_add_assistant () ;
+    fn test_field_enable_thinking () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_chat_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . enable_thinking) as usize - ptr as usize } , 8usize , concat ! ("Offset of field: " , stringify ! (specula_chat_options) , "::" , stringify ! (enable_thinking))) ; } test_field_enable_thinking () ; }
+extern "C" { pub fn specula_chat_options_init (opts : * mut specula_chat_options) ; }
+extern "C" { pub fn specula_chat_format (model : * const specula_model , tmpl : * const :: std :: os :: raw :: c_char , messages : * const specula_chat_message , n_messages : usize , opts : * const specula_chat_options , buf : * mut :: std :: os :: raw :: c_char , buf_size : usize , len : * mut usize , err : * mut * mut specula_error) -> specula_status ; }
 extern "C" { pub fn specula_chat_template_detect (model : * const specula_model , tmpl : * const :: std :: os :: raw :: c_char) -> * const :: std :: os :: raw :: c_char ; }
 extern "C" { pub fn specula_chat_template_builtin (index : i32) -> * const :: std :: os :: raw :: c_char ; }
 # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct specula_device_info { pub struct_size : u32 , pub backend : i32 , pub index : i32 , pub name : [:: std :: os :: raw :: c_char ; 256usize] , pub total_memory : u64 , pub free_memory : u64 , pub compute_capability : i32 , pub multiprocessors : i32 , pub peak_bandwidth_gbs : f64 , }

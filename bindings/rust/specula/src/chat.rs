@@ -54,6 +54,48 @@ pub fn apply_template(model: Option<&Model>, template: Option<&str>, messages: &
     })
 }
 
+/// Options of [`format`] (`specula_chat_options`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChatOptions {
+    /// Append the text that opens the assistant's reply (default true).
+    pub add_assistant: bool,
+    /// The template's thinking switch (qwen3's `enable_thinking`): `None` (default) leaves it to the template,
+    /// `Some(false)` opens the reply with its empty thinking block. Families without a switch ignore it.
+    pub enable_thinking: Option<bool>,
+}
+
+impl Default for ChatOptions {
+    fn default() -> ChatOptions {
+        ChatOptions { add_assistant: true, enable_thinking: None }
+    }
+}
+
+/// [`apply_template`] with options (`specula_chat_format`, since 0.10).
+pub fn format(model: Option<&Model>, template: Option<&str>, messages: &[ChatMessage], options: &ChatOptions) -> Result<String> {
+    let ctmpl = match template {
+        Some(t) => Some(util::cstring(t, "chat template")?),
+        None => None,
+    };
+    let mut owned: Vec<(CString, CString)> = Vec::with_capacity(messages.len());
+    for m in messages {
+        owned.push((util::cstring(&m.role, "chat role")?, util::cstring(&m.content, "chat content")?));
+    }
+    let cmsgs: Vec<sys::specula_chat_message> =
+        owned.iter().map(|(r, c)| sys::specula_chat_message { role: r.as_ptr(), content: c.as_ptr() }).collect();
+    let mp = model.map_or(ptr::null(), |m| m.as_raw() as *const sys::specula_model);
+    let tp = ctmpl.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+    let mut copts: sys::specula_chat_options = unsafe { std::mem::zeroed() };
+    unsafe { sys::specula_chat_options_init(&mut copts) };
+    copts.add_assistant = options.add_assistant as i32;
+    copts.enable_thinking = match options.enable_thinking {
+        None => -1,
+        Some(on) => on as i32,
+    };
+    util::fetch_text(|buf, size, len, err| unsafe {
+        sys::specula_chat_format(mp, tp, cmsgs.as_ptr(), cmsgs.len(), &copts, buf, size, len, err)
+    })
+}
+
 /// The built-in family a template text (or, with `template = None`, the model's template) belongs to, such as
 /// "llama3" or "chatml"; `None` if none is recognised.
 pub fn detect_template(model: Option<&Model>, template: Option<&str>) -> Option<String> {

@@ -86,7 +86,7 @@ mod util;
 
 pub use specula_sys as sys;
 
-pub use crate::chat::{apply_template as apply_chat_template, builtin_templates, detect_template, ChatMessage};
+pub use crate::chat::{apply_template as apply_chat_template, builtin_templates, detect_template, format as format_chat, ChatMessage, ChatOptions};
 pub use crate::device::{backend_check, device_count, devices, DeviceInfo};
 pub use crate::error::{Error, Result, Status};
 pub use crate::log::{clear_logger, set_logger, LogLevel};

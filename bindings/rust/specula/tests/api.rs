@@ -196,6 +196,13 @@ fn chat_templates() {
     assert_eq!(err.status(), Status::Unsupported, "{}", err);
     let err = specula::apply_chat_template(None, None, &messages, true).unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
+    // Qwen3's thinking switch through specula_chat_format.
+    let user = [ChatMessage::user("hi")];
+    let off = specula::ChatOptions { enable_thinking: Some(false), ..Default::default() };
+    let text = specula::format_chat(None, Some("qwen3"), &user, &off).unwrap();
+    assert_eq!(text, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    let text = specula::format_chat(None, Some("qwen3"), &user, &specula::ChatOptions::default()).unwrap();
+    assert_eq!(text, specula::apply_chat_template(None, Some("qwen3"), &user, true).unwrap());
 }
 
 #[test]
