@@ -3,6 +3,7 @@
 #include "attention_kernels.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 namespace specula::internal {
@@ -57,6 +58,10 @@ void BlockAttention::fold(size_t row, const AttentionQuery &q, const Block &bloc
     float *scores = scores_.data();
     if (block.k16) attention_scores(q.q, hd_, scale, block.k16, block.stride, count, scores);
     else attention_scores(q.q, hd_, scale, block.k, block.stride, count, scores);
+    if (softcap_ > 0.0f) {  // llama.cpp's order: scale by 1 / cap, tanh, scale by cap
+        const float inv = 1.0f / softcap_;
+        for (int32_t t = 0; t < count; ++t) scores[t] = std::tanh(scores[t] * inv) * softcap_;
+    }
     float block_max = scores[0];
     for (int32_t t = 1; t < count; ++t) block_max = std::max(block_max, scores[t]);
     float &m = max_[row], &l = sum_[row];
@@ -78,29 +83,51 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
     const size_t nq = queries.size();
     max_.assign(nq, -INFINITY);
     sum_.assign(nq, 0.0f);
-    int32_t shared_blocks = 0;
-    for (const AttentionQuery &q : queries) {
-        std::fill(q.out, q.out + hd_, 0.0f);
-        shared_blocks = std::max(shared_blocks, q.run / B);
-    }
-    // The blocks inside the contiguous runs: read once, folded into every row that reaches them.
-    for (int32_t b = 0; b < shared_blocks; ++b) {
-        size_t readers = 0;
-        for (const AttentionQuery &q : queries) readers += q.run / B > b;
-        const Block block = load(keys, values, first, b * B, nullptr, B, readers);
-        for (size_t r = 0; r < nq; ++r)
-            if (queries[r].run / B > b) fold(r, queries[r], block, B, scale);
-    }
-    // Each row's remaining keys: the partial block of its run, then its listed slots, in blocks of B.
-    for (size_t r = 0; r < nq; ++r) {
-        const AttentionQuery &q = queries[r];
+    // Row r's keys have logical positions [from, end): slot s for from <= s < run, then its listed slots from
+    // base = max(from, run) on (a window that starts past the run keeps only its last listed slots, which sit at
+    // those positions). The blocks [lo_block, hi_block) lie inside its run and are shared; the keys before (a
+    // window's partial first block) and after them are gathered in blocks cut at the multiples of B.
+    auto base_of = [](const AttentionQuery &q) { return std::max(q.from, q.run); };
+    auto end_of = [&](const AttentionQuery &q) { return base_of(q) + q.n_extra; };
+    auto lo_block = [&](const AttentionQuery &q) { return (q.from + B - 1) / B; };
+    auto hi_block = [&](const AttentionQuery &q) { return std::max(q.run / B, lo_block(q)); };
+    auto gather = [&](const AttentionQuery &q, int32_t lo, int32_t hi) {  // logical positions [lo, hi)
         tail_.clear();
-        for (int32_t s = (q.run / B) * B; s < q.run; ++s) tail_.push_back(s);
-        tail_.insert(tail_.end(), q.extra, q.extra + q.n_extra);
+        const int32_t base = base_of(q);
+        for (int32_t s = lo; s < hi; ++s) tail_.push_back(s < q.run ? s : q.extra[s - base]);
+    };
+    auto fold_gathered = [&](size_t r, const AttentionQuery &q) {
         for (size_t t0 = 0; t0 < tail_.size(); t0 += B) {
             const int32_t count = int32_t(std::min(tail_.size() - t0, size_t(B)));
             fold(r, q, load(keys, values, first, 0, tail_.data() + t0, count, 1), count, scale);
         }
+    };
+    int32_t shared_lo = INT32_MAX, shared_hi = 0;
+    for (size_t r = 0; r < nq; ++r) {
+        const AttentionQuery &q = queries[r];
+        std::fill(q.out, q.out + hd_, 0.0f);
+        shared_lo = std::min(shared_lo, lo_block(q));
+        shared_hi = std::max(shared_hi, hi_block(q));
+        // A window's first partial block (up to the next multiple of B, or the end of its keys).
+        if (q.from % B != 0) {
+            gather(q, q.from, std::min(lo_block(q) * B, end_of(q)));
+            fold_gathered(r, q);
+        }
+    }
+    // The blocks inside the contiguous runs: read once, folded into every row that reaches them.
+    for (int32_t b = shared_lo; b < shared_hi; ++b) {
+        size_t readers = 0;
+        for (const AttentionQuery &q : queries) readers += lo_block(q) <= b && b < hi_block(q);
+        if (readers == 0) continue;
+        const Block block = load(keys, values, first, b * B, nullptr, B, readers);
+        for (size_t r = 0; r < nq; ++r)
+            if (lo_block(queries[r]) <= b && b < hi_block(queries[r])) fold(r, queries[r], block, B, scale);
+    }
+    // Each row's remaining keys: the partial block of its run, then its listed slots, in blocks of B.
+    for (size_t r = 0; r < nq; ++r) {
+        const AttentionQuery &q = queries[r];
+        gather(q, std::max(hi_block(q) * B, q.from), end_of(q));
+        fold_gathered(r, q);
         if (sum_[r] > 0.0f) {
             const float inv = 1.0f / sum_[r];
             for (int32_t j = 0; j < hd_; ++j) q.out[j] *= inv;

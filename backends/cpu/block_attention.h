@@ -9,6 +9,10 @@
 // softmax (running max, running sum, weighted values), always in block order. The rest of a row's keys (the last
 // partial block of the run plus its listed slots) are gathered into blocks of the same size and folded the same way.
 //
+// A row with a sliding window sees [from, run) instead: its keys are still cut at the multiples of B of their
+// logical position (slot s is position s, and the listed slots continue the run), so the blocks from
+// ceil(from / B) on are the shared ones, and the partial block before them is gathered and folded first.
+//
 // So a row's arithmetic depends only on its own key sequence, never on which other rows share the batch: a tree
 // node's output is bit-identical to decoding its path one token at a time (the lossless invariant), while the
 // prefix costs one read per KV head per round instead of one per node.
@@ -28,9 +32,10 @@ constexpr int32_t kAttentionBlock = 64;
 struct AttentionQuery {
     const float *q = nullptr;      // hd floats (one head, after RoPE)
     float *out = nullptr;          // hd floats: the softmax-weighted mean of the values (zeros without keys)
-    int32_t run = 0;               // sees slots [0, run) ...
+    int32_t run = 0;               // sees slots [from, run) ...
     const int32_t *extra = nullptr;  // ... then these slots, in order
     int32_t n_extra = 0;
+    int32_t from = 0;              // a sliding window's first slot (0: the whole run)
 };
 
 // Scratch for one thread; sizes depend on hd only. Construct it where it stays (emplace): a copy keeps the
@@ -42,6 +47,9 @@ public:
     // Attention of every query over its keys: element range [first, first + hd) of each key and value row (one KV
     // head), scores scaled by `scale`.
     void run(const KvView &keys, const KvView &values, int32_t first, float scale, std::span<const AttentionQuery> queries);
+
+    // Scores become cap * tanh(score / cap) before the softmax (gemma2); 0: as they are.
+    void set_softcap(float cap) { softcap_ = cap; }
 
     size_t bytes() const;
     // Makes room for calls of up to `rows` queries, and for rows with up to `keys` listed slots, so later calls
@@ -62,6 +70,7 @@ private:
     void fold(size_t row, const AttentionQuery &q, const Block &block, int32_t count, float scale);
 
     int32_t hd_;
+    float softcap_ = 0.0f;
     std::vector<float> k_, v_, scores_;
     std::vector<float> max_, sum_;  // per query row
     std::vector<int32_t> tail_;     // one row's gathered slots

@@ -81,7 +81,8 @@ bool CpuExecutor::run_rows(int32_t stage, const BatchRows &rows, int32_t first, 
             for (int32_t r = first; r < end; ++r) add(row(op.dst, r), op.weight->floats(), tensor(op.dst).width);
             break;
         case OpKind::Rope:
-            for (int32_t r = first; r < end; ++r) rope(row(op.dst, r), op.n_heads, g.hp, g.rope_freq_factors, rows.positions()[r]);
+            for (int32_t r = first; r < end; ++r)
+                rope(row(op.dst, r), op.n_heads, op.sliding ? g.hp_sliding : g.hp, op.sliding ? no_factors_ : g.rope_freq_factors, rows.positions()[r]);
             break;
         case OpKind::StoreKv:
             for (const StoreRun &s : rows.stores)
@@ -91,6 +92,9 @@ bool CpuExecutor::run_rows(int32_t stage, const BatchRows &rows, int32_t first, 
         case OpKind::Attention: attention(op, rows, first, count); break;
         case OpKind::SwiGlu: swiglu(row(op.dst, first), row(op.src, first), int64_t(count) * tensor(op.dst).width); break;
         case OpKind::Add: add(row(op.dst, first), row(op.src, first), int64_t(count) * tensor(op.dst).width); break;
+        case OpKind::GeGlu: geglu(row(op.dst, first), row(op.src, first), int64_t(count) * tensor(op.dst).width); break;
+        case OpKind::Scale: scale(row(op.dst, first), op.value, int64_t(count) * tensor(op.dst).width); break;
+        case OpKind::SoftCap: softcap(row(op.dst, first), op.value, int64_t(count) * tensor(op.dst).width); break;
         }
     }
     return true;
@@ -118,9 +122,10 @@ void CpuExecutor::attention(const Op &op, const BatchRows &rows, int32_t first, 
             const int32_t *extra = n_extra > 0 ? rows.extra(list, i) : nullptr;
             for (int32_t gi = 0; gi < group; ++gi) {
                 const int64_t h = int64_t(kv_head) * group + gi;
-                queries.push_back(AttentionQuery{q + h * hd, out + h * hd, rows.run_of(list, i), extra, n_extra});
+                queries.push_back(AttentionQuery{q + h * hd, out + h * hd, rows.run_of(list, i), extra, n_extra, rows.run_from(list, i)});
             }
         }
+        block_attention_[size_t(thread)].set_softcap(op.value);
         block_attention_[size_t(thread)].run(keys, values, kv_head * hd, scale, queries);
     };
     const int64_t tasks = int64_t(hp.n_head_kv) * chunks;

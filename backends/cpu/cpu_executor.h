@@ -68,6 +68,7 @@ private:
     std::vector<BlockAttention> block_attention_;              // per thread
     std::vector<std::vector<AttentionQuery>> queries_;        // per thread
     std::vector<uint8_t> quant_scratch_;
+    const std::vector<float> no_factors_;  // a sliding layer's RoPE has no frequency factors
 };
 
 }  // namespace specula::internal

@@ -36,13 +36,13 @@ std::unique_ptr<TargetRunner> CpuRunner::make_draft_runner(std::shared_ptr<const
 }
 
 bool CpuRunner::evaluate(const int32_t *tokens, int32_t n, int32_t n_past, float *logits, bool all_logits) {
-    plan_causal_rows(rows_, tokens, n, n_past);
+    plan_causal_rows(rows_, tokens, n, n_past, exec_->graph().sliding_window);
     return forward(all_logits ? 0 : n - 1, logits);
 }
 
 bool CpuRunner::evaluate_tree(const int32_t *tokens, int32_t n, int32_t n_past, int32_t tree_offset, const int32_t *positions,
                           const uint8_t *mask, float *logits) {
-    plan_tree_rows(rows_, tokens, n, n_past, tree_offset, positions, mask, tree_offset + n);
+    plan_tree_rows(rows_, tokens, n, n_past, tree_offset, positions, mask, tree_offset + n, exec_->graph().sliding_window);
     // Without logits the nodes' normed states stay in the graph's hidden rows: tree_logits() computes the rows a
     // verifier visits.
     return forward(0, logits);

@@ -26,6 +26,23 @@ void swiglu(float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void geglu(float *gate, const float *up, int64_t n) {
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;  // ggml's GELU constants
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = gate[i];
+        gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x))) * up[i];
+    }
+}
+
+void scale(float *x, float factor, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
+void softcap(float *x, float cap, int64_t n) {
+    const float inv = 1.0f / cap;
+    for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
+}
+
 void add(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }

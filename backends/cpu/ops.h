@@ -23,6 +23,12 @@ void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &fr
 
 // gate = silu(gate) * up, element-wise.
 void swiglu(float *gate, const float *up, int64_t n);
+// gate[i] = gelu(gate[i]) * up[i], GELU with the tanh approximation in ggml's form (gemma's GeGLU).
+void geglu(float *gate, const float *up, int64_t n);
+// x[i] *= factor.
+void scale(float *x, float factor, int64_t n);
+// x[i] = cap * tanh(x[i] * (1 / cap)) (gemma2's soft-capping, in llama.cpp's order: scale, tanh, scale).
+void softcap(float *x, float cap, int64_t n);
 
 void add(float *x, const float *y, int64_t n);
 

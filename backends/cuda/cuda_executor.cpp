@@ -57,11 +57,16 @@ bool CudaExecutor::supports(const Op &op) {
     case OpKind::RmsNorm:
     case OpKind::MatMul:
     case OpKind::AddBias:
-    case OpKind::Rope:
     case OpKind::StoreKv:
-    case OpKind::Attention:
     case OpKind::SwiGlu:
     case OpKind::Add: return true;
+    // Not yet here: sliding-window layers (their own RoPE table and windowed key lists), soft-capped scores and
+    // gemma's GeGLU, scaling and soft-capping; a graph with them runs on the CPU.
+    case OpKind::Rope: return !op.sliding;
+    case OpKind::Attention: return !op.sliding && op.value == 0.0f;
+    case OpKind::GeGlu:
+    case OpKind::Scale:
+    case OpKind::SoftCap: return false;
     }
     return false;
 }
@@ -79,7 +84,7 @@ CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows,
     require(g.hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "CUDA: head_dim " + std::to_string(g.hp.head_dim) + " > 256 is not supported");
     for (const std::vector<Op> &stage : g.stages)
         for (const Op &op : stage)
-            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("CUDA: the operation '") + op_kind_name(op.kind) + "' is not implemented");
+            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("CUDA: the operation '") + op_kind_name(op.kind) + (op.sliding ? " (sliding window)" : op.kind == OpKind::Attention && op.value != 0.0f ? " (soft-capped)" : "") + "' is not implemented");
     check(cudaSetDevice(ctx_.device), "cudaSetDevice");
     if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_TOPK")) device_topk_ = std::strcmp(env, "0") != 0;
 
@@ -218,6 +223,9 @@ bool CudaExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first, 
         case OpKind::Attention: attention(op, rows, first, count, how); break;
         case OpKind::SwiGlu: swiglu(row(op.dst, first), row(op.src, first), int64_t(count) * w, st); break;
         case OpKind::Add: add(row(op.dst, first), row(op.src, first), int64_t(count) * w, st); break;
+        case OpKind::GeGlu:
+        case OpKind::Scale:
+        case OpKind::SoftCap: break;  // refused by supports(): never in a graph this executor was made for
         }
     }
     return true;

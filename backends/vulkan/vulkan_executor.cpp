@@ -44,11 +44,16 @@ bool VulkanExecutor::supports(const Op &op) {
     case OpKind::RmsNorm:
     case OpKind::MatMul:
     case OpKind::AddBias:
-    case OpKind::Rope:
     case OpKind::StoreKv:
-    case OpKind::Attention:
     case OpKind::SwiGlu:
     case OpKind::Add: return true;
+    // Not yet here: sliding-window layers (their own RoPE table and windowed key lists), soft-capped scores and
+    // gemma's GeGLU, scaling and soft-capping; a graph with them runs on the CPU.
+    case OpKind::Rope: return !op.sliding;
+    case OpKind::Attention: return !op.sliding && op.value == 0.0f;
+    case OpKind::GeGlu:
+    case OpKind::Scale:
+    case OpKind::SoftCap: return false;
     }
     return false;
 }
@@ -66,7 +71,7 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
     require(g.hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "Vulkan: head_dim " + std::to_string(g.hp.head_dim) + " > 256 is not supported");
     for (const std::vector<Op> &stage : g.stages)
         for (const Op &op : stage)
-            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("Vulkan: the operation '") + op_kind_name(op.kind) + "' is not implemented");
+            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("Vulkan: the operation '") + op_kind_name(op.kind) + (op.sliding ? " (sliding window)" : op.kind == OpKind::Attention && op.value != 0.0f ? " (soft-capped)" : "") + "' is not implemented");
     const std::shared_ptr<Device> &dev = ctx_.stream->shared_device();
     const auto buf = [&](size_t bytes, const char *what) { return Buffer(dev, std::max<size_t>(bytes, 16), Buffer::Kind::Device, what); };
 
@@ -183,6 +188,9 @@ bool VulkanExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first
         case OpKind::Attention: attention(op, rows, F, C, how); break;
         case OpKind::SwiGlu: swiglu(st, row(op.dst, F), row(op.src, F), C * w); break;
         case OpKind::Add: add(st, row(op.dst, F), row(op.src, F), C * w); break;
+        case OpKind::GeGlu:
+        case OpKind::Scale:
+        case OpKind::SoftCap: break;  // refused by supports(): never in a graph this executor was made for
         }
     }
     return true;

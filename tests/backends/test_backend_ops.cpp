@@ -20,6 +20,7 @@
 #include "backends/cpu/cpu_runner.h"
 #include "common/fixture_files.h"
 #include "common/test_inputs.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
@@ -268,7 +269,9 @@ std::shared_ptr<const Model> synthetic(const std::string &shape_name, const std:
 
 // On every backend: a prompt's 20 rows of logits within the backend's tolerance of the CPU's, and a tree's nodes
 // with decoding's logits bit for bit (the lossless invariant).
-void check_on_every_backend(const std::shared_ptr<const Model> &model, const std::string &what) {
+// refused_by: a backend (by name) expected to refuse the model, with UNSUPPORTED naming what it lacks.
+void check_on_every_backend(const std::shared_ptr<const Model> &model, const std::string &what,
+                            const std::function<const char *(const BackendUnderTest &)> &refused_by = {}) {
     const int32_t n_vocab = model->hparams().n_vocab;
     std::vector<int32_t> tokens(24);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(3 + (i * 37) % size_t(n_vocab - 3));
@@ -286,6 +289,17 @@ void check_on_every_backend(const std::shared_ptr<const Model> &model, const std
     for (int32_t i = 0; i < tree.size(); ++i) positions[size_t(i)] = 20 + tree.depth(i);
     for (const BackendUnderTest &be : backends_under_test()) {
         SECTION(be.name) {
+            if (const char *lacks = refused_by ? refused_by(be) : nullptr) {
+                INFO(be.name << " refuses " << what);
+                try {
+                    be.make(model, kCtx, pool);
+                    FAIL(be.name << " made a runner for " << what);
+                } catch (const Error &e) {
+                    CHECK(e.status() == SPECULA_ERR_UNSUPPORTED);
+                    CHECK_THAT(e.what(), Catch::Matchers::Contains(lacks));
+                }
+                return;
+            }
             auto r = be.make(model, kCtx, pool);
             std::vector<float> got(want.size());
             REQUIRE(r->eval(tokens.data(), 20, 0, got.data(), true));
@@ -352,4 +366,56 @@ TEST_CASE("backend ops: qwen3 (per-head query and key norms, heads wider than n_
     for (const Op &op : graph->stages[size_t(kBodyStage)]) head_norms += op.kind == OpKind::RmsNorm && op.n_heads > 1;
     CHECK(head_norms == 2 * hp.n_layer);
     check_on_every_backend(model, "qwen3");
+}
+
+TEST_CASE("backend ops: gemma3 (sliding-window layers with their own RoPE, GeGLU, scaled embeddings, post-norms) on the CPU, "
+          "CUDA and Vulkan refuse it by name",
+          "[backend-ops][graph][gemma3]") {
+    // tiny-gemma3: layers 0-4 and 6-7 local (a window of 16 positions, RoPE base 1e4), layer 5 global (base 1e6,
+    // linear scaling x8). The checks' 20 prompt rows and the tree at position 20 cross the window.
+    const auto model = synthetic("tiny-gemma3");
+    const HParams &hp = model->hparams();
+    REQUIRE(hp.arch == Architecture::Gemma3);
+    REQUIRE(hp.n_swa == 16);
+    REQUIRE(model->weights().layers[0].attn_post_norm);
+    const auto graph = build_model_graph(model);
+    CHECK(graph->sliding_window == 16);
+    CHECK(graph->hp_sliding.rope_freq_base == 10000.0f);
+    CHECK(graph->hp.rope_freq_scale == 0.125f);
+    int32_t sliding_attention = 0, sliding_rope = 0, geglu = 0, scale = 0;
+    for (const Op &op : graph->stages[size_t(kBodyStage)]) {
+        sliding_attention += op.kind == OpKind::Attention && op.sliding;
+        sliding_rope += op.kind == OpKind::Rope && op.sliding;
+        geglu += op.kind == OpKind::GeGlu;
+        scale += op.kind == OpKind::Scale;
+    }
+    CHECK(sliding_attention == 7);
+    CHECK(sliding_rope == 14);
+    CHECK(geglu == hp.n_layer);
+    CHECK(scale == 1);
+    // The GPU backends have not implemented these operations yet: a clear UNSUPPORTED (AUTO falls back to the CPU).
+    check_on_every_backend(model, "gemma3", [](const BackendUnderTest &be) { return be.reference ? nullptr : "is not implemented"; });
+}
+
+TEST_CASE("backend ops: gemma2 (alternating sliding-window layers, soft-capped scores and logits) on the CPU, CUDA and "
+          "Vulkan refuse it by name",
+          "[backend-ops][graph][gemma2]") {
+    const auto model = synthetic("tiny-gemma2");
+    const HParams &hp = model->hparams();
+    REQUIRE(hp.arch == Architecture::Gemma2);
+    REQUIRE(hp.n_swa == 16);
+    CHECK(hp.attn_softcap == 0.15f);
+    CHECK(hp.final_softcap == 0.5f);
+    const auto graph = build_model_graph(model);
+    int32_t sliding = 0, capped = 0, softcaps = 0;
+    for (const Op &op : graph->stages[size_t(kBodyStage)]) {
+        sliding += op.kind == OpKind::Attention && op.sliding;
+        capped += op.kind == OpKind::Attention && op.value == 0.15f;
+    }
+    for (const Op &op : graph->stages[size_t(kHeadStage)]) softcaps += op.kind == OpKind::SoftCap;
+    CHECK(sliding == 2);  // layers 0 and 2
+    CHECK(capped == 4);
+    CHECK(softcaps == 1);
+    CHECK(graph->hp_sliding.rope_freq_base == graph->hp.rope_freq_base);
+    check_on_every_backend(model, "gemma2", [](const BackendUnderTest &be) { return be.reference ? nullptr : "is not implemented"; });
 }

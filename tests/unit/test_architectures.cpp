@@ -1,7 +1,7 @@
-// Architectures beyond llama, built on the one model definition (graph/llama_graph.cpp), on the CPU: speculative
+// Architectures beyond llama, built on the one model definition (graph/llama_graph.cpp, gemma_graph.cpp), on the CPU: speculative
 // decoding stays lossless with every drafter (n-grams, a LongSpec draft made for the architecture, a draft model of
 // the same family), greedy token for token. Every backend's logits and tree bits: tests/backends; parity with an
-// independent reference: tools/train/tests/test_target_parity.py (qwen3).
+// independent reference: tools/train/tests/test_target_parity.py (qwen3, gemma2, gemma3).
 #include "common/session_run.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
@@ -40,13 +40,11 @@ std::shared_ptr<const Model> synthetic(const std::string &shape, int32_t n_layer
     return model;
 }
 
-}  // namespace
-
-TEST_CASE("qwen3: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a qwen3 draft model",
-          "[arch][qwen3][lossless]") {
-    const auto model = synthetic("tiny-qwen3", 0, 1);
-    const auto small = synthetic("tiny-qwen3", 1, 2);  // the draft model: one layer of other random weights
-    const std::string draft_path = scratch("tiny-qwen3.longspec.gguf");
+// Greedy speculative output equals plain greedy output on a synthetic model of `shape`, with every drafter.
+void check_lossless(const std::string &shape) {
+    const auto model = synthetic(shape, 0, 1);
+    const auto small = synthetic(shape, 1, 2);  // the draft model: one layer of other random weights
+    const std::string draft_path = scratch(shape + ".longspec.gguf");
     RandomDraftOptions ro;
     ro.window = 16;  // far below the context: the ring wraps
     ro.init_scale = 0.2f;
@@ -83,4 +81,28 @@ TEST_CASE("qwen3: greedy speculative decoding equals plain greedy with n-grams, 
         CHECK(s.speculative_stats().rounds > 0);
         CHECK(s.speculative_stats().drafted > 0);
     }
+}
+
+}  // namespace
+
+TEST_CASE("qwen3: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a qwen3 draft model",
+          "[arch][qwen3][lossless]") {
+    check_lossless("tiny-qwen3");
+}
+
+// Gemma 3's sliding layers (a window of 16 in tiny-gemma3) see a different set of keys at every position: 144
+// positions cross it many times, and tree nodes at depth d see the window that decoding them would. The LongSpec
+// draft cross-attends the target's last layer (a sliding one in tiny-gemma3, as in Gemma 3 1B, 4B and 27B, whose
+// layers 25, 33 and 61 are local; 12B's layer 47 is global), reading all of its cache: the draft's context is not
+// windowed, and only its guesses depend on it.
+TEST_CASE("gemma3: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a gemma3 draft model",
+          "[arch][gemma3][lossless]") {
+    check_lossless("tiny-gemma3");
+}
+
+// Gemma 2: local (a window of 16 in tiny-gemma2) and global layers alternate, and scores and logits are soft-capped:
+// a tree node's capped scores and logits are decoding's bits too.
+TEST_CASE("gemma2: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a gemma2 draft model",
+          "[arch][gemma2][lossless]") {
+    check_lossless("tiny-gemma2");
 }

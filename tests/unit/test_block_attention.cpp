@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -141,6 +142,72 @@ TEST_CASE("block attention: a row's bits do not depend on its batch or on how it
         }
         att.run(kv.keys(0), kv.values(0), kHd, 0.125f, rows);
         CHECK(std::memcmp(alone.data(), batched.data() + 5 * kHd, kHd * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("block attention with a sliding window: right, and a row's bits do not depend on its batch or how its keys are listed",
+          "[cpu][attention]") {
+    const KvType type = GENERATE(KvType::F32, KvType::F16, KvType::Q8_0);
+    CAPTURE(kv_type_name(type));
+    const KvCache kv = random_cache(type, 400, 5);
+    std::mt19937 rng(6);
+    std::normal_distribution<float> g(0.0f, 0.5f);
+    std::vector<float> qs(8 * kHd);
+    for (float &x : qs) x = g(rng);
+    BlockAttention att(kHd);
+    // Each case: a row decoded at position total - 1 sees slots [from, total) (a window); as a tree node, the run
+    // [from, prefix) then the listed slots prefix..total-1, of which a window that starts past the run keeps the
+    // last total - from. Windows starting on, before and after block edges, inside the listed part, and empty runs.
+    const std::vector<std::array<int32_t, 3>> cases{{0, 10, 14},  {5, 10, 14},    {12, 10, 14},  {3, 60, 70},    {64, 64, 65},  {63, 100, 140},
+                                                    {65, 100, 140}, {100, 120, 140}, {130, 128, 200}, {64, 128, 200}, {250, 300, 330}, {1, 2, 3}};
+    for (const auto &[from, prefix, total] : cases) {
+        INFO("from " << from << " prefix " << prefix << " keys " << total);
+        std::vector<float> alone(kHd), listed(kHd), batched(8 * kHd);
+        AttentionQuery solo{qs.data(), alone.data(), total, nullptr, 0};
+        solo.from = from;
+        att.run(kv.keys(0), kv.values(0), kHd, 0.125f, {&solo, 1});
+        // Right: a double softmax over slots [from, total).
+        {
+            std::vector<double> sc, want(kHd, 0.0);
+            double max = -1e300, sum = 0.0;
+            for (int32_t t = from; t < total; ++t) {
+                const std::vector<float> k = stored(kv.keys(0), t, kHd);
+                double d = 0.0;
+                for (int32_t j = 0; j < kHd; ++j) d += double(k[size_t(j)]) * qs[size_t(j)];
+                sc.push_back(d * 0.125);
+                max = std::max(max, sc.back());
+            }
+            for (int32_t t = from; t < total; ++t) {
+                const double w = std::exp(sc[size_t(t - from)] - max);
+                sum += w;
+                const std::vector<float> v = stored(kv.values(0), t, kHd);
+                for (int32_t j = 0; j < kHd; ++j) want[size_t(j)] += w * v[size_t(j)];
+            }
+            for (int32_t j = 0; j < kHd; ++j) REQUIRE(alone[size_t(j)] == Approx(want[size_t(j)] / sum).margin(1e-5));
+        }
+        std::vector<int32_t> path;
+        for (int32_t s = std::max(prefix, from); s < total; ++s) path.push_back(s);
+        AttentionQuery node{qs.data(), listed.data(), prefix, path.data(), int32_t(path.size())};
+        node.from = from;
+        att.run(kv.keys(0), kv.values(0), kHd, 0.125f, {&node, 1});
+        CHECK(std::memcmp(alone.data(), listed.data(), kHd * sizeof(float)) == 0);
+        // Among seven other rows with other windows, runs and lists.
+        std::vector<AttentionQuery> rows;
+        std::vector<std::vector<int32_t>> lists(8);
+        for (int32_t r = 0; r < 8; ++r) {
+            if (r == 3) {
+                rows.push_back(node);
+                rows.back().out = batched.data() + 3 * kHd;
+                continue;
+            }
+            const int32_t run = 1 + (r * 53) % 390;
+            for (int32_t s = run; s < std::min(400, run + r); s += 2) lists[size_t(r)].push_back(s);
+            AttentionQuery other{qs.data() + r * kHd, batched.data() + r * kHd, run, lists[size_t(r)].data(), int32_t(lists[size_t(r)].size())};
+            other.from = (r * 37) % (run + 1);
+            rows.push_back(other);
+        }
+        att.run(kv.keys(0), kv.values(0), kHd, 0.125f, rows);
+        CHECK(std::memcmp(alone.data(), batched.data() + 3 * kHd, kHd * sizeof(float)) == 0);
     }
 }
 

@@ -7,13 +7,17 @@
 #include "common/fixture_files.h"
 #include "common/session_run.h"
 #include "common/test_inputs.h"
+#include "model/synthetic_model.h"
 #include "session/session.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace specula::internal;
 
@@ -95,6 +99,37 @@ TEST_CASE("a context shift moves layer 0's keys to their new positions and keeps
             for (int32_t l = 0; l < hp.n_layer; ++l) CHECK(raw_rows(shifted, l, 0, keep) == sinks[size_t(l)]);
         }
     }
+}
+
+TEST_CASE("a context shift re-rotates a sliding-window layer's keys with that layer's RoPE (gemma3)", "[shift][gemma3]") {
+    // tiny-gemma3's layer 0 is local: RoPE base 1e4 without scaling, where its global layers use base 1e6 scaled x8.
+    const auto path = std::filesystem::temp_directory_path() / ("specula-shift-gemma3-" + std::to_string(::getpid()) + ".gguf");
+    SyntheticOptions opt;
+    opt.type = SyntheticType::F32;
+    write_synthetic_model(*find_synthetic_shape("tiny-gemma3"), std::string(SPECULA_SOURCE_DIR) + "/models/stories260K.gguf", path.string(), opt);
+    const auto model = Model::load(path.string(), LoadOptions{});
+    std::filesystem::remove(path);
+    REQUIRE(model->hparams().is_swa_layer(0));
+    constexpr int32_t n_ctx = 160, n_used = 150, keep = 4, discard = 70;
+    std::vector<int32_t> tokens;
+    for (int32_t i = 0; i < n_used; ++i) tokens.push_back(3 + (i * 37) % 500);
+    CpuRunner shifted(model, n_ctx, 2, KvType::F32);
+    eval_all(shifted, *model, tokens);
+    shifted.shift_kv(keep, discard, n_used);
+    std::vector<int32_t> window(tokens.begin(), tokens.begin() + keep);
+    window.insert(window.end(), tokens.begin() + keep + discard, tokens.end());
+    CpuRunner fresh(model, n_ctx, 2, KvType::F32);
+    eval_all(fresh, *model, window);
+    const int32_t n = int32_t(window.size());
+    const std::vector<float> got = rows_as_floats(shifted, 0, 0, n), want = rows_as_floats(fresh, 0, 0, n);
+    double max_abs = 0, max_err = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        max_abs = std::max(max_abs, double(std::fabs(want[i])));
+        max_err = std::max(max_err, double(std::fabs(got[i] - want[i])));
+    }
+    CAPTURE(max_abs, max_err);
+    CHECK(max_abs > 0.01);
+    CHECK(max_err <= 1e-4 * max_abs);
 }
 
 namespace {

@@ -63,16 +63,35 @@ void BatchRows::end_list() {
     l.max_keys = l.n_prefix + longest;
 }
 
-void plan_causal_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n_past) {
+namespace {
+
+// Each row's first slot within the window of list l: ints grow by n (after the list's own arrays).
+void add_window(BatchRows &rows, int32_t window) {
+    const size_t at = rows.ints.size();
+    rows.ints.resize(at + size_t(rows.n));
+    KeyList &l = rows.lists.back();
+    l.window = window;
+    l.from_at = at;
+    for (int32_t i = 0; i < rows.n; ++i) rows.ints[at + size_t(i)] = std::max(0, rows.positions()[i] - window + 1);
+}
+
+}  // namespace
+
+void plan_causal_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n_past, int32_t window) {
     rows.reset(n);
     std::copy(tokens, tokens + n, rows.tokens_mut());
     for (int32_t i = 0; i < n; ++i) rows.positions_mut()[i] = n_past + i;
     rows.add_causal_list(n_past);
+    if (window > 0) {
+        rows.add_causal_list(n_past);
+        add_window(rows, window);
+        rows.lists.back().max_keys = std::min(rows.lists.back().max_keys, window);
+    }
     rows.stores.push_back(StoreRun{0, n_past, n});
 }
 
 void plan_tree_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n_past, int32_t offset, const int32_t *positions,
-                    const uint8_t *mask, int32_t mask_stride) {
+                    const uint8_t *mask, int32_t mask_stride, int32_t window) {
     rows.reset(n);
     std::copy(tokens, tokens + n, rows.tokens_mut());
     std::copy(positions, positions + n, rows.positions_mut());
@@ -84,6 +103,21 @@ void plan_tree_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n
             if (m[j]) rows.push_slot(i, n_past + j);
     }
     rows.end_list();
+    if (window > 0) {
+        // The path's last `window` nodes (itself included: its ancestors are one position apart), after the
+        // committed slots from positions[i] - window + 1 on.
+        rows.begin_list(n_past, true);
+        for (int32_t i = 0; i < n; ++i) {
+            const uint8_t *m = mask + size_t(i) * size_t(mask_stride);
+            int32_t path = 0;
+            for (int32_t j = 0; j < mask_stride; ++j) path += m[j] != 0;
+            for (int32_t j = 0, k = 0; j < mask_stride; ++j)
+                if (m[j] && path - k++ <= window) rows.push_slot(i, n_past + j);
+        }
+        rows.end_list();
+        add_window(rows, window);
+        rows.lists.back().max_keys = std::min(rows.lists.back().max_keys, window);
+    }
     rows.stores.push_back(StoreRun{0, n_past + offset, n});
     rows.mask = mask;
     rows.mask_width = mask_stride;

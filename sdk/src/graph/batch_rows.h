@@ -27,7 +27,15 @@ struct KeyList {
     // must get decoding's bits). A backend may split a list that is not (the draft's cross-attention) to suit its
     // length, e.g. into a fixed number of chunks.
     bool invariant = true;
+    // A sliding window (gemma3's local layers): row i's run starts at slot ints[from_at + i] instead of 0, and its
+    // listed slots are only those within the window. 0: no window.
+    int32_t window = 0;
+    size_t from_at = 0;
 };
+
+// The key list a graph's sliding-window layers read (the runners add it when Graph::sliding_window > 0); list 0 is
+// the full one.
+constexpr int32_t kSlidingKeys = 1;
 
 // A run of rows whose keys and values go to consecutive slots of the store: rows [row, row + count) to slots
 // [slot, slot + count).
@@ -55,6 +63,8 @@ struct BatchRows {
     const int32_t *tail_slots(const KeyList &l) const { return ints.data() + l.slots_at; }
     // Row i's contiguous run of slots from 0 and its further slots (the CPU's form of a key list).
     int32_t run_of(const KeyList &l, int32_t i) const { return l.causal ? l.n_prefix + i + 1 : l.n_prefix; }
+    // The first slot of row i's run (its window's start; 0 without a window). May equal run_of: an empty run.
+    int32_t run_from(const KeyList &l, int32_t i) const { return l.window > 0 ? ints[l.from_at + size_t(i)] : 0; }
     int32_t n_extra(const KeyList &l, int32_t i) const { return l.tails && !l.causal ? tail_len(l)[i] : 0; }
     const int32_t *extra(const KeyList &l, int32_t i) const { return tail_slots(l) + tail_start(l)[i]; }
 
@@ -76,11 +86,14 @@ private:
     KeyList &open_list(int32_t n_prefix, bool invariant);
 };
 
-// The target's batches: n tokens at slots and positions n_past + i, causal.
-void plan_causal_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n_past);
+// The target's batches: n tokens at slots and positions n_past + i, causal. With window > 0 a second list
+// (kSlidingKeys) restricts each row to the positions (p - window, p]: the target's slot s holds position s.
+void plan_causal_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n_past, int32_t window = 0);
 // n tree nodes at slots n_past + offset + i and positions[i]; node i sees the committed slots [0, n_past) and the
-// tree slots n_past + j with mask[i * mask_stride + j] != 0 (j < mask_stride: itself and its ancestors).
+// tree slots n_past + j with mask[i * mask_stride + j] != 0 (j < mask_stride: itself and its ancestors, which sit
+// at positions positions[i] - 1, - 2, ...: a path). With window > 0, list kSlidingKeys holds the same keys within
+// (positions[i] - window, positions[i]], the keys decoding that path would see in a sliding layer.
 void plan_tree_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n_past, int32_t offset, const int32_t *positions,
-                    const uint8_t *mask, int32_t mask_stride);
+                    const uint8_t *mask, int32_t mask_stride, int32_t window = 0);
 
 }  // namespace specula::internal

@@ -16,6 +16,9 @@ const char *op_kind_name(OpKind kind) {
     case OpKind::Attention: return "attention";
     case OpKind::SwiGlu: return "swiglu";
     case OpKind::Add: return "add";
+    case OpKind::GeGlu: return "geglu";
+    case OpKind::Scale: return "scale";
+    case OpKind::SoftCap: return "soft_cap";
     }
     return "?";
 }

@@ -50,8 +50,11 @@ enum class OpKind : uint8_t {
     Attention,  // dst = softmax(src . K^T * scale) V over each row's key list `keys` of the store (GQA: n_head / n_head_kv)
     SwiGlu,     // dst = silu(dst) * src
     Add,        // dst += src (the residual stream)
+    GeGlu,      // dst = gelu(dst) * src, GELU with the tanh approximation (gemma's feed-forward)
+    Scale,      // dst *= value (gemma's embeddings times sqrt(n_embd))
+    SoftCap,    // dst = value * tanh(dst / value) (gemma2's final logits)
 };
-constexpr int kOpKinds = 9;
+constexpr int kOpKinds = 12;
 const char *op_kind_name(OpKind kind);
 
 struct Op {
@@ -66,6 +69,12 @@ struct Op {
     int32_t kv_layer = 0;                // StoreKv, Attention: the layer of the store
     int32_t keys = 0;                    // Attention: which of the batch's key lists (BatchRows::lists)
     int32_t block = -1;                  // the model layer the operation belongs to: a cancel lands between layers
+    float value = 0.0f;                  // Scale: the factor; SoftCap: the cap; Attention: a soft-cap of the scores
+                                         // (gemma2: cap * tanh(score / cap) before the softmax; 0: none)
+    // A sliding-window layer's operation (gemma3's local layers): Rope rotates with Graph::hp_sliding's settings,
+    // Attention reads a windowed key list (each row's run starts at its window: BatchRows::run_from). A backend
+    // that has not implemented these says so in its supports(op).
+    bool sliding = false;
 };
 
 // A file the graph's weights are views into: backends keep what they derive from its weights (the CPU's packed
@@ -85,6 +94,9 @@ struct Graph {
     HParams hp;                              // heads, head_dim and RoPE settings the operations use
     std::vector<float> rope_freq_factors;    // RoPE's per-frequency divisors (llama3), or empty
     float attention_scale = 1.0f;            // softmax scale of every Attention
+    HParams hp_sliding;                      // the RoPE settings of sliding-window layers (Op::sliding)
+    int32_t sliding_window = 0;              // keys a sliding layer's row sees (0: no such layer); runners plan
+                                             // key list kSlidingKeys with it
     std::vector<GraphTensor> tensors;
     // Op lists over the same tensors, run one at a time over a batch's rows (the target: the body, then the output
     // head over the rows whose logits are wanted; LongSpec: the ring's catch-up, then one tree level).
@@ -185,7 +197,43 @@ public:
         op.keys = keys;
         push(op);
     }
+    // A sliding-window layer's rotation (Graph::hp_sliding's settings).
+    void rope_sliding(TensorId dst, int32_t n_heads) {
+        Op op{OpKind::Rope, dst};
+        op.n_heads = n_heads;
+        op.sliding = true;
+        push(op);
+    }
+    // Attention over the windowed key list of a sliding-window layer.
+    void attention_sliding(TensorId dst, TensorId q, int32_t layer, int32_t keys, float softcap = 0.0f) {
+        Op op{OpKind::Attention, dst, q};
+        op.store = KvStore::Model;
+        op.kv_layer = layer;
+        op.keys = keys;
+        op.sliding = true;
+        op.value = softcap;
+        push(op);
+    }
+    // Attention over the runner's cache with soft-capped scores (gemma2's global layers).
+    void attention_capped(TensorId dst, TensorId q, int32_t layer, float softcap) {
+        Op op{OpKind::Attention, dst, q};
+        op.store = KvStore::Model;
+        op.kv_layer = layer;
+        op.value = softcap;
+        push(op);
+    }
+    void softcap(TensorId dst, float cap) {
+        Op op{OpKind::SoftCap, dst};
+        op.value = cap;
+        push(op);
+    }
     void swiglu(TensorId gate, TensorId up) { push(Op{OpKind::SwiGlu, gate, up}); }
+    void geglu(TensorId gate, TensorId up) { push(Op{OpKind::GeGlu, gate, up}); }
+    void scale(TensorId dst, float value) {
+        Op op{OpKind::Scale, dst};
+        op.value = value;
+        push(op);
+    }
     void add(TensorId dst, TensorId src) { push(Op{OpKind::Add, dst, src}); }
 
 private:

@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 
+#include <cmath>
+
 namespace specula::internal {
 namespace {
 
@@ -40,8 +42,21 @@ HParams read_hparams(const GgufFile &file) {
         hp.arch = Architecture::Qwen3;
         hp.rope_type = RopeType::Neox;
         hp.has_qk_norm = true;
+    } else if (hp.arch_name == "gemma2") {
+        hp.arch = Architecture::Gemma2;
+        hp.rope_type = RopeType::Neox;
+        hp.scale_embeddings = true;
+        hp.has_post_norms = true;
+        hp.ffn_gate = FfnGate::GeluTanh;
+    } else if (hp.arch_name == "gemma3") {
+        hp.arch = Architecture::Gemma3;
+        hp.rope_type = RopeType::Neox;
+        hp.has_qk_norm = true;
+        hp.scale_embeddings = true;
+        hp.has_post_norms = true;
+        hp.ffn_gate = FfnGate::GeluTanh;
     } else {
-        throw Error(SPECULA_ERR_UNSUPPORTED, "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3)");
+        throw Error(SPECULA_ERR_UNSUPPORTED, "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3)");
     }
     const std::string a = hp.arch_name + ".";
     constexpr int64_t kBig = int64_t(1) << 24;
@@ -83,6 +98,33 @@ HParams read_hparams(const GgufFile &file) {
         hp.rope_original_ctx = optional_int(file, a + "rope.scaling.original_context_length", 8192, 1, int64_t(1) << 30);
     } else if (!scaling.empty() && scaling != "none") {
         throw Error(SPECULA_ERR_UNSUPPORTED, "model: rope scaling type '" + scaling + "' is not supported");
+    }
+    if (hp.arch == Architecture::Gemma2) {
+        // As llama.cpp 2025-02-20 reads Gemma 2 (llama-model.cpp, LLM_ARCH_GEMMA2): a window of 4096 unless the
+        // file says otherwise, local and global layers alternating (even layers local) with the same RoPE, the
+        // soft-caps from the file (defaults 50 and 30), and Q scaled by head_dim^-1/2, or (n_embd / n_head)^-1/2
+        // for the 27B (46 layers).
+        hp.n_swa = optional_int(file, a + "attention.sliding_window", 4096, 1, int64_t(1) << 30);
+        hp.swa_pattern = 2;
+        hp.rope_freq_base_swa = hp.rope_freq_base;
+        hp.rope_freq_scale_swa = hp.rope_freq_scale;
+        hp.attn_softcap = optional_float(file, a + "attn_logit_softcapping", 50.0f);
+        hp.final_softcap = optional_float(file, a + "final_logit_softcapping", 30.0f);
+        require(hp.attn_softcap >= 0 && hp.final_softcap >= 0, SPECULA_ERR_FORMAT, "model: gemma2 soft-capping values must not be negative");
+        hp.attention_scale = 1.0f / std::sqrt(float(hp.n_layer == 46 ? hp.n_embd / hp.n_head : hp.head_dim));
+        require(hp.rope_scaling != RopeScaling::Llama3, SPECULA_ERR_UNSUPPORTED, "model: gemma2 with llama3 RoPE scaling is not supported");
+    }
+    if (hp.arch == Architecture::Gemma3) {
+        // As llama.cpp reads Gemma 3 (llama-model.cpp, LLM_ARCH_GEMMA3): the window from the file, the pattern (5
+        // local : 1 global) and the local layers' RoPE (base 10000, no scaling: the file's rope.* keys are the
+        // global layers') fixed by the architecture; the softmax scale is query_pre_attn_scalar^-1/2, which
+        // transformers' configs set to head_dim except for the 27B (62 layers: n_embd / n_head).
+        hp.n_swa = required_int(file, a + "attention.sliding_window", 1, int64_t(1) << 30);
+        hp.swa_pattern = 6;
+        hp.rope_freq_base_swa = 10000.0f;
+        hp.rope_freq_scale_swa = 1.0f;
+        hp.attention_scale = 1.0f / std::sqrt(float(hp.n_layer == 62 ? hp.n_embd / hp.n_head : hp.head_dim));
+        require(hp.rope_scaling != RopeScaling::Llama3, SPECULA_ERR_UNSUPPORTED, "model: gemma3 with llama3 RoPE scaling is not supported");
     }
     return hp;
 }

@@ -8,7 +8,10 @@
 
 namespace specula::internal {
 
-enum class Architecture { Llama, Qwen2, Qwen3 };
+enum class Architecture { Llama, Qwen2, Qwen3, Gemma2, Gemma3 };
+
+// The feed-forward block's gate: silu (SwiGLU: llama, qwen) or GELU with the tanh approximation (GeGLU: gemma).
+enum class FfnGate { Silu, GeluTanh };
 
 // How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]) (llama), NEOX rotates (x[i], x[i + d/2]) (qwen2).
 enum class RopeType { Norm, Neox };
@@ -39,7 +42,33 @@ struct HParams {
     int32_t rope_original_ctx = 8192;
     float norm_eps = 1e-5f;
     bool has_qkv_bias = false;
-    bool has_qk_norm = false;  // an RMSNorm over each head of the queries and keys before RoPE (qwen3)
+    bool has_qk_norm = false;  // an RMSNorm over each head of the queries and keys before RoPE (qwen3, gemma3)
+    // Gemma: embeddings times sqrt(n_embd), RMSNorms after attention and after the FFN as well as before, GeGLU.
+    bool scale_embeddings = false;
+    bool has_post_norms = false;
+    FfnGate ffn_gate = FfnGate::Silu;
+    float attention_scale = 0.0f;  // softmax scale; 0: 1 / sqrt(head_dim)
+    // Gemma 2's soft-capping: attention scores and final logits become cap * tanh(x / cap) (0: none).
+    float attn_softcap = 0.0f;
+    float final_softcap = 0.0f;
+    // Sliding-window attention (gemma3: 5 local layers of n_swa keys, then 1 global, repeating; gemma2: local and
+    // global alternate): a local layer's query at position p attends to positions (p - n_swa, p], with its own
+    // RoPE base and scale.
+    int32_t n_swa = 0;          // 0: every layer global
+    int32_t swa_pattern = 0;    // layer il is local when il % swa_pattern < swa_pattern - 1
+    float rope_freq_base_swa = 10000.0f;
+    float rope_freq_scale_swa = 1.0f;
+
+    bool is_swa_layer(int32_t il) const { return n_swa > 0 && swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
+    // These hyperparameters with the local layers' RoPE settings (what their Rope operations and a context shift
+    // of their keys use).
+    HParams sliding_rope() const {
+        HParams h = *this;
+        h.rope_freq_base = rope_freq_base_swa;
+        h.rope_freq_scale = rope_freq_scale_swa;
+        h.rope_scaling = rope_freq_scale_swa != 1.0f ? RopeScaling::Linear : RopeScaling::None;
+        return h;
+    }
 
     int32_t n_embd_q() const { return n_head * head_dim; }
     int32_t n_embd_kv() const { return n_head_kv * head_dim; }

@@ -180,7 +180,8 @@ uint32_t block_size(TensorType t) { return tensor_type_layout(uint32_t(t))->bloc
 bool use_more_bits(int32_t i, int32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 void check_shape(const SyntheticShape &s, int32_t n_layer) {
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") invalid("architecture '" + s.arch + "' is not llama, qwen2 or qwen3");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma2" && s.arch != "gemma3")
+        invalid("architecture '" + s.arch + "' is not llama, qwen2, qwen3, gemma2 or gemma3");
     if (s.n_embd <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_vocab < 0 || s.n_ctx_train <= 0)
         invalid("shape '" + s.name + "' has a size <= 0");
     if (n_layer < 1 || n_layer > 4096) invalid("layer count " + std::to_string(n_layer) + " is outside [1, 4096]");
@@ -190,6 +191,7 @@ void check_shape(const SyntheticShape &s, int32_t n_layer) {
     if (s.head_dim() % 2 != 0) invalid("the head size must be even (RoPE rotates pairs)");
     if (!(s.rope_theta > 0) || !(s.norm_eps >= 0 && s.norm_eps < 1) || !(s.llama3_factor >= 0))
         invalid("rope theta, rms epsilon or llama3 factor out of range");
+    if ((s.arch == "gemma2" || s.arch == "gemma3") && s.sliding_window <= 0) invalid("a gemma shape needs a sliding window");
 }
 
 // The arrays a tokenizer has one entry per token of, padded from n_tokens to n_vocab entries as
@@ -219,6 +221,7 @@ Fill fill_of(const std::string &name) {
     if (name == "rope_freqs.weight") return Fill::RopeFreqs;
     // The per-head query/key norms vary around one, so that a test tells them apart (and from no norm weight).
     if (name.find("attn_q_norm.weight") != std::string::npos || name.find("attn_k_norm.weight") != std::string::npos) return Fill::NearOne;
+    if (name.find("post_attention_norm.weight") != std::string::npos || name.find("post_ffw_norm.weight") != std::string::npos) return Fill::NearOne;
     if (name.find("norm.weight") != std::string::npos) return Fill::Ones;
     return Fill::Random;
 }
@@ -269,6 +272,30 @@ const std::vector<SyntheticShape> &synthetic_shapes() {
         s.key_length = 128, s.qk_norm = true;
         s.n_vocab = 151936, s.n_ctx_train = 40960, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = false;
         v.push_back(s);
+        // Gemma 2: local (window 4096) and global layers alternating, soft-capped scores (50) and logits (30), heads
+        // of 256, tied head, 256,000 embedding rows.
+        s = {};
+        s.name = "gemma2-2b", s.arch = "gemma2", s.n_embd = 2304, s.n_layer = 26, s.n_head = 8, s.n_head_kv = 4, s.n_ff = 9216;
+        s.key_length = 256, s.post_norms = true, s.sliding_window = 4096, s.attn_softcap = 50.0f, s.final_softcap = 30.0f;
+        s.n_vocab = 256000, s.n_ctx_train = 8192, s.rope_theta = 10000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
+        v.push_back(s);
+        s = {};
+        s.name = "gemma2-9b", s.arch = "gemma2", s.n_embd = 3584, s.n_layer = 42, s.n_head = 16, s.n_head_kv = 8, s.n_ff = 14336;
+        s.key_length = 256, s.post_norms = true, s.sliding_window = 4096, s.attn_softcap = 50.0f, s.final_softcap = 30.0f;
+        s.n_vocab = 256000, s.n_ctx_train = 8192, s.rope_theta = 10000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
+        v.push_back(s);
+        // Gemma 3 (text): heads of 256, 5 local layers (window 512 / 1024, RoPE base 10000) per global one (base
+        // 1e6; linear scaling x8 from 4B up), tied head, 262,144 embedding rows.
+        s = {};
+        s.name = "gemma3-1b", s.arch = "gemma3", s.n_embd = 1152, s.n_layer = 26, s.n_head = 4, s.n_head_kv = 1, s.n_ff = 6912;
+        s.key_length = 256, s.qk_norm = true, s.post_norms = true, s.sliding_window = 512;
+        s.n_vocab = 262144, s.n_ctx_train = 32768, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
+        v.push_back(s);
+        s = {};
+        s.name = "gemma3-4b", s.arch = "gemma3", s.n_embd = 2560, s.n_layer = 34, s.n_head = 8, s.n_head_kv = 4, s.n_ff = 10240;
+        s.key_length = 256, s.qk_norm = true, s.post_norms = true, s.sliding_window = 1024, s.rope_linear_factor = 8.0f;
+        s.n_vocab = 262208, s.n_ctx_train = 131072, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
+        v.push_back(s);
         // Not a real model: small enough for unit tests (256 is one K-quant super-block, so every type applies),
         // with GQA, llama3 scaling and an untied head to exercise the same paths as the big shapes.
         s = {};
@@ -280,6 +307,20 @@ const std::vector<SyntheticShape> &synthetic_shapes() {
         s = {};
         s.name = "tiny-qwen3", s.arch = "qwen3", s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
         s.key_length = 128, s.qk_norm = true;
+        s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
+        v.push_back(s);
+        // gemma2's graph small: 4 layers alternating local (a window of 16) and global, with caps small enough that
+        // random weights reach them (Gemma 2's 50 and 30 would leave tanh in its linear range here).
+        s = {};
+        s.name = "tiny-gemma2", s.arch = "gemma2", s.n_embd = 256, s.n_layer = 4, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
+        s.key_length = 128, s.post_norms = true, s.sliding_window = 16, s.attn_softcap = 0.15f, s.final_softcap = 0.5f;
+        s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 10000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
+        v.push_back(s);
+        // gemma3's graph small: 8 layers (5 local, 1 global, 2 local) with a window of 16 positions, so that short
+        // tests cross it; linear RoPE scaling on the global layer as from Gemma 3 4B up.
+        s = {};
+        s.name = "tiny-gemma3", s.arch = "gemma3", s.n_embd = 256, s.n_layer = 8, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
+        s.key_length = 128, s.qk_norm = true, s.post_norms = true, s.sliding_window = 16, s.rope_linear_factor = 8.0f;
         s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
         v.push_back(s);
         return v;
@@ -378,6 +419,10 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &s, int32_t 
         }
         matrix(p + "attn_output.weight", il, q, d);
         if (s.output_bias) vector(p + "attn_output.bias", il, d);
+        if (s.post_norms) {
+            vector(p + "post_attention_norm.weight", il, d);
+            vector(p + "post_ffw_norm.weight", il, d);
+        }
         vector(p + "ffn_norm.weight", il, d);
         matrix(p + "ffn_gate.weight", il, d, f);
         matrix(p + "ffn_up.weight", il, d, f);
@@ -456,7 +501,19 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
     w.set_u32(a + "attention.head_count_kv", uint32_t(shape.n_head_kv));
     w.set_f32(a + "rope.freq_base", shape.rope_theta);
     w.set_f32(a + "attention.layer_norm_rms_epsilon", shape.norm_eps);
-    if (shape.arch == "qwen3") {  // the head size is its own (128 for every Qwen3)
+    if (shape.arch == "gemma3") {
+        w.set_u32(a + "attention.sliding_window", uint32_t(shape.sliding_window));
+        if (shape.rope_linear_factor > 0) {
+            w.set_string(a + "rope.scaling.type", "linear");
+            w.set_f32(a + "rope.scaling.factor", shape.rope_linear_factor);
+        }
+    }
+    if (shape.arch == "gemma2") {
+        w.set_u32(a + "attention.sliding_window", uint32_t(shape.sliding_window));
+        w.set_f32(a + "attn_logit_softcapping", shape.attn_softcap);
+        w.set_f32(a + "final_logit_softcapping", shape.final_softcap);
+    }
+    if (shape.arch == "qwen3" || shape.arch == "gemma2" || shape.arch == "gemma3") {  // the head size is its own (128 for every Qwen3, 256 in Gemma 3)
         w.set_u32(a + "attention.key_length", uint32_t(shape.head_dim()));
         w.set_u32(a + "attention.value_length", uint32_t(shape.head_dim()));
     }

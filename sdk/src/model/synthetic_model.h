@@ -18,7 +18,7 @@ namespace specula::internal {
 
 struct SyntheticShape {
     std::string name;        // "llama-3.2-1b"
-    std::string arch;        // "llama", "qwen2" or "qwen3"
+    std::string arch;        // "llama", "qwen2", "qwen3", "gemma2" or "gemma3"
     int32_t n_embd = 0;
     int32_t n_layer = 0;
     int32_t n_head = 0;
@@ -32,7 +32,12 @@ struct SyntheticShape {
     bool qkv_bias = false;     // qwen2's q/k/v biases
     bool output_bias = false;  // a bias on the attention's output projection (optional in llama.cpp's llama)
     bool qk_norm = false;      // qwen3's per-head query and key norms (attn_q_norm / attn_k_norm)
-    int32_t key_length = 0;    // the head size when it is not n_embd / n_head (qwen3), else 0
+    int32_t key_length = 0;    // the head size when it is not n_embd / n_head (qwen3, gemma3), else 0
+    bool post_norms = false;   // gemma: post_attention_norm and post_ffw_norm
+    int32_t sliding_window = 0;  // gemma3: attention.sliding_window (its local layers' window)
+    float rope_linear_factor = 0.0f;  // rope.scaling.type linear with this factor (gemma3's global layers); 0 = none
+    float attn_softcap = 0.0f;   // gemma2: attn_logit_softcapping
+    float final_softcap = 0.0f;  // gemma2: final_logit_softcapping
     // Llama-3.1-style RoPE scaling, stored as llama.cpp's converter stores it (a rope_freqs.weight tensor, no
     // metadata); factor 0 = none.
     float llama3_factor = 0.0f;
@@ -43,8 +48,9 @@ struct SyntheticShape {
     int32_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
 };
 
-// The built-in shapes: llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, qwen3-8b (the published
-// configs), tiny-llama and tiny-qwen3 (256 wide, 2 layers: for tests).
+// The built-in shapes: llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, qwen3-8b, gemma2-2b,
+// gemma2-9b, gemma3-1b, gemma3-4b (the published configs), tiny-llama, tiny-qwen3 (256 wide, 2 layers),
+// tiny-gemma2 and tiny-gemma3 (256 wide, windows of 16: local and global layers) for tests.
 const std::vector<SyntheticShape> &synthetic_shapes();
 // A built-in shape by name, or nullptr.
 const SyntheticShape *find_synthetic_shape(const std::string &name);

@@ -90,6 +90,10 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
             l.k_norm = bind_tensor(file, p + "attn_k_norm.weight", hp.head_dim, 1, true);
         }
         l.ffn_norm = bind_tensor(file, p + "ffn_norm.weight", hp.n_embd, 1, true);
+        if (hp.has_post_norms) {  // llama.cpp's names; Gemma's (1 + w) norm weights are stored with the 1 added
+            l.attn_post_norm = bind_tensor(file, p + "post_attention_norm.weight", hp.n_embd, 1, true);
+            l.ffn_post_norm = bind_tensor(file, p + "post_ffw_norm.weight", hp.n_embd, 1, true);
+        }
         l.ffn_gate = bind_tensor(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false);
         l.ffn_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff, false);
         l.ffn_down = bind_tensor(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd, false);

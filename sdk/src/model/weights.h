@@ -28,8 +28,10 @@ struct LayerWeights {
     WeightView wq, wk, wv, wo;
     WeightView bq, bk, bv;  // qwen2's; optional in llama
     WeightView bo;          // optional (llama)
-    WeightView q_norm, k_norm;  // qwen3: RMSNorm weights of one head (head_dim)
+    WeightView q_norm, k_norm;  // qwen3, gemma3: RMSNorm weights of one head (head_dim)
+    WeightView attn_post_norm;  // gemma: the RMSNorm of the attention's output, before the residual add
     WeightView ffn_norm;
+    WeightView ffn_post_norm;   // gemma: the RMSNorm of the FFN's output, before the residual add
     WeightView ffn_gate, ffn_up, ffn_down;
 };
 

@@ -1,8 +1,13 @@
-"""The frozen target model in torch, read from its GGUF: the straight Llama / Qwen2 / Qwen3 forward pass, returning
-what draft training needs (the last layer's post-RoPE keys and values, and the logits). It is also the independent
-reference the SDK's Qwen3 is checked against (llama.cpp's snapshot predates Qwen3): written from Hugging Face
-transformers' modeling_qwen3.py (Qwen3Attention: q_norm / k_norm, RMSNorms over each head of the projected queries
-and keys, before RoPE), and checked against llama.cpp's logits on the architectures both cover (tests/test_gguf.py).
+"""The frozen target model in torch, read from its GGUF: the straight Llama / Qwen2 / Qwen3 / Gemma 2 / Gemma 3 forward pass,
+returning what draft training needs (the last layer's post-RoPE keys and values, and the logits). It is also the
+independent reference the SDK's Qwen3 and Gemma 3 are checked against (llama.cpp's snapshot predates both): written
+from Hugging Face transformers' modeling_qwen3.py (Qwen3Attention: q_norm / k_norm, RMSNorms over each head of the
+projected queries and keys, before RoPE) and modeling_gemma3.py (Gemma3TextScaledWordEmbedding's sqrt(hidden_size),
+Gemma3RMSNorm's (1 + w), which GGUF stores with the 1 added, pre- and post-norms around attention and MLP,
+gelu_pytorch_tanh, query_pre_attn_scalar, sliding layers where (i + 1) % 6 != 0 with rope_local_base_freq 10000 and
+keys q - k < sliding_window) and modeling_gemma2.py (the same blocks without Q/K norms, sliding layers where i % 2 == 0
+with one RoPE, attn_logit_softcapping on the scaled scores, final_logit_softcapping on the logits), and checked
+against llama.cpp's logits on the architectures both cover (tests/test_gguf.py).
 
 Weights are dequantized once at load with the SDK's own block formats (gguf.py), so a Q4_K_M target trains its
 draft against the same numbers it will run with.
@@ -18,7 +23,7 @@ import torch.nn.functional as F
 from .gguf import GgufError, GgufReader
 from .rope import RopeConfig, apply_rope, rope_angles
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "mistral")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "mistral")
 
 
 @dataclass
@@ -34,6 +39,16 @@ class TargetConfig:
     n_ctx_train: int
     norm_eps: float
     rope: RopeConfig
+    sliding_window: int = 0                  # gemma3: the local layers' window (0: none)
+    rope_local: Optional[RopeConfig] = None  # gemma3: the local layers' RoPE
+    query_scale: Optional[float] = None      # softmax scale; None: head_dim ** -0.5
+    attn_softcap: float = 0.0                # gemma2: scores -> cap * tanh(scores / cap)
+    final_softcap: float = 0.0               # gemma2: logits -> cap * tanh(logits / cap)
+
+    def is_sliding(self, i: int) -> bool:
+        if self.sliding_window <= 0:
+            return False
+        return i % 2 == 0 if self.arch == "gemma2" else (i + 1) % 6 != 0
 
     @staticmethod
     def from_gguf(r: GgufReader) -> "TargetConfig":
@@ -57,13 +72,26 @@ class TargetConfig:
         token_embd = r.tensors.get("token_embd.weight")
         if token_embd is None:
             raise GgufError(f"{r.path}: tensor 'token_embd.weight' is missing")
+        n_layer = int(r.require(a + "block_count"))
+        neox = arch in ("qwen2", "qwen3", "gemma2", "gemma3")
+        extra = {}
+        if arch == "gemma2":
+            extra = dict(sliding_window=int(r.get(a + "attention.sliding_window", 4096)),
+                         query_scale=float(n_embd // n_head if n_layer == 46 else head_dim) ** -0.5,
+                         attn_softcap=float(r.get(a + "attn_logit_softcapping", 50.0)),
+                         final_softcap=float(r.get(a + "final_logit_softcapping", 30.0)))
+        if arch == "gemma3":
+            # query_pre_attn_scalar: head_dim in every Gemma 3 config but the 27B's (62 layers: hidden / heads).
+            extra = dict(sliding_window=int(r.require(a + "attention.sliding_window")),
+                         rope_local=RopeConfig(rope_dim=rope_dim, freq_base=10000.0, neox=True),
+                         query_scale=float(n_embd // n_head if n_layer == 62 else head_dim) ** -0.5)
         return TargetConfig(
-            arch=arch, n_layer=int(r.require(a + "block_count")), n_embd=n_embd, n_ff=int(r.require(a + "feed_forward_length")),
+            arch=arch, n_layer=n_layer, n_embd=n_embd, n_ff=int(r.require(a + "feed_forward_length")),
             n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, n_vocab=int(token_embd.dims[1]),
             n_ctx_train=int(r.get(a + "context_length", 2048)),
             norm_eps=float(r.get(a + "attention.layer_norm_rms_epsilon", 1e-5)),
             rope=RopeConfig(rope_dim=rope_dim, freq_base=float(r.get(a + "rope.freq_base", 10000.0)), freq_scale=freq_scale,
-                            neox=(arch in ("qwen2", "qwen3")), freq_factors=factors))
+                            neox=neox, freq_factors=factors), **extra)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -71,7 +99,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: Optional[float] = None,
+              softcap: float = 0.0) -> torch.Tensor:
     """q [B, L, H, d], k/v [B, S, Hkv, d], mask [B or 1, L, S] bool (True = visible) -> [B, L, H, d].
 
     Query head h reads KV head h // (H / Hkv), as the runtime does; the query heads of one KV head are stacked
@@ -80,9 +109,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     B, L, H, d = q.shape
     S, Hkv = k.shape[1], k.shape[2]
     g = H // Hkv
-    qg = (q * d ** -0.5).transpose(1, 2).reshape(B, Hkv, g * L, d)
+    qg = (q * (d ** -0.5 if scale is None else scale)).transpose(1, 2).reshape(B, Hkv, g * L, d)
     kt = k.permute(0, 2, 3, 1)                       # [B, Hkv, d, S]
     scores = torch.matmul(qg, kt).float().view(B, Hkv, g, L, S)
+    if softcap > 0:  # Gemma 2: attn_weights / softcap, tanh, * softcap (before the mask)
+        scores = torch.tanh(scores / softcap) * softcap
     # A finite "minus infinity": a row with no visible key stays finite (uniform) and is zeroed below.
     bias = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device).masked_fill_(~mask, -1e30)
     scores += bias.view(mask.shape[0], 1, 1, L, S)
@@ -93,8 +124,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     return out
 
 
-def causal_mask(L: int, device=None) -> torch.Tensor:
-    return torch.ones(L, L, dtype=torch.bool, device=device).tril().unsqueeze(0)
+def causal_mask(L: int, device=None, window: int = 0) -> torch.Tensor:
+    """[1, L, L]: row q sees k <= q, and with a window only q - k < window."""
+    mask = torch.ones(L, L, dtype=torch.bool, device=device).tril()
+    if window > 0:
+        mask &= ~torch.ones(L, L, dtype=torch.bool, device=device).tril(diagonal=-window)
+    return mask.unsqueeze(0)
 
 
 class TargetModel(torch.nn.Module):
@@ -123,7 +158,9 @@ class TargetModel(torch.nn.Module):
                                                            "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")}
                 for n in ("attn_q", "attn_k", "attn_v"):
                     layer[n + ".bias"] = t(p + n + ".bias", optional=True)
-                for n in ("attn_q_norm", "attn_k_norm"):  # Qwen3: one RMSNorm weight per head size
+                for n in ("attn_q_norm", "attn_k_norm"):  # Qwen3, Gemma 3: one RMSNorm weight per head size
+                    layer[n] = t(p + n + ".weight", optional=True)
+                for n in ("post_attention_norm", "post_ffw_norm"):  # Gemma: norms of the blocks' outputs
                     layer[n] = t(p + n + ".weight", optional=True)
                 names = {}
                 for n, v in layer.items():
@@ -152,7 +189,11 @@ class TargetModel(torch.nn.Module):
         B, L = tokens.shape
         angles = rope_angles(positions, c.rope)
         mask = causal_mask(L, tokens.device)
+        angles_local = rope_angles(positions, c.rope_local) if c.rope_local is not None else None
+        mask_local = causal_mask(L, tokens.device, c.sliding_window) if c.sliding_window > 0 else None
         x = self.embed(tokens)
+        if c.arch in ("gemma2", "gemma3"):  # embeddings times sqrt(hidden_size)
+            x = x * torch.tensor(c.n_embd ** 0.5, dtype=x.dtype)
         kv_layer = kv_layer % c.n_layer
         keep_k = keep_v = None
         for i in range(c.n_layer):
@@ -169,16 +210,29 @@ class TargetModel(torch.nn.Module):
             if "attn_q_norm" in w:  # Qwen3: each head normed over head_dim (modeling_qwen3.py: self.q_norm(...view))
                 q = rms_norm(q, w["attn_q_norm"], c.norm_eps)
                 k = rms_norm(k, w["attn_k_norm"], c.norm_eps)
-            q = apply_rope(q, angles, c.rope)
-            k = apply_rope(k, angles, c.rope)
+            sliding = c.is_sliding(i)
+            rope_cfg, rope_ang = (c.rope_local, angles_local) if sliding and c.rope_local is not None else (c.rope, angles)
+            q = apply_rope(q, rope_ang, rope_cfg)
+            k = apply_rope(k, rope_ang, rope_cfg)
             v = proj("attn_v").view(B, L, c.n_head_kv, c.head_dim)
             if i == kv_layer:
                 keep_k, keep_v = k, v
                 if not want_logits:  # nothing after this layer's K/V is needed
                     break
-            a = attention(q, k, v, mask).reshape(B, L, c.n_head * c.head_dim)
-            x = x + a @ w["attn_output"].t()
+            a = attention(q, k, v, mask_local if sliding else mask, c.query_scale, c.attn_softcap).reshape(B, L, c.n_head * c.head_dim)
+            a = a @ w["attn_output"].t()
+            if "post_attention_norm" in w:
+                a = rms_norm(a, w["post_attention_norm"], c.norm_eps)
+            x = x + a
             h = rms_norm(x, w["ffn_norm"], c.norm_eps)
-            x = x + (F.silu(h @ w["ffn_gate"].t()) * (h @ w["ffn_up"].t())) @ w["ffn_down"].t()
+            if c.arch in ("gemma2", "gemma3"):  # gelu_pytorch_tanh
+                f = (F.gelu(h @ w["ffn_gate"].t(), approximate="tanh") * (h @ w["ffn_up"].t())) @ w["ffn_down"].t()
+            else:
+                f = (F.silu(h @ w["ffn_gate"].t()) * (h @ w["ffn_up"].t())) @ w["ffn_down"].t()
+            if "post_ffw_norm" in w:
+                f = rms_norm(f, w["post_ffw_norm"], c.norm_eps)
+            x = x + f
         logits = self.lm_head(rms_norm(x, self.output_norm, c.norm_eps)) if want_logits else None
+        if logits is not None and c.final_softcap > 0:  # Gemma 2's final_logit_softcapping
+            logits = torch.tanh(logits / c.final_softcap) * c.final_softcap
         return logits, keep_k, keep_v

@@ -44,3 +44,59 @@ def test_qwen3_logits_match_the_torch_reference(sdk, tmp_path, weight_type, rel_
     model.close()
     assert matches >= min_match * len(ids), f"{weight_type}: {matches}/{len(ids)} greedy tokens agree"
     assert worst <= rel_tol, f"{weight_type}: worst top-5 logit error {worst:.2e} (relative to the largest)"
+
+
+@pytest.mark.parametrize("weight_type,rel_tol,min_match", CASES)
+def test_gemma3_logits_match_the_torch_reference(sdk, tmp_path, weight_type, rel_tol, min_match):
+    """Gemma 3 (llama.cpp's snapshot predates it too) on tiny-gemma3: 8 layers, 5 local with a window of 16 positions
+    and RoPE base 1e4, then a global one (base 1e6, linear scaling x8), then 2 local; 48 positions cross the window
+    three times. Post-norm weights vary around 1, so the reference sees them."""
+    path = str(tmp_path / f"tiny-gemma3-{weight_type}.gguf")
+    sdk.write_synthetic_model("tiny-gemma3", os.path.join(REPO, "models", "stories260K.gguf"), path, weight_type)
+    model = sdk.Model(path)
+    session = sdk.TargetSession(model, n_ctx=128)
+    rng = np.random.default_rng(5)
+    ids = [model.bos] + rng.integers(3, model.n_vocab, 47).tolist()
+    ours = session.logits_after(ids)
+    with torch.no_grad():
+        ref, _, _ = TargetModel(path)(torch.tensor([ids]), torch.arange(len(ids))[None])
+    ref = ref[0].numpy()
+    matches, worst = 0, 0.0
+    for i in range(len(ids)):
+        top = np.argsort(-ref[i], kind="stable")[:5]
+        scale = np.abs(ref[i][top]).max()
+        worst = max(worst, float(np.abs(ours[i][top] - ref[i][top]).max() / scale))
+        matches += int(np.argmax(ours[i]) == np.argmax(ref[i]))
+    session.close()
+    model.close()
+    print(f"gemma3 {weight_type}: {matches}/{len(ids)} greedy, worst top-5 error {worst:.2e}")
+    assert matches >= min_match * len(ids), f"{weight_type}: {matches}/{len(ids)} greedy tokens agree"
+    assert worst <= rel_tol, f"{weight_type}: worst top-5 logit error {worst:.2e} (relative to the largest)"
+
+
+@pytest.mark.parametrize("weight_type,rel_tol,min_match", CASES)
+def test_gemma2_logits_match_the_torch_reference(sdk, tmp_path, weight_type, rel_tol, min_match):
+    """Gemma 3 (llama.cpp's snapshot predates it too) on tiny-gemma2: 8 layers, 5 local with a window of 16 positions
+    and RoPE base 1e4, then a global one (base 1e6, linear scaling x8), then 2 local; 48 positions cross the window
+    three times. Post-norm weights vary around 1, so the reference sees them."""
+    path = str(tmp_path / f"tiny-gemma2-{weight_type}.gguf")
+    sdk.write_synthetic_model("tiny-gemma2", os.path.join(REPO, "models", "stories260K.gguf"), path, weight_type)
+    model = sdk.Model(path)
+    session = sdk.TargetSession(model, n_ctx=128)
+    rng = np.random.default_rng(6)
+    ids = [model.bos] + rng.integers(3, model.n_vocab, 47).tolist()
+    ours = session.logits_after(ids)
+    with torch.no_grad():
+        ref, _, _ = TargetModel(path)(torch.tensor([ids]), torch.arange(len(ids))[None])
+    ref = ref[0].numpy()
+    matches, worst = 0, 0.0
+    for i in range(len(ids)):
+        top = np.argsort(-ref[i], kind="stable")[:5]
+        scale = np.abs(ref[i][top]).max()
+        worst = max(worst, float(np.abs(ours[i][top] - ref[i][top]).max() / scale))
+        matches += int(np.argmax(ours[i]) == np.argmax(ref[i]))
+    session.close()
+    model.close()
+    print(f"gemma2 {weight_type}: {matches}/{len(ids)} greedy, worst top-5 error {worst:.2e}")
+    assert matches >= min_match * len(ids), f"{weight_type}: {matches}/{len(ids)} greedy tokens agree"
+    assert worst <= rel_tol, f"{weight_type}: worst top-5 logit error {worst:.2e} (relative to the largest)"
