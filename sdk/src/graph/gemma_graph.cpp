@@ -56,8 +56,7 @@ void build_gemma_graph(const Model &model, Graph &g) {
         }
         b.store_kv(KvStore::Model, il, k, v);
         if (sliding) b.attention_sliding(att, q, il, kSlidingKeys, hp.attn_softcap);
-        else if (hp.attn_softcap > 0) b.attention_capped(att, q, il, hp.attn_softcap);
-        else b.attention(att, q, KvStore::Model, il, 0);
+        else b.attention(att, q, KvStore::Model, il, 0, hp.attn_softcap);
         b.matmul(xb, att, l.wo);
         b.rmsnorm(post, xb, l.attn_post_norm, hp.norm_eps);
         b.add(x, post);

@@ -190,12 +190,9 @@ public:
         op.kv_layer = layer;
         push(op);
     }
-    void attention(TensorId dst, TensorId q, KvStore store, int32_t layer, int32_t keys) {
-        Op op{OpKind::Attention, dst, q};
-        op.store = store;
-        op.kv_layer = layer;
-        op.keys = keys;
-        push(op);
+    // softcap > 0: scores become softcap * tanh(score / softcap) before the softmax (gemma2).
+    void attention(TensorId dst, TensorId q, KvStore store, int32_t layer, int32_t keys, float softcap = 0.0f) {
+        push(attention_op(dst, q, store, layer, keys, softcap));
     }
     // A sliding-window layer's rotation (Graph::hp_sliding's settings).
     void rope_sliding(TensorId dst, int32_t n_heads) {
@@ -206,20 +203,8 @@ public:
     }
     // Attention over the windowed key list of a sliding-window layer.
     void attention_sliding(TensorId dst, TensorId q, int32_t layer, int32_t keys, float softcap = 0.0f) {
-        Op op{OpKind::Attention, dst, q};
-        op.store = KvStore::Model;
-        op.kv_layer = layer;
-        op.keys = keys;
+        Op op = attention_op(dst, q, KvStore::Model, layer, keys, softcap);
         op.sliding = true;
-        op.value = softcap;
-        push(op);
-    }
-    // Attention over the runner's cache with soft-capped scores (gemma2's global layers).
-    void attention_capped(TensorId dst, TensorId q, int32_t layer, float softcap) {
-        Op op{OpKind::Attention, dst, q};
-        op.store = KvStore::Model;
-        op.kv_layer = layer;
-        op.value = softcap;
         push(op);
     }
     void softcap(TensorId dst, float cap) {
@@ -237,6 +222,14 @@ public:
     void add(TensorId dst, TensorId src) { push(Op{OpKind::Add, dst, src}); }
 
 private:
+    static Op attention_op(TensorId dst, TensorId q, KvStore store, int32_t layer, int32_t keys, float softcap) {
+        Op op{OpKind::Attention, dst, q};
+        op.store = store;
+        op.kv_layer = layer;
+        op.keys = keys;
+        op.value = softcap;
+        return op;
+    }
     void push(Op op) {
         op.block = block_;
         g_.stages[stage_].push_back(op);

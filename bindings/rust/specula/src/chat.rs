@@ -1,5 +1,6 @@
 //! Chat templates (`specula_chat_*`): formatting a conversation as prompt text, as llama.cpp does.
 use std::ffi::CString;
+use std::os::raw::c_char;
 use std::ptr;
 
 use specula_sys as sys;
@@ -37,6 +38,19 @@ impl ChatMessage {
 /// [`TokenizeFlags::PARSE_SPECIAL`](crate::TokenizeFlags::PARSE_SPECIAL).
 /// Statuses: `Unsupported` (no template, or an unknown family), `InvalidArgument` (no model and no template).
 pub fn apply_template(model: Option<&Model>, template: Option<&str>, messages: &[ChatMessage], add_assistant: bool) -> Result<String> {
+    with_c_args(model, template, messages, |mp, tp, cmsgs| {
+        util::fetch_text(|buf, size, len, err| unsafe {
+            sys::specula_chat_apply_template(mp, tp, cmsgs.as_ptr(), cmsgs.len(), add_assistant as i32, buf, size, len, err)
+        })
+    })
+}
+
+/// The C arguments both formatting calls take: the model (or NULL), the template (or NULL) and the messages as
+/// `specula_chat_message`s, valid while `f` runs.
+fn with_c_args<F>(model: Option<&Model>, template: Option<&str>, messages: &[ChatMessage], f: F) -> Result<String>
+where
+    F: FnOnce(*const sys::specula_model, *const c_char, &[sys::specula_chat_message]) -> Result<String>,
+{
     let ctmpl = match template {
         Some(t) => Some(util::cstring(t, "chat template")?),
         None => None,
@@ -49,9 +63,7 @@ pub fn apply_template(model: Option<&Model>, template: Option<&str>, messages: &
         owned.iter().map(|(r, c)| sys::specula_chat_message { role: r.as_ptr(), content: c.as_ptr() }).collect();
     let mp = model.map_or(ptr::null(), |m| m.as_raw() as *const sys::specula_model);
     let tp = ctmpl.as_ref().map_or(ptr::null(), |t| t.as_ptr());
-    util::fetch_text(|buf, size, len, err| unsafe {
-        sys::specula_chat_apply_template(mp, tp, cmsgs.as_ptr(), cmsgs.len(), add_assistant as i32, buf, size, len, err)
-    })
+    f(mp, tp, &cmsgs)
 }
 
 /// Options of [`format`] (`specula_chat_options`).
@@ -72,18 +84,6 @@ impl Default for ChatOptions {
 
 /// [`apply_template`] with options (`specula_chat_format`, since 0.10).
 pub fn format(model: Option<&Model>, template: Option<&str>, messages: &[ChatMessage], options: &ChatOptions) -> Result<String> {
-    let ctmpl = match template {
-        Some(t) => Some(util::cstring(t, "chat template")?),
-        None => None,
-    };
-    let mut owned: Vec<(CString, CString)> = Vec::with_capacity(messages.len());
-    for m in messages {
-        owned.push((util::cstring(&m.role, "chat role")?, util::cstring(&m.content, "chat content")?));
-    }
-    let cmsgs: Vec<sys::specula_chat_message> =
-        owned.iter().map(|(r, c)| sys::specula_chat_message { role: r.as_ptr(), content: c.as_ptr() }).collect();
-    let mp = model.map_or(ptr::null(), |m| m.as_raw() as *const sys::specula_model);
-    let tp = ctmpl.as_ref().map_or(ptr::null(), |t| t.as_ptr());
     let mut copts: sys::specula_chat_options = unsafe { std::mem::zeroed() };
     unsafe { sys::specula_chat_options_init(&mut copts) };
     copts.add_assistant = options.add_assistant as i32;
@@ -91,8 +91,10 @@ pub fn format(model: Option<&Model>, template: Option<&str>, messages: &[ChatMes
         None => -1,
         Some(on) => on as i32,
     };
-    util::fetch_text(|buf, size, len, err| unsafe {
-        sys::specula_chat_format(mp, tp, cmsgs.as_ptr(), cmsgs.len(), &copts, buf, size, len, err)
+    with_c_args(model, template, messages, |mp, tp, cmsgs| {
+        util::fetch_text(|buf, size, len, err| unsafe {
+            sys::specula_chat_format(mp, tp, cmsgs.as_ptr(), cmsgs.len(), &copts, buf, size, len, err)
+        })
     })
 }
 
