@@ -65,10 +65,10 @@ std::vector<int32_t> completion_prompt(const specula::Model &model, const json &
 }
 
 std::optional<bool> enable_thinking(const json &body) {
-    if (!body.contains("chat_template_kwargs") || body.at("chat_template_kwargs").is_null()) return std::nullopt;
+    if (!has_field(body, "chat_template_kwargs")) return std::nullopt;
     const json &kwargs = body.at("chat_template_kwargs");
     if (!kwargs.is_object()) throw bad_request("\"chat_template_kwargs\" must be an object");
-    if (!kwargs.contains("enable_thinking") || kwargs.at("enable_thinking").is_null()) return std::nullopt;
+    if (!has_field(kwargs, "enable_thinking")) return std::nullopt;
     if (!kwargs.at("enable_thinking").is_boolean()) throw bad_request("\"chat_template_kwargs.enable_thinking\" must be a boolean");
     return kwargs.at("enable_thinking").get<bool>();
 }

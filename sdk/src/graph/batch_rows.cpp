@@ -65,13 +65,15 @@ void BatchRows::end_list() {
 
 namespace {
 
-// Each row's first slot within the window of list l: ints grow by n (after the list's own arrays).
+// Makes the last list a window's: each row's first slot (ints grow by n, after the list's own arrays), and no row
+// sees more than `window` keys.
 void add_window(BatchRows &rows, int32_t window) {
     const size_t at = rows.ints.size();
     rows.ints.resize(at + size_t(rows.n));
     KeyList &l = rows.lists.back();
     l.window = window;
     l.from_at = at;
+    l.max_keys = std::min(l.max_keys, window);
     for (int32_t i = 0; i < rows.n; ++i) rows.ints[at + size_t(i)] = std::max(0, rows.positions()[i] - window + 1);
 }
 
@@ -85,7 +87,6 @@ void plan_causal_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t
     if (window > 0) {
         rows.add_causal_list(n_past);
         add_window(rows, window);
-        rows.lists.back().max_keys = std::min(rows.lists.back().max_keys, window);
     }
     rows.stores.push_back(StoreRun{0, n_past, n});
 }
@@ -116,7 +117,6 @@ void plan_tree_rows(BatchRows &rows, const int32_t *tokens, int32_t n, int32_t n
         }
         rows.end_list();
         add_window(rows, window);
-        rows.lists.back().max_keys = std::min(rows.lists.back().max_keys, window);
     }
     rows.stores.push_back(StoreRun{0, n_past + offset, n});
     rows.mask = mask;

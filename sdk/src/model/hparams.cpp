@@ -45,16 +45,12 @@ HParams read_hparams(const GgufFile &file) {
     } else if (hp.arch_name == "gemma2") {
         hp.arch = Architecture::Gemma2;
         hp.rope_type = RopeType::Neox;
-        hp.scale_embeddings = true;
         hp.has_post_norms = true;
-        hp.ffn_gate = FfnGate::GeluTanh;
     } else if (hp.arch_name == "gemma3") {
         hp.arch = Architecture::Gemma3;
         hp.rope_type = RopeType::Neox;
         hp.has_qk_norm = true;
-        hp.scale_embeddings = true;
         hp.has_post_norms = true;
-        hp.ffn_gate = FfnGate::GeluTanh;
     } else {
         throw Error(SPECULA_ERR_UNSUPPORTED, "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3)");
     }

@@ -10,9 +10,6 @@ namespace specula::internal {
 
 enum class Architecture { Llama, Qwen2, Qwen3, Gemma2, Gemma3 };
 
-// The feed-forward block's gate: silu (SwiGLU: llama, qwen) or GELU with the tanh approximation (GeGLU: gemma).
-enum class FfnGate { Silu, GeluTanh };
-
 // How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]) (llama), NEOX rotates (x[i], x[i + d/2]) (qwen2).
 enum class RopeType { Norm, Neox };
 
@@ -43,10 +40,7 @@ struct HParams {
     float norm_eps = 1e-5f;
     bool has_qkv_bias = false;
     bool has_qk_norm = false;  // an RMSNorm over each head of the queries and keys before RoPE (qwen3, gemma3)
-    // Gemma: embeddings times sqrt(n_embd), RMSNorms after attention and after the FFN as well as before, GeGLU.
-    bool scale_embeddings = false;
-    bool has_post_norms = false;
-    FfnGate ffn_gate = FfnGate::Silu;
+    bool has_post_norms = false;  // gemma: RMSNorms after attention and after the FFN as well as before
     float attention_scale = 0.0f;  // softmax scale; 0: 1 / sqrt(head_dim)
     // Gemma 2's soft-capping: attention scores and final logits become cap * tanh(x / cap) (0: none).
     float attn_softcap = 0.0f;
