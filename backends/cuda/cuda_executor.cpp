@@ -10,6 +10,7 @@
 #include "model/rope.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,14 +20,20 @@ namespace {
 
 constexpr size_t kIntsBytes = size_t(1) << 20;  // row data: enough that a decode step never allocates (graph capture)
 
-AttentionShape shape_of(const Graph &g, int32_t chunk) {
+AttentionShape shape_of(const Graph &g, int32_t chunk, float softcap = 0.0f) {
     AttentionShape s;
     s.n_head = g.hp.n_head;
     s.n_head_kv = g.hp.n_head_kv;
     s.head_dim = g.hp.head_dim;
     s.scale = g.attention_scale;
     s.chunk = chunk;
+    s.softcap = softcap;
     return s;
+}
+
+void upload_table(const std::vector<float> &t, DeviceBuffer &buffer) {
+    buffer = DeviceBuffer(t.size() * 4);
+    check(cudaMemcpy(buffer.as(), t.data(), t.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
 }
 
 size_t partials_bytes(const Graph &g, int32_t rows, const CudaContext &ctx, int32_t local_chunk) {
@@ -59,14 +66,12 @@ bool CudaExecutor::supports(const Op &op) {
     case OpKind::AddBias:
     case OpKind::StoreKv:
     case OpKind::SwiGlu:
-    case OpKind::Add: return true;
-    // Not yet here: sliding-window layers (their own RoPE table and windowed key lists), soft-capped scores and
-    // gemma's GeGLU, scaling and soft-capping; a graph with them runs on the CPU.
-    case OpKind::Rope: return !op.sliding;
-    case OpKind::Attention: return !op.sliding && op.value == 0.0f;
+    case OpKind::Add:
+    case OpKind::Rope:
+    case OpKind::Attention:
     case OpKind::GeGlu:
     case OpKind::Scale:
-    case OpKind::SoftCap: return false;
+    case OpKind::SoftCap: return true;
     }
     return false;
 }
@@ -84,7 +89,7 @@ CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows,
     require(g.hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "CUDA: head_dim " + std::to_string(g.hp.head_dim) + " > 256 is not supported");
     for (const std::vector<Op> &stage : g.stages)
         for (const Op &op : stage)
-            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("CUDA: the operation '") + op_kind_name(op.kind) + (op.sliding ? " (sliding window)" : op.kind == OpKind::Attention && op.value != 0.0f ? " (soft-capped)" : "") + "' is not implemented");
+            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("CUDA: the operation '") + op_kind_name(op.kind) + "' is not implemented");
     check(cudaSetDevice(ctx_.device), "cudaSetDevice");
     if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_TOPK")) device_topk_ = std::strcmp(env, "0") != 0;
 
@@ -116,12 +121,20 @@ CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows,
     if (ctx_.rope_hp == nullptr || !same_rope_angles(g.hp, g.rope_freq_factors, *ctx_.rope_hp, *ctx_.rope_freq_factors)) {
         std::vector<float> cos_t, sin_t;
         rope_table(g.hp, g.rope_freq_factors, ctx_.n_ctx, cos_t, sin_t);
-        rope_cos_ = DeviceBuffer(cos_t.size() * 4);
-        rope_sin_ = DeviceBuffer(sin_t.size() * 4);
-        check(cudaMemcpy(rope_cos_.as(), cos_t.data(), cos_t.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
-        check(cudaMemcpy(rope_sin_.as(), sin_t.data(), sin_t.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
+        upload_table(cos_t, rope_cos_);
+        upload_table(sin_t, rope_sin_);
         ctx_.rope_cos = rope_cos_.as<float>();
         ctx_.rope_sin = rope_sin_.as<float>();
+    }
+    // Sliding-window layers rotate with their own settings (gemma3: base 1e4 and no scaling), without frequency factors.
+    bool sliding = false;
+    for (const std::vector<Op> &stage : g.stages)
+        for (const Op &op : stage) sliding = sliding || (op.kind == OpKind::Rope && op.sliding);
+    if (sliding) {
+        std::vector<float> cos_t, sin_t;
+        rope_table(g.hp_sliding, {}, ctx_.n_ctx, cos_t, sin_t);
+        upload_table(cos_t, sliding_cos_);
+        upload_table(sin_t, sliding_sin_);
     }
     gemm_scratch_ = DeviceBuffer(gemm_bytes(g, max_rows_));
     partials_ = DeviceBuffer(std::max<size_t>(partials_bytes(g, max_rows_, ctx_, local_chunk_), 16));
@@ -146,7 +159,7 @@ CudaExecutor::~CudaExecutor() {
 size_t CudaExecutor::device_bytes() const {
     size_t total = 0;
     for (const DeviceBuffer &t : tensors_) total += t.bytes();
-    for (const DeviceBuffer *b : {&local_k_, &local_v_, &rope_cos_, &rope_sin_, &gemm_scratch_, &partials_, &tree_partials_, &ints_, &mask_, &topk_}) total += b->bytes();
+    for (const DeviceBuffer *b : {&local_k_, &local_v_, &rope_cos_, &rope_sin_, &sliding_cos_, &sliding_sin_, &gemm_scratch_, &partials_, &tree_partials_, &ints_, &mask_, &topk_}) total += b->bytes();
     return total;
 }
 
@@ -209,7 +222,11 @@ bool CudaExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first, 
             break;
         case OpKind::AddBias: add_bias(row(op.dst, first), vectors_[size_t(stage)][o], count, w, st); break;
         case OpKind::Rope:
-            rope(row(op.dst, first), count, op.n_heads, g.hp.head_dim, g.hp.rope_dim, neox, d_positions, ctx_.rope_cos, ctx_.rope_sin, st);
+            if (op.sliding)
+                rope(row(op.dst, first), count, op.n_heads, g.hp.head_dim, g.hp_sliding.rope_dim, neox, d_positions, sliding_cos_.as<float>(),
+                     sliding_sin_.as<float>(), st);
+            else
+                rope(row(op.dst, first), count, op.n_heads, g.hp.head_dim, g.hp.rope_dim, neox, d_positions, ctx_.rope_cos, ctx_.rope_sin, st);
             break;
         case OpKind::StoreKv: {
             __half *kc = op.store == KvStore::Model ? ctx_.kv_k + size_t(op.kv_layer) * size_t(ctx_.n_ctx) * dkv : local_k_.as<__half>();
@@ -223,9 +240,9 @@ bool CudaExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first, 
         case OpKind::Attention: attention(op, rows, first, count, how); break;
         case OpKind::SwiGlu: swiglu(row(op.dst, first), row(op.src, first), int64_t(count) * w, st); break;
         case OpKind::Add: add(row(op.dst, first), row(op.src, first), int64_t(count) * w, st); break;
-        case OpKind::GeGlu:
-        case OpKind::Scale:
-        case OpKind::SoftCap: break;  // refused by supports(): never in a graph this executor was made for
+        case OpKind::GeGlu: geglu(row(op.dst, first), row(op.src, first), int64_t(count) * w, st); break;
+        case OpKind::Scale: scale(row(op.dst, first), op.value, int64_t(count) * w, st); break;
+        case OpKind::SoftCap: soft_cap(row(op.dst, first), op.value, int64_t(count) * w, st); break;
         }
     }
     return true;
@@ -241,7 +258,7 @@ void CudaExecutor::attention(const Op &op, const BatchRows &rows, int32_t first,
     const __half *kc = model ? ctx_.kv_k + size_t(op.kv_layer) * size_t(ctx_.n_ctx) * size_t(dkv) : local_k_.as<__half>();
     const __half *vc = model ? ctx_.kv_v + size_t(op.kv_layer) * size_t(ctx_.n_ctx) * size_t(dkv) : local_v_.as<__half>();
     const int32_t chunk = !list.invariant ? length_split_chunk(list.max_keys) : model ? ctx_.cache_chunk : local_chunk_;
-    const AttentionShape shape = shape_of(g, chunk);
+    const AttentionShape shape = shape_of(g, chunk, op.value);
     const int32_t *d_ints = ints_.as<int32_t>();
     AttentionRows ar;
     ar.n = count;
@@ -252,8 +269,22 @@ void CudaExecutor::attention(const Op &op, const BatchRows &rows, int32_t first,
         ar.tail_len = d_ints + list.len_at + first;
         ar.tail_slots = list.causal ? nullptr : d_ints + list.slots_at;
     }
+    if (list.window > 0) {
+        // A windowed row's keys keep their logical positions (kernels.h): the launch covers the chunks from the
+        // earliest window's start to the furthest row's last key.
+        ar.from = d_ints + list.from_at + first;
+        ar.min_from = INT32_MAX;
+        ar.max_keys = 0;
+        for (int32_t i = first; i < first + count; ++i) {
+            const int32_t from = rows.run_from(list, i);
+            const int32_t end = list.causal ? rows.run_of(list, i) : std::max(from, list.n_prefix) + rows.n_extra(list, i);
+            ar.min_from = std::min(ar.min_from, from);
+            ar.max_keys = std::max(ar.max_keys, end);
+        }
+    }
     float *q = row(op.src, first), *out = row(op.dst, first);
-    const bool hybrid = how.tree_attention == TreeAttention::Hybrid && model && rows.mask != nullptr && list.tails && !list.causal;
+    // LongSpec's split tree attention reads the whole mask: not a window's keys.
+    const bool hybrid = how.tree_attention == TreeAttention::Hybrid && model && rows.mask != nullptr && list.tails && !list.causal && list.window == 0;
     if (hybrid) {
         AttentionRows prefix = ar;
         prefix.max_keys = list.n_prefix;

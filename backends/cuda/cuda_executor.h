@@ -91,6 +91,7 @@ private:
     std::vector<int32_t> widths_;
     DeviceBuffer local_k_, local_v_;  // [local_kv_slots][n_embd_kv] F16
     DeviceBuffer rope_cos_, rope_sin_;  // the graph's own RoPE tables, when its settings are not the runner's
+    DeviceBuffer sliding_cos_, sliding_sin_;  // the sliding-window layers' RoPE tables (Graph::hp_sliding), when it has any
     int32_t local_chunk_ = 64;
     DeviceBuffer gemm_scratch_, partials_, tree_partials_, ints_, mask_, topk_;
     PinnedBuffer host_ints_, host_mask_, host_out_;

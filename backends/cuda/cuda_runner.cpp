@@ -192,8 +192,9 @@ bool CudaRunner::enqueue_batch(const int32_t *tokens, int32_t m, int32_t n_past,
     const HParams &hp = model_->hparams();
     const int64_t d = hp.n_embd;
     const int32_t n_vocab = hp.n_vocab;
-    if (tree) plan_tree_rows(rows_, tokens, m, n_past, tree->offset, tree->positions, tree->mask, tree->mask_stride);
-    else plan_causal_rows(rows_, tokens, m, n_past);
+    const int32_t window = exec_->graph().sliding_window;
+    if (tree) plan_tree_rows(rows_, tokens, m, n_past, tree->offset, tree->positions, tree->mask, tree->mask_stride, window);
+    else plan_causal_rows(rows_, tokens, m, n_past, window);
     if (tree_attention_ != TreeAttention::Hybrid) rows_.mask = nullptr;  // only the split form reads it
     exec_->upload_rows(rows_, capturing);
     CudaExecutor::Enqueue how;

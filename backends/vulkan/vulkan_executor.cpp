@@ -7,13 +7,15 @@
 #include "model/rope.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace specula::internal::vulkan {
 namespace {
 
 
-AttentionShape shape_of(const Graph &g, uint32_t chunk) {
+AttentionShape shape_of(const Graph &g, uint32_t chunk, float softcap = 0.0f) {
     AttentionShape s;
+    s.softcap = softcap;
     s.n_head = uint32_t(g.hp.n_head);
     s.n_head_kv = uint32_t(g.hp.n_head_kv);
     s.head_dim = uint32_t(g.hp.head_dim);
@@ -46,14 +48,12 @@ bool VulkanExecutor::supports(const Op &op) {
     case OpKind::AddBias:
     case OpKind::StoreKv:
     case OpKind::SwiGlu:
-    case OpKind::Add: return true;
-    // Not yet here: sliding-window layers (their own RoPE table and windowed key lists), soft-capped scores and
-    // gemma's GeGLU, scaling and soft-capping; a graph with them runs on the CPU.
-    case OpKind::Rope: return !op.sliding;
-    case OpKind::Attention: return !op.sliding && op.value == 0.0f;
+    case OpKind::Add:
+    case OpKind::Rope:
+    case OpKind::Attention:
     case OpKind::GeGlu:
     case OpKind::Scale:
-    case OpKind::SoftCap: return false;
+    case OpKind::SoftCap: return true;
     }
     return false;
 }
@@ -71,7 +71,7 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
     require(g.hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "Vulkan: head_dim " + std::to_string(g.hp.head_dim) + " > 256 is not supported");
     for (const std::vector<Op> &stage : g.stages)
         for (const Op &op : stage)
-            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("Vulkan: the operation '") + op_kind_name(op.kind) + (op.sliding ? " (sliding window)" : op.kind == OpKind::Attention && op.value != 0.0f ? " (soft-capped)" : "") + "' is not implemented");
+            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("Vulkan: the operation '") + op_kind_name(op.kind) + "' is not implemented");
     const std::shared_ptr<Device> &dev = ctx_.stream->shared_device();
     const auto buf = [&](size_t bytes, const char *what) { return Buffer(dev, std::max<size_t>(bytes, 16), Buffer::Kind::Device, what); };
 
@@ -108,6 +108,18 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
         ctx_.rope_cos = &rope_cos_;
         ctx_.rope_sin = &rope_sin_;
     }
+    // Sliding-window layers rotate with their own settings (gemma3: base 1e4 and no scaling), without frequency factors.
+    bool sliding = false;
+    for (const std::vector<Op> &stage : g.stages)
+        for (const Op &op : stage) sliding = sliding || (op.kind == OpKind::Rope && op.sliding);
+    if (sliding) {
+        std::vector<float> cos_t, sin_t;
+        rope_table(g.hp_sliding, {}, ctx_.n_ctx, cos_t, sin_t);
+        sliding_cos_ = buf(cos_t.size() * 4, "RoPE tables");
+        sliding_sin_ = buf(sin_t.size() * 4, "RoPE tables");
+        ctx_.stream->upload(sliding_cos_, 0, cos_t.data(), cos_t.size() * 4);
+        ctx_.stream->upload(sliding_sin_, 0, sin_t.data(), sin_t.size() * 4);
+    }
     partials_ = buf(partials_bytes(g, max_rows_, ctx_, local_chunk_), "attention partials");
     tree_partials_ = buf(size_t(max_rows_) * size_t(g.hp.n_head) * (size_t(g.hp.head_dim) + 2) * 4, "attention partials");
     ints_ = buf(size_t(64) << 10, "row data");
@@ -118,7 +130,7 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
 size_t VulkanExecutor::device_bytes() const {
     size_t total = 0;
     for (const Buffer &t : tensors_) total += t.bytes();
-    for (const Buffer *b : {&local_k_, &local_v_, &rope_cos_, &rope_sin_, &partials_, &tree_partials_, &ints_, &mask_}) total += b->bytes();
+    for (const Buffer *b : {&local_k_, &local_v_, &rope_cos_, &rope_sin_, &sliding_cos_, &sliding_sin_, &partials_, &tree_partials_, &ints_, &mask_}) total += b->bytes();
     return total;
 }
 
@@ -170,8 +182,12 @@ bool VulkanExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first
         case OpKind::MatMul: matmul(st, matrices_[size_t(stage)][o], row(op.src, F), C, row(op.dst, F)); break;
         case OpKind::AddBias: add_bias(st, row(op.dst, F), View{vectors_[size_t(stage)][o], 0}, C, w); break;
         case OpKind::Rope:
-            rope(st, row(op.dst, F), C, uint32_t(op.n_heads), uint32_t(g.hp.head_dim), uint32_t(g.hp.rope_dim), neox, positions, *ctx_.rope_cos,
-                 *ctx_.rope_sin);
+            if (op.sliding)
+                rope(st, row(op.dst, F), C, uint32_t(op.n_heads), uint32_t(g.hp.head_dim), uint32_t(g.hp_sliding.rope_dim), neox, positions,
+                     sliding_cos_, sliding_sin_);
+            else
+                rope(st, row(op.dst, F), C, uint32_t(op.n_heads), uint32_t(g.hp.head_dim), uint32_t(g.hp.rope_dim), neox, positions, *ctx_.rope_cos,
+                     *ctx_.rope_sin);
             break;
         case OpKind::StoreKv: {
             const bool model = op.store == KvStore::Model;
@@ -188,9 +204,9 @@ bool VulkanExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first
         case OpKind::Attention: attention(op, rows, F, C, how); break;
         case OpKind::SwiGlu: swiglu(st, row(op.dst, F), row(op.src, F), C * w); break;
         case OpKind::Add: add(st, row(op.dst, F), row(op.src, F), C * w); break;
-        case OpKind::GeGlu:
-        case OpKind::Scale:
-        case OpKind::SoftCap: break;  // refused by supports(): never in a graph this executor was made for
+        case OpKind::GeGlu: geglu(st, row(op.dst, F), row(op.src, F), C * w); break;
+        case OpKind::Scale: scale(st, row(op.dst, F), op.value, C * w); break;
+        case OpKind::SoftCap: soft_cap(st, row(op.dst, F), op.value, C * w); break;
         }
     }
     return true;
@@ -206,7 +222,7 @@ void VulkanExecutor::attention(const Op &op, const BatchRows &rows, uint32_t fir
     const Buffer &kc = model ? (*ctx_.kv_k)[size_t(op.kv_layer)] : local_k_;
     const Buffer &vc = model ? (*ctx_.kv_v)[size_t(op.kv_layer)] : local_v_;
     const uint32_t chunk = !list.invariant ? uint32_t(length_split_chunk(list.max_keys)) : model ? ctx_.cache_chunk : local_chunk_;
-    const AttentionShape shape = shape_of(g, chunk);
+    const AttentionShape shape = shape_of(g, chunk, op.value);
     AttentionRows ar;
     ar.n = count;
     ar.n_prefix = uint32_t(list.n_prefix);
@@ -217,8 +233,23 @@ void VulkanExecutor::attention(const Op &op, const BatchRows &rows, uint32_t fir
     ar.tail_start = uint32_t(list.start_at) + first;
     ar.tail_len = uint32_t(list.len_at) + first;
     ar.tail_slots = uint32_t(list.slots_at);
+    if (list.window > 0) {
+        // A windowed row's keys keep their logical positions: the dispatch covers the chunks from the earliest
+        // window's start to the furthest row's last key.
+        ar.has_from = true;
+        ar.from = uint32_t(list.from_at) + first;
+        ar.min_from = UINT32_MAX;
+        ar.max_keys = 0;
+        for (int32_t i = int32_t(first); i < int32_t(first + count); ++i) {
+            const int32_t from = rows.run_from(list, i);
+            const int32_t end = list.causal ? rows.run_of(list, i) : std::max(from, list.n_prefix) + rows.n_extra(list, i);
+            ar.min_from = std::min(ar.min_from, uint32_t(from));
+            ar.max_keys = std::max(ar.max_keys, uint32_t(end));
+        }
+    }
     const View q = row(op.src, first), out = row(op.dst, first);
-    const bool hybrid = how.tree_attention == TreeAttention::Hybrid && model && rows.mask != nullptr && list.tails && !list.causal;
+    // LongSpec's split tree attention reads the whole mask: not a window's keys.
+    const bool hybrid = how.tree_attention == TreeAttention::Hybrid && model && rows.mask != nullptr && list.tails && !list.causal && list.window == 0;
     if (hybrid) {
         require(first == 0, SPECULA_ERR_INTERNAL, "Vulkan: the split form of tree attention runs over a whole batch");
         AttentionRows prefix = ar;

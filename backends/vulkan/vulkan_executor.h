@@ -76,6 +76,7 @@ private:
     std::vector<int32_t> widths_;
     Buffer local_k_, local_v_;  // [local_kv_slots][n_embd_kv] F16
     Buffer rope_cos_, rope_sin_;  // the graph's own RoPE tables, when its settings are not the runner's
+    Buffer sliding_cos_, sliding_sin_;  // the sliding-window layers' RoPE tables (Graph::hp_sliding), when it has any
     uint32_t local_chunk_ = 64;
     Buffer partials_, tree_partials_, ints_, mask_;
 };

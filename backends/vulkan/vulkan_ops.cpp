@@ -14,17 +14,24 @@ void split_groups(uint64_t groups, uint32_t &gx, uint32_t &gy) {
 
 struct ElementwisePush {
     uint32_t count, op, d, x_off, y_off;
+    float value;
 };
 
-void elementwise(Stream &s, uint32_t op, View x, View y, uint32_t count, uint32_t d) {
+// shaders/add.comp's operations: 0 add, 1 bias, 2 SwiGLU, 3 GeGLU, 4 scale, 5 soft-cap.
+void elementwise(Stream &s, uint32_t op, View x, View y, uint32_t count, uint32_t d, float value = 0.0f) {
     if (count == 0) return;
     const Kernel &k = s.device().kernel("add", 2, sizeof(ElementwisePush));
     uint32_t gx, gy;
     split_groups((uint64_t(count) + 255) / 256, gx, gy);
-    s.dispatch(k, {x.buffer, y.buffer}, ElementwisePush{count, op, d, x.offset, y.offset}, gx, gy);
+    s.dispatch(k, {x.buffer, y.buffer}, ElementwisePush{count, op, d, x.offset, y.offset, value}, gx, gy);
 }
 
 uint32_t chunk_count(const AttentionShape &a, uint32_t max_keys) { return (max_keys + a.chunk - 1) / a.chunk; }
+// The chunks a dispatch covers: from the earliest window's (0 without windows) to the furthest key's.
+uint32_t chunk_count(const AttentionShape &a, const AttentionRows &rows) {
+    const uint32_t first = rows.has_from ? rows.min_from / a.chunk : 0u, end = chunk_count(a, rows.max_keys);
+    return end > first ? end - first : 0u;
+}
 
 }  // namespace
 
@@ -62,6 +69,9 @@ void add_bias(Stream &s, View x, View bias, uint32_t n, uint32_t d) {
     if (bias.buffer != nullptr) elementwise(s, 1, x, bias, n * d, d);
 }
 void swiglu(Stream &s, View gate, View up, uint32_t count) { elementwise(s, 2, gate, up, count, 1); }
+void geglu(Stream &s, View gate, View up, uint32_t count) { elementwise(s, 3, gate, up, count, 1); }
+void scale(Stream &s, View x, float factor, uint32_t count) { elementwise(s, 4, x, x, count, 1, factor); }
+void soft_cap(Stream &s, View x, float cap, uint32_t count) { elementwise(s, 5, x, x, count, 1, cap); }
 
 void rope(Stream &s, View x, uint32_t n, uint32_t n_heads, uint32_t head_dim, uint32_t rope_dim, bool neox, View positions, const Buffer &cos_t,
           const Buffer &sin_t) {
@@ -101,12 +111,14 @@ size_t attention_partials_floats(const AttentionShape &a, uint32_t n_rows, uint3
 
 void attention_chunks(Stream &s, View q, const Buffer &k_cache, const Buffer &v_cache, uint32_t dkv, const AttentionRows &rows,
                       const AttentionShape &a, const Buffer &partials) {
-    const uint32_t n_chunks = chunk_count(a, rows.max_keys);
+    const uint32_t n_chunks = chunk_count(a, rows);
     if (rows.n == 0 || n_chunks == 0) return;
     struct Push {
         uint32_t n_rows, n_prefix, max_keys, n_head, n_head_kv, head_dim, chunk, n_chunks, sub;
         uint32_t causal, has_tail, tail_start_off, tail_len_off, tail_slots_off, q_off, dkv;
         float scale;
+        uint32_t has_from, from_off, min_from;
+        float softcap;
     };
     const Kernel &k = s.device().kernel("attention_chunks", 5, sizeof(Push));
     const uint32_t sub = std::min<uint32_t>(64, 2048 / a.head_dim);
@@ -114,7 +126,8 @@ void attention_chunks(Stream &s, View q, const Buffer &k_cache, const Buffer &v_
     const Buffer *ints = rows.ints.buffer ? rows.ints.buffer : &partials;  // no tails: the binding is never read
     s.dispatch(k, {q.buffer, &k_cache, &v_cache, ints, &partials},
                Push{rows.n, rows.n_prefix, rows.max_keys, a.n_head, a.n_head_kv, a.head_dim, a.chunk, n_chunks, sub, rows.causal ? 1u : 0u,
-                    rows.has_tail ? 1u : 0u, base + rows.tail_start, base + rows.tail_len, base + rows.tail_slots, q.offset, dkv, a.scale},
+                    rows.has_tail ? 1u : 0u, base + rows.tail_start, base + rows.tail_len, base + rows.tail_slots, q.offset, dkv, a.scale,
+                    rows.has_from ? 1u : 0u, base + rows.from, rows.has_from ? rows.min_from : 0u, a.softcap},
                n_chunks, a.n_head_kv);
 }
 
@@ -123,26 +136,28 @@ void attention_tree(Stream &s, View q, const Buffer &k_cache, const Buffer &v_ca
     if (n_rows == 0) return;
     struct Push {
         uint32_t n_head, n_head_kv, head_dim, first_slot, n_tree, dkv, q_off;
-        float scale;
+        float scale, softcap;
     };
     const Kernel &k = s.device().kernel("attention_tree", 5, sizeof(Push));
     s.dispatch(k, {q.buffer, &k_cache, &v_cache, &mask, &tree_partials},
-               Push{a.n_head, a.n_head_kv, a.head_dim, first_slot, n_tree, dkv, q.offset, a.scale}, n_rows, a.n_head);
+               Push{a.n_head, a.n_head_kv, a.head_dim, first_slot, n_tree, dkv, q.offset, a.scale, a.softcap}, n_rows, a.n_head);
 }
 
 void attention_merge(Stream &s, const Buffer &partials, const Buffer *tree_partials, const AttentionRows &rows, const AttentionShape &a, View out) {
     if (rows.n == 0) return;
     struct Push {
         uint32_t n_prefix, n_head, head_dim, chunk, n_chunks, has_tail, tail_len_off, has_tree, out_off;
+        uint32_t causal, has_from, from_off, min_from;
     };
     const Kernel &k = s.device().kernel("attention_merge", 4, sizeof(Push));
-    const uint32_t n_chunks = std::max<uint32_t>(1, chunk_count(a, rows.max_keys));
+    const uint32_t n_chunks = std::max<uint32_t>(1, chunk_count(a, rows));
     // Without a tree part, the partials stand in for the unused binding (has_tree = 0: never read).
     const Buffer *tree = tree_partials ? tree_partials : &partials;
     const Buffer *ints = rows.ints.buffer ? rows.ints.buffer : &partials;
     s.dispatch(k, {&partials, tree, ints, out.buffer},
                Push{rows.n_prefix, a.n_head, a.head_dim, a.chunk, n_chunks, rows.has_tail ? 1u : 0u, rows.ints.offset + rows.tail_len,
-                    tree_partials ? 1u : 0u, out.offset},
+                    tree_partials ? 1u : 0u, out.offset, rows.causal ? 1u : 0u, rows.has_from ? 1u : 0u, rows.ints.offset + rows.from,
+                    rows.has_from ? rows.min_from : 0u},
                rows.n, a.n_head);
 }
 

@@ -28,6 +28,9 @@ void rmsnorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, 
 void add(Stream &s, View x, View y, uint32_t count);               // x += y
 void add_bias(Stream &s, View x, View bias, uint32_t n, uint32_t d);  // x[t] += bias
 void swiglu(Stream &s, View gate, View up, uint32_t count);        // gate = silu(gate) * up
+void geglu(Stream &s, View gate, View up, uint32_t count);         // gate = gelu(gate) * up (ggml's tanh approximation)
+void scale(Stream &s, View x, float factor, uint32_t count);       // x *= factor
+void soft_cap(Stream &s, View x, float cap, uint32_t count);       // x = cap * tanh(x / cap)
 void rope(Stream &s, View x, uint32_t n, uint32_t n_heads, uint32_t head_dim, uint32_t rope_dim, bool neox, View positions, const Buffer &cos_t,
           const Buffer &sin_t);
 // Writes n_values floats of k and v as F16 into the caches at element dst_offset.
@@ -37,16 +40,20 @@ void copy_slots(Stream &s, const Buffer &k_cache, const Buffer &v_cache, View mo
 
 // The queries of one pass (as the CUDA backend's AttentionRows): n rows; row i sees prefix slots [0, n_prefix)
 // then its tail (tail_len[i] slots from tail_slots[tail_start[i]]); no tail_slots: a causal batch (row i's tail
-// is slots n_prefix .. n_prefix + i); no tail_len: no tails.
+// is slots n_prefix .. n_prefix + i); no tail_len: no tails. has_from: a sliding window, row i's keys start at
+// logical position from[i] (the CUDA backend's AttentionRows says how); max_keys is then the furthest row's end
+// and min_from the earliest start.
 struct AttentionRows {
     uint32_t n = 0, n_prefix = 0, max_keys = 0;
-    bool has_tail = false, causal = false;
-    View ints;  // the buffer holding the three int arrays below (offsets in ints)
-    uint32_t tail_start = 0, tail_len = 0, tail_slots = 0;
+    bool has_tail = false, causal = false, has_from = false;
+    View ints;  // the buffer holding the int arrays below (offsets in ints)
+    uint32_t tail_start = 0, tail_len = 0, tail_slots = 0, from = 0;
+    uint32_t min_from = 0;
 };
 struct AttentionShape {
     uint32_t n_head = 0, n_head_kv = 0, head_dim = 0, chunk = 0;
     float scale = 0;
+    float softcap = 0;  // > 0: scores become softcap * tanh(score / softcap) (gemma2)
 };
 // Floats of partials for n rows over at most max_keys keys.
 size_t attention_partials_floats(const AttentionShape &a, uint32_t n_rows, uint32_t max_keys);

@@ -160,8 +160,9 @@ bool VulkanRunner::enqueue_batch(const int32_t *tokens, int32_t m, int32_t n_pas
     const HParams &hp = model_->hparams();
     Stream &st = *stream_;
     const uint32_t d = uint32_t(hp.n_embd), n_vocab = uint32_t(hp.n_vocab), M = uint32_t(m);
-    if (tree) plan_tree_rows(rows_, tokens, m, n_past, tree->offset, tree->positions, tree->mask, tree->mask_stride);
-    else plan_causal_rows(rows_, tokens, m, n_past);
+    const int32_t window = exec_->graph().sliding_window;
+    if (tree) plan_tree_rows(rows_, tokens, m, n_past, tree->offset, tree->positions, tree->mask, tree->mask_stride, window);
+    else plan_causal_rows(rows_, tokens, m, n_past, window);
     if (tree_attention_ != TreeAttention::Hybrid) rows_.mask = nullptr;  // only the split form reads it
     exec_->upload_rows(rows_);
     VulkanExecutor::Enqueue how;

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -165,11 +166,13 @@ TEST_CASE("cuda attention: split-K chunks with tree tails and the hybrid merge a
 namespace {
 
 // A K/V cache for one layer (F16 on the device, its values on the host) and the queries of a set of rows, each
-// row with its logical key list: prefix slots 0 .. n_prefix - 1, then its tail slots.
+// row with its logical key list: prefix slots 0 .. n_prefix - 1, then its tail slots. With a window, row i (at
+// position n_prefix + tails[i].size() - 1) sees only the keys at the last `window` logical positions.
 struct AttentionCase {
     AttentionShape s;
     int32_t n_prefix = 0;
     bool causal = false;                      // tails are n_prefix .. n_prefix + i, passed as tail_slots == nullptr
+    int32_t window = 0;
     std::vector<std::vector<int32_t>> tails;  // per row
     std::vector<uint16_t> kh, vh;             // n_slots x dkv
     std::vector<float> q;                     // rows x n_head x head_dim
@@ -191,6 +194,20 @@ AttentionCase make_case(int32_t n_head, int32_t n_head_kv, int32_t head_dim, int
     return c;
 }
 
+// Row i's first logical key: its window's start, 0 without one.
+int32_t row_from(const AttentionCase &c, size_t i) {
+    return c.window > 0 ? std::max(0, c.n_prefix + int32_t(c.tails[i].size()) - c.window) : 0;
+}
+
+// Row i's tail entries inside its window (tail entry j sits at logical position n_prefix + j), as
+// graph/batch_rows.cpp lists a tree node's path.
+std::vector<int32_t> kept_tail(const AttentionCase &c, size_t i) {
+    std::vector<int32_t> kept;
+    for (size_t j = 0; j < c.tails[i].size(); ++j)
+        if (c.n_prefix + int32_t(j) >= row_from(c, i)) kept.push_back(c.tails[i][j]);
+    return kept;
+}
+
 // Cache slots that no row reads hold NaN: the kernel must not let them reach a result (0 * NaN is NaN).
 void poison_slots(AttentionCase &c, int32_t from) {
     for (size_t e = size_t(from) * size_t(c.dkv()); e < c.kh.size(); ++e) c.kh[e] = c.vh[e] = 0x7E00;
@@ -203,16 +220,21 @@ struct AttentionResult {
 // attention_chunks + attention_merge over the case's rows.
 AttentionResult run_attention(const AttentionCase &c) {
     const int32_t n = int32_t(c.tails.size());
-    std::vector<int32_t> starts, lens, slots;
-    int32_t max_keys = 0;
-    for (const auto &t : c.tails) {
+    std::vector<int32_t> starts, lens, slots, from;
+    int32_t max_keys = 0, min_from = INT32_MAX;
+    for (size_t i = 0; i < c.tails.size(); ++i) {
+        // A causal row's tail is its whole run (the window cuts it by `from`); a tree row lists its window's nodes.
+        const std::vector<int32_t> t = c.causal ? c.tails[i] : kept_tail(c, i);
+        from.push_back(row_from(c, i));
+        min_from = std::min(min_from, from.back());
         starts.push_back(int32_t(slots.size()));
         lens.push_back(int32_t(t.size()));
         slots.insert(slots.end(), t.begin(), t.end());
-        max_keys = std::max(max_keys, c.n_prefix + int32_t(t.size()));
+        max_keys = std::max(max_keys, (c.causal ? c.n_prefix : std::max(from.back(), c.n_prefix)) + int32_t(t.size()));
     }
     slots.push_back(0);  // never empty
-    DeviceBuffer dk = upload(c.kh), dv = upload(c.vh), dq = upload(c.q), d_starts = upload(starts), d_lens = upload(lens), d_slots = upload(slots);
+    DeviceBuffer dk = upload(c.kh), dv = upload(c.vh), dq = upload(c.q), d_starts = upload(starts), d_lens = upload(lens), d_slots = upload(slots),
+                 d_from = upload(from);
     AttentionRows rows;
     rows.n = n;
     rows.n_prefix = c.n_prefix;
@@ -220,20 +242,25 @@ AttentionResult run_attention(const AttentionCase &c) {
     rows.tail_start = d_starts.as<int32_t>();
     rows.tail_len = d_lens.as<int32_t>();
     rows.tail_slots = c.causal ? nullptr : d_slots.as<int32_t>();
+    if (c.window > 0) {
+        rows.from = d_from.as<int32_t>();
+        rows.min_from = min_from;
+    }
     DeviceBuffer partials(attention_partials_floats(c.s, n, max_keys) * 4), out(size_t(n) * c.q_floats() * 4), lse(size_t(n * c.s.n_head) * 4);
     attention_chunks(dq.as<float>(), dk.as<__half>(), dv.as<__half>(), c.dkv(), rows, c.s, partials.as<float>(), nullptr);
     attention_merge(partials.as<float>(), nullptr, rows, c.s, out.as<float>(), lse.as<float>(), nullptr);
     return {download(out, size_t(n) * c.q_floats()), download(lse, size_t(n * c.s.n_head))};
 }
 
-// Largest |softmax(q k^T * scale) v - out| over the case's rows, in double precision on the host.
+// Largest |softmax(cap(q k^T * scale)) v - out| over the case's rows, in double precision on the host.
 double worst_error(const AttentionCase &c, const AttentionResult &r) {
     const int32_t hd = c.s.head_dim, group = c.s.n_head / c.s.n_head_kv;
     double worst = 0;
     for (size_t i = 0; i < c.tails.size(); ++i) {
         std::vector<int32_t> keys;
-        for (int32_t p = 0; p < c.n_prefix; ++p) keys.push_back(p);
-        keys.insert(keys.end(), c.tails[i].begin(), c.tails[i].end());
+        for (int32_t p = row_from(c, i); p < c.n_prefix; ++p) keys.push_back(p);
+        const std::vector<int32_t> tail = kept_tail(c, i);
+        keys.insert(keys.end(), tail.begin(), tail.end());
         for (int32_t h = 0; h < c.s.n_head; ++h) {
             const size_t kv0 = size_t((h / group) * hd), q0 = i * c.q_floats() + size_t(h * hd);
             std::vector<double> w;
@@ -241,7 +268,8 @@ double worst_error(const AttentionCase &c, const AttentionResult &r) {
             for (int32_t slot : keys) {
                 double dot = 0;
                 for (int32_t d = 0; d < hd; ++d) dot += double(c.q[q0 + size_t(d)]) * double(half_to_float(c.kh[size_t(slot) * size_t(c.dkv()) + kv0 + size_t(d)]));
-                w.push_back(dot * c.s.scale);
+                const double x = dot * c.s.scale;
+                w.push_back(c.s.softcap > 0.0f ? std::tanh(x / c.s.softcap) * c.s.softcap : x);
                 mx = std::max(mx, w.back());
             }
             for (double &x : w) sum += (x = std::exp(x - mx));
@@ -284,6 +312,8 @@ TEST_CASE("cuda attention on tensor cores: causal batches and trees match a host
         const char *name;
         int32_t n_head, n_head_kv, head_dim, chunk, n_prefix, n_rows;
         bool tree;
+        int32_t window = 0;   // gemma's sliding layers
+        float softcap = 0.0f;  // gemma2's capped scores
     };
     const std::vector<Config> configs = {
         {"causal prefill, GQA 4, head_dim 64", 8, 2, 64, 64, 0, 40, false},
@@ -293,6 +323,13 @@ TEST_CASE("cuda attention on tensor cores: causal batches and trees match a host
         {"causal batch, head_dim 40, GQA 7", 14, 2, 40, 128, 37, 40, false},
         {"tree, head_dim 256, GQA 4", 4, 1, 256, 64, 33, 12, true},
         {"tree, 20 query heads per KV head (two query tiles per row)", 20, 1, 32, 64, 100, 10, true},
+        // Windows: rows whose first key is inside a chunk, chunks below every window left out of the launch, tree
+        // paths longer than the window (their keys start past the prefix), and soft-capped scores.
+        {"causal batch after a prefix, window 24", 8, 2, 64, 64, 90, 40, false, 24},
+        {"causal prefill, window 16, scores capped at 1", 8, 2, 64, 64, 0, 40, false, 16, 1.0f},
+        {"tree of 40 nodes, window 5 (deep paths start past the prefix)", 8, 2, 64, 64, 250, 40, true, 5},
+        {"tree, window 100 over chunks of 32, scores capped at 0.5", 8, 2, 64, 32, 250, 40, true, 100, 0.5f},
+        {"tree, window 3, head_dim 8, GQA 2", 8, 4, 8, 64, 70, 24, true, 3},
     };
     for (const Config &cfg : configs) {
         INFO(cfg.name);
@@ -300,6 +337,10 @@ TEST_CASE("cuda attention on tensor cores: causal batches and trees match a host
         AttentionCase c = make_case(cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.chunk, cfg.n_prefix, n_slots, uint32_t(cfg.head_dim * 31 + cfg.n_prefix));
         poison_slots(c, cfg.n_prefix + cfg.n_rows);
         c.causal = !cfg.tree;
+        c.window = cfg.window;
+        c.s.softcap = cfg.softcap;
+        if (cfg.window > 0)  // slots below every window hold NaN too: a window must not read them
+            for (size_t e = 0; e < size_t(std::max(0, cfg.n_prefix - cfg.window - 40)) * size_t(c.dkv()); ++e) c.kh[e] = c.vh[e] = 0x7E00;
         std::mt19937 rng(uint32_t(cfg.n_rows));
         std::vector<int32_t> parent(size_t(cfg.n_rows), -1);
         for (int32_t i = 0; i < cfg.n_rows; ++i) {

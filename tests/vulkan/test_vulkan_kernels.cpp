@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -290,5 +291,148 @@ TEST_CASE("vulkan attention: split-K chunks over causal rows and a tree's tails,
                     CHECK(got[(i * a.n_head + h) * a.head_dim + d] == Approx(o / l).margin(1e-5));
                 }
             }
+    }
+}
+
+TEST_CASE("vulkan attention: sliding windows and soft-capped scores agree with a host softmax, and a windowed tree row has "
+          "its decoding's bits",
+          "[vulkan][kernels]") {
+    std::shared_ptr<Device> dev = get_device(0);
+    Stream s(dev);
+    std::mt19937 rng(9);
+    AttentionShape a;
+    a.n_head = 4;
+    a.n_head_kv = 2;
+    a.head_dim = 64;
+    a.chunk = 64;
+    a.scale = 0.125f;
+    const uint32_t dkv = a.n_head_kv * a.head_dim, slots = 260, n_prefix = 200;
+    std::vector<uint16_t> kh(slots * dkv), vh(slots * dkv);
+    const std::vector<float> kr = random_floats(rng, kh.size(), 2.0f), vr = random_floats(rng, vh.size());
+    for (size_t i = 0; i < kh.size(); ++i) {
+        kh[i] = float_to_half(kr[i]);
+        vh[i] = float_to_half(vr[i]);
+    }
+    // Slots below every window hold NaN: a window must never read them.
+    for (size_t e = 0; e < size_t(100) * dkv; ++e) kh[e] = vh[e] = 0x7E00;
+    Buffer kc = device_buffer(s, kh.size() * 2), vc = device_buffer(s, vh.size() * 2);
+    s.upload(kc, 0, kh.data(), kh.size() * 2);
+    s.upload(vc, 0, vh.data(), vh.size() * 2);
+
+    // Rows at positions pos[i] whose keys are the slots keys[i] (logical positions from[i] on), laid out as
+    // graph/batch_rows.cpp lays a window's lists: causal (the run), or tree tails (a chain in slots n_prefix.. whose
+    // nodes before the window are dropped).
+    struct Rows {
+        uint32_t n_prefix = 0;
+        bool causal = false;
+        std::vector<uint32_t> from, tails_len;
+        std::vector<std::vector<uint32_t>> tails, keys;
+    };
+    const auto run = [&](const Rows &rr, const std::vector<float> &q) {
+        const uint32_t n = uint32_t(rr.from.size());
+        std::vector<int32_t> ints(3 * n);
+        uint32_t max_end = 0, min_from = UINT32_MAX;
+        for (uint32_t i = 0; i < n; ++i) {
+            ints[i] = int32_t(ints.size() - 3 * n);
+            ints[n + i] = int32_t(rr.tails_len[i]);
+            ints[2 * n + i] = int32_t(rr.from[i]);
+            for (uint32_t slot : rr.tails[i]) ints.push_back(int32_t(slot));
+            max_end = std::max(max_end, (rr.causal ? rr.n_prefix : std::max(rr.from[i], rr.n_prefix)) + rr.tails_len[i]);
+            min_from = std::min(min_from, rr.from[i]);
+        }
+        ints.push_back(0);
+        Buffer ib = device_buffer(s, ints.size() * 4), qb = upload_floats(s, q);
+        s.upload(ib, 0, ints.data(), ints.size() * 4);
+        AttentionRows r;
+        r.n = n;
+        r.n_prefix = rr.n_prefix;
+        r.max_keys = max_end;
+        r.has_tail = true;
+        r.causal = rr.causal;
+        r.has_from = true;
+        r.ints = View{&ib, 0};
+        r.tail_start = 0;
+        r.tail_len = n;
+        r.from = 2 * n;
+        r.tail_slots = 3 * n;
+        r.min_from = min_from;
+        Buffer part = device_buffer(s, attention_partials_floats(a, n, max_end) * 4), out = device_buffer(s, q.size() * 4);
+        attention_chunks(s, View{&qb, 0}, kc, vc, dkv, r, a, part);
+        attention_merge(s, part, nullptr, r, a, View{&out, 0});
+        return download_floats(s, out, q.size());
+    };
+    const auto check_host = [&](const Rows &rr, const std::vector<float> &q, const std::vector<float> &got) {
+        for (uint32_t i = 0; i < rr.from.size(); ++i)
+            for (uint32_t h = 0; h < a.n_head; ++h) {
+                const uint32_t g = h / (a.n_head / a.n_head_kv);
+                std::vector<double> sc;
+                double m = -1e300;
+                for (uint32_t p : rr.keys[i]) {
+                    double dot = 0;
+                    for (uint32_t d = 0; d < a.head_dim; ++d)
+                        dot += double(q[(i * a.n_head + h) * a.head_dim + d]) * half_to_float(kh[p * dkv + g * a.head_dim + d]);
+                    const double x = dot * a.scale;
+                    sc.push_back(a.softcap > 0.0f ? std::tanh(x / a.softcap) * a.softcap : x);
+                    m = std::max(m, sc.back());
+                }
+                double l = 0;
+                for (double &v : sc) l += (v = std::exp(v - m));
+                for (uint32_t d = 0; d < a.head_dim; ++d) {
+                    double o = 0;
+                    for (size_t j = 0; j < rr.keys[i].size(); ++j) o += sc[j] * half_to_float(vh[rr.keys[i][j] * dkv + g * a.head_dim + d]);
+                    CHECK(got[(i * a.n_head + h) * a.head_dim + d] == Approx(o / l).margin(1e-5));
+                }
+            }
+    };
+    for (const float cap : {0.0f, 0.75f}) {
+        a.softcap = cap;
+        INFO("soft cap " << cap);
+        // A causal batch of 40 rows after the prefix, window 24: later rows' windows start past the prefix.
+        Rows causal;
+        causal.n_prefix = n_prefix;
+        causal.causal = true;
+        for (uint32_t i = 0; i < 40; ++i) {
+            const uint32_t pos = n_prefix + i, from = pos + 1 - 24;
+            causal.from.push_back(from);
+            causal.tails_len.push_back(i + 1);
+            causal.tails.emplace_back();
+            causal.keys.emplace_back();
+            for (uint32_t p = from; p <= pos; ++p) causal.keys.back().push_back(p);
+        }
+        const std::vector<float> qc = random_floats(rng, 40 * a.n_head * a.head_dim);
+        check_host(causal, qc, run(causal, qc));
+
+        // A chain of 12 tree nodes in slots n_prefix.. (node i at position n_prefix + i), window 5.
+        Rows tree;
+        tree.n_prefix = n_prefix;
+        for (uint32_t i = 0; i < 12; ++i) {
+            const uint32_t pos = n_prefix + i, from = pos + 1 - 5;
+            tree.from.push_back(from);
+            tree.tails.emplace_back();
+            tree.keys.emplace_back();
+            for (uint32_t p = from; p < n_prefix; ++p) tree.keys.back().push_back(p);
+            for (uint32_t p = std::max(from, n_prefix); p <= pos; ++p) {
+                tree.tails.back().push_back(p);
+                tree.keys.back().push_back(p);
+            }
+            tree.tails_len.push_back(uint32_t(tree.tails.back().size()));
+        }
+        const std::vector<float> qt = random_floats(rng, 12 * a.n_head * a.head_dim);
+        const std::vector<float> got = run(tree, qt);
+        check_host(tree, qt, got);
+        // Each node decoded alone (a causal row after its path) gives the same bits.
+        for (uint32_t i : {0u, 3u, 4u, 5u, 11u}) {
+            Rows one;
+            one.n_prefix = n_prefix + i;
+            one.causal = true;
+            one.from = {tree.from[i]};
+            one.tails_len = {1};
+            one.tails = {{}};
+            one.keys = {tree.keys[i]};
+            const std::vector<float> qi(qt.begin() + i * a.n_head * a.head_dim, qt.begin() + (i + 1) * a.n_head * a.head_dim);
+            const std::vector<float> alone = run(one, qi);
+            INFO("node " << i);
+            CHECK(std::memcmp(alone.data(), got.data() + i * a.n_head * a.head_dim, alone.size() * 4) == 0);
+        }
     }
 }

@@ -25,7 +25,18 @@ __device__ float warp_sum(float v) {
     return v;
 }
 
-int32_t chunk_count(const AttentionShape &s, int32_t max_keys) { return (max_keys + s.chunk - 1) / s.chunk; }
+// Chunks [first_chunk, chunk_end) of the launch: those below the earliest window's start hold no row's keys.
+__host__ __device__ int32_t first_chunk(const AttentionShape &s, const AttentionRows &rows) { return rows.min_from / s.chunk; }
+int32_t chunk_count(const AttentionShape &s, const AttentionRows &rows) {
+    return std::max(0, (rows.max_keys + s.chunk - 1) / s.chunk - first_chunk(s, rows));
+}
+
+// A score as the softmax weighs it: scaled, then soft-capped when the model caps (gemma2: cap * tanh(score / cap),
+// in llama.cpp's and the CPU's order).
+__device__ __forceinline__ float capped_score(float dot, const AttentionShape &s) {
+    const float x = dot * s.scale;
+    return s.softcap > 0.0f ? tanhf(x * (1.0f / s.softcap)) * s.softcap : x;
+}
 
 // ---- tensor-core split-K attention ----------------------------------------------------------------------
 // Shared-memory layout of attention_chunks_kernel. Head dimensions are padded with zeros to a multiple of 16
@@ -69,9 +80,20 @@ struct ChunkJob {
     int32_t dkv;
     float *partials;
 
-    __device__ int32_t row_keys(int32_t i) const { return rows.n_prefix + (rows.tail_len ? rows.tail_len[i] : 0); }
-    // Keys of row i in [p0, p0 + 16) of this chunk (0 .. 16): its keys are the logical positions [0, row_keys).
-    __device__ int visible(int32_t i, int32_t p0) const { return max(0, min(kTile, min(chunk_end, row_keys(i)) - p0)); }
+    // Row i's keys are the logical positions [row_from, row_keys): prefix slots first, then its tail entries from
+    // row_base on (kernels.h: a window that starts past the prefix keeps only tail entries, at their positions).
+    __device__ int32_t row_from(int32_t i) const { return rows.from ? rows.from[i] : 0; }
+    __device__ int32_t row_base(int32_t i) const { return rows.tail_slots ? max(row_from(i), rows.n_prefix) : rows.n_prefix; }
+    __device__ int32_t row_keys(int32_t i) const { return rows.tail_len ? row_base(i) + rows.tail_len[i] : rows.n_prefix; }
+    // Row i's keys in [p0, p0 + 16) of this chunk are the tile's columns [visible_lo, visible_hi).
+    __device__ int visible_lo(int32_t i, int32_t p0) const { return max(0, min(kTile, row_from(i) - p0)); }
+    __device__ int visible_hi(int32_t i, int32_t p0) const {
+        return max(visible_lo(i, p0), min(kTile, min(chunk_end, row_keys(i)) - p0));
+    }
+    // Whether [p0, p0 + 16) is the first tile of this chunk where row i has keys (tiles start at chunk_begin + 16k).
+    __device__ bool first_tile(int32_t i, int32_t p0) const {
+        return p0 == chunk_begin + (max(chunk_begin, row_from(i)) - chunk_begin) / kTile * kTile;
+    }
     // (max, sum, output[head_dim]) of query qi in this chunk.
     __device__ float *partial(int32_t qi) const {
         const int32_t i = qi / group, h = g * group + qi % group;
@@ -116,14 +138,14 @@ __device__ void load_shared_keys(__half *ks, __half *vs, const __half *__restric
 __device__ void gather_row_keys(__half *kt, __half *vt, const __half *__restrict__ k_cache, const __half *__restrict__ v_cache,
                                 const ChunkJob &job, int32_t i, int32_t p0) {
     const int hd = job.s.head_dim, hd16 = job.lay.hd16;
-    const int32_t end = min(job.chunk_end, job.row_keys(i)), n_prefix = job.rows.n_prefix;
+    const int32_t end = min(job.chunk_end, job.row_keys(i)), n_prefix = job.rows.n_prefix, from = job.row_from(i), base = job.row_base(i);
     const int32_t *tail = job.rows.tail_slots + job.rows.tail_start[i];
     for (int e = threadIdx.x % kWarp; e < kTile * hd16; e += kWarp) {
         const int key = e / hd16, d = e % hd16;
         const int32_t p = p0 + key;
         __half kv = __float2half_rn(0.0f), vv = kv;
-        if (p < end && d < hd) {
-            const int32_t slot = p < n_prefix ? p : tail[p - n_prefix];
+        if (p >= from && p < end && d < hd) {
+            const int32_t slot = p < n_prefix ? p : tail[p - base];
             const size_t src = size_t(slot) * job.dkv + job.head_offset + d;
             kv = k_cache[src];
             vv = v_cache[src];
@@ -144,10 +166,13 @@ __device__ void attend_key_tile(const WarpScratch &w, const __half *kt, const __
                                 int32_t p0) {
     namespace wmma = nvcuda::wmma;
     const int lane = threadIdx.x % kWarp, ldh = job.lay.ldh, hd = job.s.head_dim;
-    const bool first = p0 == job.chunk_begin;  // a row with keys in this chunk has its first one at chunk_begin
     const int32_t my_q = q0 + lane;
-    const int n_vis = lane < kTile && my_q < q1 ? job.visible(my_q / job.group, p0) : 0;
+    const bool mine = lane < kTile && my_q < q1;
+    const int lo = mine ? job.visible_lo(my_q / job.group, p0) : 0, hi = mine ? job.visible_hi(my_q / job.group, p0) : 0;
+    const int n_vis = hi - lo;
     if (warp_max(float(n_vis)) == 0.0f) return;  // no query of the tile has a key here (uniform across the warp)
+    // Whether this is the query's first tile of keys in the chunk (its partial is started, not updated).
+    const bool first = n_vis > 0 && job.first_tile(my_q / job.group, p0);
 
     // S = Q K^T, summed over the head dimension in 16-wide slices, in order.
     wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float> acc;
@@ -163,19 +188,23 @@ __device__ void attend_key_tile(const WarpScratch &w, const __half *kt, const __
     __syncwarp();
 
     // Online softmax, lane r for query r, keys in logical order. P is rounded to F16 before it is summed, so
-    // the sum l and the output P V weigh keys alike.
+    // the sum l and the output P V weigh keys alike. alpha 0 marks a query's first tile (its output is started).
     if (lane < kTile) {
         const __half zero = __float2half_rn(0.0f);
         float alpha = -1.0f;
         if (n_vis > 0) {
             float *part = job.partial(my_q);
+            float *scores = w.s + lane * kTile;
             float m_blk = -INFINITY;
-            for (int j = 0; j < n_vis; ++j) m_blk = fmaxf(m_blk, w.s[lane * kTile + j] * job.s.scale);
+            for (int j = lo; j < hi; ++j) {
+                scores[j] = capped_score(scores[j], job.s);
+                m_blk = fmaxf(m_blk, scores[j]);
+            }
             const float m_old = first ? -INFINITY : part[0], l_old = first ? 0.0f : part[1];
             const float m_new = fmaxf(m_old, m_blk);
             float sum = 0.0f;
             for (int j = 0; j < kTile; ++j) {
-                const __half pj = j < n_vis ? __float2half_rn(expf(w.s[lane * kTile + j] * job.s.scale - m_new)) : zero;
+                const __half pj = j >= lo && j < hi ? __float2half_rn(expf(scores[j] - m_new)) : zero;
                 w.p[lane * kTile + j] = pj;
                 sum += __half2float(pj);
             }
@@ -204,7 +233,7 @@ __device__ void attend_key_tile(const WarpScratch &w, const __half *kt, const __
             const float alpha = w.alpha[r];
             if (alpha < 0.0f || d >= hd) continue;
             float *o = job.partial(q0 + r) + 2 + d;
-            *o = (first ? 0.0f : *o * alpha) + w.s[e];
+            *o = (alpha == 0.0f ? 0.0f : *o * alpha) + w.s[e];
         }
         __syncwarp();
     }
@@ -220,7 +249,7 @@ __global__ void attention_chunks_kernel(const float *__restrict__ q, const __hal
     SPECULA_DYNAMIC_SHARED(unsigned char, smem);
     ChunkJob job{rows, s, ChunkLayout(s.head_dim), int32_t(blockIdx.x), int32_t(blockIdx.y), s.n_head / s.n_head_kv, n_chunks, 0, 0,
                  size_t(blockIdx.y) * size_t(s.head_dim), dkv, partials};
-    job.chunk_begin = job.c * s.chunk;
+    job.chunk_begin = (first_chunk(s, rows) + job.c) * s.chunk;
     job.chunk_end = min(job.chunk_begin + s.chunk, rows.max_keys);
     const int warp = threadIdx.x / kWarp;
     __half *ks = reinterpret_cast<__half *>(smem);
@@ -257,10 +286,12 @@ __global__ void attention_chunks_kernel(const float *__restrict__ q, const __hal
     __half *kt = ks + warp * kTile * ldh, *vt = vs + warp * kTile * ldh;
     for (int32_t i = warp; i < rows.n; i += kChunkWarps) {
         const int32_t end = min(job.chunk_end, job.row_keys(i));
-        for (int32_t h0 = 0; h0 < job.group && shared_end < end; h0 += kTile) {
+        // From the tile of its first key past the shared ones (a window may start further on).
+        const int32_t start = shared_end + (max(shared_end, job.row_from(i)) - shared_end) / kTile * kTile;
+        for (int32_t h0 = 0; h0 < job.group && start < end; h0 += kTile) {
             const int32_t q0 = i * job.group + h0, q1 = i * job.group + min(job.group, h0 + kTile);
             load_query_tile(w, q, job, q0, q1);
-            for (int32_t p0 = shared_end; p0 < end; p0 += kTile) {
+            for (int32_t p0 = start; p0 < end; p0 += kTile) {
                 gather_row_keys(kt, vt, k_cache, v_cache, job, i, p0);
                 __syncwarp();
                 attend_key_tile(w, kt, vt, job, q0, q1, p0);
@@ -293,7 +324,7 @@ __global__ void attention_tree_kernel(const float *__restrict__ q, const __half 
             const __half *kr = k_cache + size_t(first_slot + j) * dkv + head_offset;
             float dot = 0.0f;
             for (int d = 0; d < hd; ++d) dot += qs[d] * __half2float(kr[d]);
-            score = dot * s.scale;
+            score = capped_score(dot, s);
         }
         const float m_blk = warp_max(score);
         if (m_blk == -INFINITY) continue;  // nothing visible in these 32 slots (uniform across the warp)
@@ -325,14 +356,17 @@ __global__ void attention_merge_kernel(const float *__restrict__ partials, const
                                        AttentionShape s, int32_t n_chunks, float *__restrict__ out, float *__restrict__ lse) {
     const int hd = s.head_dim;
     const int32_t i = blockIdx.x, h = blockIdx.y;
-    const int32_t keys_i = rows.n_prefix + (rows.tail_len ? rows.tail_len[i] : 0);
-    const int32_t n_c = (keys_i + s.chunk - 1) / s.chunk;
+    // Row i's chunks: from its window's first (0 without one) to its last key's, counted from the launch's first.
+    const int32_t from = rows.from ? rows.from[i] : 0, c_lo = rows.min_from / s.chunk;
+    const int32_t base_i = rows.tail_slots ? max(from, rows.n_prefix) : rows.n_prefix;
+    const int32_t keys_i = rows.tail_len ? base_i + rows.tail_len[i] : rows.n_prefix;
+    const int32_t c0 = from / s.chunk - c_lo, n_c = (keys_i + s.chunk - 1) / s.chunk - c_lo;
     const float *base = partials + (size_t(i) * s.n_head + h) * n_chunks * size_t(hd + 2);
     const float *t = tree ? tree + (size_t(i) * s.n_head + h) * size_t(hd + 2) : nullptr;
     float m = t ? t[0] : -INFINITY;
-    for (int32_t c = 0; c < n_c; ++c) m = fmaxf(m, base[size_t(c) * (hd + 2)]);
+    for (int32_t c = c0; c < n_c; ++c) m = fmaxf(m, base[size_t(c) * (hd + 2)]);
     float l = 0.0f;
-    for (int32_t c = 0; c < n_c; ++c) {
+    for (int32_t c = c0; c < n_c; ++c) {
         const float *p = base + size_t(c) * (hd + 2);
         if (p[0] != -INFINITY) l += p[1] * expf(p[0] - m);
     }
@@ -340,7 +374,7 @@ __global__ void attention_merge_kernel(const float *__restrict__ partials, const
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float o = 0.0f;
-        for (int32_t c = 0; c < n_c; ++c) {
+        for (int32_t c = c0; c < n_c; ++c) {
             const float *p = base + size_t(c) * (hd + 2);
             if (p[0] != -INFINITY) o += p[2 + d] * expf(p[0] - m);
         }
@@ -353,12 +387,12 @@ __global__ void attention_merge_kernel(const float *__restrict__ partials, const
 }  // namespace
 
 size_t attention_partials_floats(const AttentionShape &s, int32_t n_rows, int32_t max_keys) {
-    return size_t(n_rows) * size_t(s.n_head) * size_t(std::max(1, chunk_count(s, max_keys))) * size_t(s.head_dim + 2);
+    return size_t(n_rows) * size_t(s.n_head) * size_t(std::max(1, (max_keys + s.chunk - 1) / s.chunk)) * size_t(s.head_dim + 2);
 }
 
 void attention_chunks(const float *q, const __half *k_cache, const __half *v_cache, int32_t n_embd_kv, const AttentionRows &rows,
                       const AttentionShape &s, float *partials, cudaStream_t stream) {
-    const int32_t n_chunks = chunk_count(s, rows.max_keys);
+    const int32_t n_chunks = chunk_count(s, rows);
     if (rows.n <= 0 || n_chunks <= 0) return;
     const size_t bytes = ChunkLayout(s.head_dim).bytes();  // 57.25 KiB at head_dim 128, 105.25 KiB at 256
 #ifndef SPECULA_CUDA_EMULATION
@@ -381,7 +415,7 @@ void attention_tree(const float *q, const __half *k_cache, const __half *v_cache
 void attention_merge(const float *partials, const float *tree_partials, const AttentionRows &rows, const AttentionShape &s, float *out,
                      float *lse, cudaStream_t stream) {
     if (rows.n <= 0) return;
-    const int32_t n_chunks = std::max(1, chunk_count(s, rows.max_keys));
+    const int32_t n_chunks = std::max(1, chunk_count(s, rows));
     const int threads = std::min(256, std::max(32, (s.head_dim + 31) / 32 * 32));
     SPECULA_LAUNCH(attention_merge_kernel, dim3(unsigned(rows.n), unsigned(s.n_head)), threads, 0, stream)(partials, tree_partials, rows, s, n_chunks,
                                                                                                out, lse);

@@ -54,6 +54,24 @@ __global__ void swiglu_kernel(float *gate, const float *__restrict__ up, int64_t
     }
 }
 
+// The CPU's formulas (backends/cpu/ops.cpp), in the same order of operations.
+__global__ void geglu_kernel(float *gate, const float *__restrict__ up, int64_t total) {
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;  // ggml's GELU constants
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+        const float x = gate[i];
+        gate[i] = 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x))) * up[i];
+    }
+}
+
+__global__ void scale_kernel(float *x, float factor, int64_t total) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) x[i] *= factor;
+}
+
+__global__ void soft_cap_kernel(float *x, float cap, int64_t total) {
+    const float inv = 1.0f / cap;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) x[i] = tanhf(x[i] * inv) * cap;
+}
+
 // grid: (rows, heads); threads over the rope_dim / 2 rotated pairs.
 __global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, bool neox, const int32_t *__restrict__ positions,
                             const float *__restrict__ cos_table, const float *__restrict__ sin_table) {
@@ -137,6 +155,18 @@ void add(float *x, const float *y, int64_t count, cudaStream_t stream) {
 
 void swiglu(float *gate, const float *up, int64_t count, cudaStream_t stream) {
     if (count > 0) SPECULA_LAUNCH(swiglu_kernel, blocks_for(count, 256), 256, 0, stream)(gate, up, count);
+}
+
+void geglu(float *gate, const float *up, int64_t count, cudaStream_t stream) {
+    if (count > 0) SPECULA_LAUNCH(geglu_kernel, blocks_for(count, 256), 256, 0, stream)(gate, up, count);
+}
+
+void scale(float *x, float factor, int64_t count, cudaStream_t stream) {
+    if (count > 0) SPECULA_LAUNCH(scale_kernel, blocks_for(count, 256), 256, 0, stream)(x, factor, count);
+}
+
+void soft_cap(float *x, float cap, int64_t count, cudaStream_t stream) {
+    if (count > 0) SPECULA_LAUNCH(soft_cap_kernel, blocks_for(count, 256), 256, 0, stream)(x, cap, count);
 }
 
 void rope(float *x, int32_t n, int32_t n_heads, int32_t head_dim, int32_t rope_dim, bool neox, const int32_t *positions,

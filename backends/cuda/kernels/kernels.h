@@ -59,6 +59,12 @@ void add_bias(float *x, const float *bias, int32_t n, int32_t d, cudaStream_t st
 void add(float *x, const float *y, int64_t count, cudaStream_t stream);
 // gate[i] = silu(gate[i]) * up[i].
 void swiglu(float *gate, const float *up, int64_t count, cudaStream_t stream);
+// gate[i] = gelu(gate[i]) * up[i], GELU with ggml's tanh approximation (gemma).
+void geglu(float *gate, const float *up, int64_t count, cudaStream_t stream);
+// x[i] *= factor.
+void scale(float *x, float factor, int64_t count, cudaStream_t stream);
+// x[i] = cap * tanh(x[i] / cap) (gemma2's final logits).
+void soft_cap(float *x, float cap, int64_t count, cudaStream_t stream);
 // Rotates the first rope_dim values of each of n_heads heads (head_dim apart) of row t at position positions[t]:
 // cos/sin come from a table of rope_dim/2 angles per position (computed on the host as the CPU backend does).
 // neox: pair (i, i + rope_dim/2), else (2i, 2i + 1).
@@ -81,19 +87,26 @@ void argmax(const float *values, int32_t n, int32_t *out, cudaStream_t stream);
 // order, a token would see if it were decoded alone with every earlier token committed.
 // tail_slots == nullptr means a causal batch: row i's tail is slots n_prefix .. n_prefix + i (key p is slot p).
 // tail_len == nullptr means no tails (the prefix part of LongSpec's hybrid attention).
+// from != nullptr: a sliding window (gemma's local layers, graph/batch_rows.h): row i sees only its logical keys
+// from from[i] on. Logical key p is still prefix slot p below n_prefix; a tree row whose window starts past the
+// prefix lists only tail entries, the first at logical position from[i] (its path's positions). Keys keep their
+// logical positions, so a row's chunks, and its bits, are those of the same token decoded alone.
 struct AttentionRows {
     int32_t n = 0;
     int32_t n_prefix = 0;
-    int32_t max_keys = 0;            // max over rows of n_prefix + tail_len[i]
+    int32_t max_keys = 0;            // max over rows of the logical end of their keys (n_prefix + tail_len[i] without a window)
     const int32_t *tail_start = nullptr;
     const int32_t *tail_len = nullptr;
     const int32_t *tail_slots = nullptr;
+    const int32_t *from = nullptr;
+    int32_t min_from = 0;            // min over rows of from[i]: the chunks below hold no keys and are not launched
 };
 
 struct AttentionShape {
     int32_t n_head = 0, n_head_kv = 0, head_dim = 0;
     int32_t chunk = 0;               // keys per split-K chunk (fixed per session: batch invariance)
     float scale = 0;
+    float softcap = 0;               // > 0: scores become softcap * tanh(score / softcap) (gemma2)
 };
 
 // Split-K flash attention over each row's logical key list, on tensor cores: chunk c covers logical keys

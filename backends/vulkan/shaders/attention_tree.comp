@@ -10,7 +10,7 @@ layout(std430, binding = 1) readonly buffer KC { float16_t kc[]; };
 layout(std430, binding = 2) readonly buffer VC { float16_t vc[]; };
 layout(std430, binding = 3) readonly buffer Mask { uint8_t mask[]; };
 layout(std430, binding = 4) writeonly buffer Out { float outp[]; };
-layout(push_constant) uniform Params { uint n_head, n_head_kv, head_dim, first_slot, n_tree, dkv, q_off; float scale; } p;
+layout(push_constant) uniform Params { uint n_head, n_head_kv, head_dim, first_slot, n_tree, dkv, q_off; float scale, softcap; } p;
 
 shared float qs[256];
 shared float ps[64];
@@ -33,6 +33,7 @@ void main() {
             float dot = 0.0;
             for (uint d = 0u; d < hd; ++d) dot += qs[d] * float(kc[kr + d]);
             score = dot * p.scale;
+            if (p.softcap > 0.0) score = tanh(clamp(score * (1.0 / p.softcap), -10.0, 10.0)) * p.softcap;
         }
         red[tid] = score;
         barrier();
