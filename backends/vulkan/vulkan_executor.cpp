@@ -50,10 +50,13 @@ bool VulkanExecutor::supports(const Op &op) {
     case OpKind::SwiGlu:
     case OpKind::Add:
     case OpKind::Rope:
-    case OpKind::Attention:
     case OpKind::GeGlu:
     case OpKind::Scale:
     case OpKind::SoftCap: return true;
+    // Sliding-window attention is refused for now: its shader passes the kernel test and trees of up to ~30 nodes,
+    // but tiny-gemma3's trees of 40 and more nodes get other bits than decoding their paths (not yet found); a
+    // gemma graph then runs on the CPU (AUTO) instead of losing losslessness.
+    case OpKind::Attention: return !op.sliding;
     }
     return false;
 }
@@ -71,7 +74,7 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
     require(g.hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "Vulkan: head_dim " + std::to_string(g.hp.head_dim) + " > 256 is not supported");
     for (const std::vector<Op> &stage : g.stages)
         for (const Op &op : stage)
-            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("Vulkan: the operation '") + op_kind_name(op.kind) + "' is not implemented");
+            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("Vulkan: the operation '") + op_kind_name(op.kind) + (op.sliding ? " (sliding window)" : "") + "' is not implemented");
     const std::shared_ptr<Device> &dev = ctx_.stream->shared_device();
     const auto buf = [&](size_t bytes, const char *what) { return Buffer(dev, std::max<size_t>(bytes, 16), Buffer::Kind::Device, what); };
 

@@ -326,6 +326,9 @@ void check_on_every_backend(const std::shared_ptr<const Model> &model, const std
     }
 }
 
+// Vulkan refuses sliding-window attention for now (vulkan_executor.cpp says why): UNSUPPORTED, AUTO runs the CPU.
+const char *not_on_vulkan_yet(const BackendUnderTest &be) { return be.name.find("vulkan") != std::string::npos ? "is not implemented" : nullptr; }
+
 }  // namespace
 
 TEST_CASE("backend ops: an architecture variant made of existing operations (llama with an output-projection bias) runs on "
@@ -374,8 +377,8 @@ TEST_CASE("backend ops: qwen3 (per-head query and key norms, heads wider than n_
     check_on_every_backend(model, "qwen3");
 }
 
-TEST_CASE("backend ops: gemma3 (sliding-window layers with their own RoPE, GeGLU, scaled embeddings, post-norms) on every "
-          "backend",
+TEST_CASE("backend ops: gemma3 (sliding-window layers with their own RoPE, GeGLU, scaled embeddings, post-norms) on the CPU "
+          "and CUDA, Vulkan refuses it by name",
           "[backend-ops][graph][gemma3]") {
     // tiny-gemma3: layers 0-4 and 6-7 local (a window of 16 positions, RoPE base 1e4), layer 5 global (base 1e6,
     // linear scaling x8). The checks' 20 prompt rows and the tree at position 20 cross the window.
@@ -399,10 +402,11 @@ TEST_CASE("backend ops: gemma3 (sliding-window layers with their own RoPE, GeGLU
     CHECK(sliding_rope == 14);
     CHECK(geglu == hp.n_layer);
     CHECK(scale == 1);
-    check_on_every_backend(model, "gemma3");
+    check_on_every_backend(model, "gemma3", not_on_vulkan_yet);
 }
 
-TEST_CASE("backend ops: gemma2 (alternating sliding-window layers, soft-capped scores and logits) on every backend",
+TEST_CASE("backend ops: gemma2 (alternating sliding-window layers, soft-capped scores and logits) on the CPU and CUDA, "
+          "Vulkan refuses it by name",
           "[backend-ops][graph][gemma2]") {
     const auto model = synthetic("tiny-gemma2");
     const HParams &hp = model->hparams();
@@ -421,7 +425,7 @@ TEST_CASE("backend ops: gemma2 (alternating sliding-window layers, soft-capped s
     CHECK(capped == 4);
     CHECK(softcaps == 1);
     CHECK(graph->hp_sliding.rope_freq_base == graph->hp.rope_freq_base);
-    check_on_every_backend(model, "gemma2");
+    check_on_every_backend(model, "gemma2", not_on_vulkan_yet);
 }
 
 namespace {
@@ -451,7 +455,7 @@ void check_lossless_on_backends(const char *shape, int32_t n_tokens, bool every_
     SamplerConfig greedy;
     greedy.temperature = 0.0f;
     for (const BackendUnderTest &be : backends_under_test()) {
-        if (be.reference) continue;
+        if (be.reference || not_on_vulkan_yet(be) != nullptr) continue;
         INFO(shape << " on " << be.name);
         SessionConfig sc;
         sc.n_ctx = 128;
@@ -471,7 +475,7 @@ void check_lossless_on_backends(const char *shape, int32_t n_tokens, bool every_
 
 }  // namespace
 
-TEST_CASE("backend ops: greedy speculative decoding with n-grams equals plain greedy on every backend for gemma3 and gemma2",
+TEST_CASE("backend ops: greedy speculative decoding with n-grams equals plain greedy on CUDA for gemma3 and gemma2",
           "[backend-ops][lossless][gemma3][gemma2]") {
     check_lossless_on_backends("tiny-gemma3", 24, false);
     check_lossless_on_backends("tiny-gemma2", 24, false);
