@@ -127,10 +127,7 @@ CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows,
         ctx_.rope_sin = rope_sin_.as<float>();
     }
     // Sliding-window layers rotate with their own settings (gemma3: base 1e4 and no scaling), without frequency factors.
-    bool sliding = false;
-    for (const std::vector<Op> &stage : g.stages)
-        for (const Op &op : stage) sliding = sliding || (op.kind == OpKind::Rope && op.sliding);
-    if (sliding) {
+    if (g.sliding_window > 0) {
         std::vector<float> cos_t, sin_t;
         rope_table(g.hp_sliding, {}, ctx_.n_ctx, cos_t, sin_t);
         upload_table(cos_t, sliding_cos_);
@@ -276,10 +273,8 @@ void CudaExecutor::attention(const Op &op, const BatchRows &rows, int32_t first,
         ar.min_from = INT32_MAX;
         ar.max_keys = 0;
         for (int32_t i = first; i < first + count; ++i) {
-            const int32_t from = rows.run_from(list, i);
-            const int32_t end = list.causal ? rows.run_of(list, i) : std::max(from, list.n_prefix) + rows.n_extra(list, i);
-            ar.min_from = std::min(ar.min_from, from);
-            ar.max_keys = std::max(ar.max_keys, end);
+            ar.min_from = std::min(ar.min_from, rows.run_from(list, i));
+            ar.max_keys = std::max(ar.max_keys, rows.key_end(list, i));
         }
     }
     float *q = row(op.src, first), *out = row(op.dst, first);

@@ -112,10 +112,7 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
         ctx_.rope_sin = &rope_sin_;
     }
     // Sliding-window layers rotate with their own settings (gemma3: base 1e4 and no scaling), without frequency factors.
-    bool sliding = false;
-    for (const std::vector<Op> &stage : g.stages)
-        for (const Op &op : stage) sliding = sliding || (op.kind == OpKind::Rope && op.sliding);
-    if (sliding) {
+    if (g.sliding_window > 0) {
         std::vector<float> cos_t, sin_t;
         rope_table(g.hp_sliding, {}, ctx_.n_ctx, cos_t, sin_t);
         sliding_cos_ = buf(cos_t.size() * 4, "RoPE tables");
@@ -244,10 +241,8 @@ void VulkanExecutor::attention(const Op &op, const BatchRows &rows, uint32_t fir
         ar.min_from = UINT32_MAX;
         ar.max_keys = 0;
         for (int32_t i = int32_t(first); i < int32_t(first + count); ++i) {
-            const int32_t from = rows.run_from(list, i);
-            const int32_t end = list.causal ? rows.run_of(list, i) : std::max(from, list.n_prefix) + rows.n_extra(list, i);
-            ar.min_from = std::min(ar.min_from, uint32_t(from));
-            ar.max_keys = std::max(ar.max_keys, uint32_t(end));
+            ar.min_from = std::min(ar.min_from, uint32_t(rows.run_from(list, i)));
+            ar.max_keys = std::max(ar.max_keys, uint32_t(rows.key_end(list, i)));
         }
     }
     const View q = row(op.src, first), out = row(op.dst, first);

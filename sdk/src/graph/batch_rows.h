@@ -9,6 +9,7 @@
 // keys in the same order a token sees when it is decoded alone, which is what batch-invariant attention needs.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -66,6 +67,9 @@ struct BatchRows {
     // The first slot of row i's run (its window's start; 0 without a window). May equal run_of: an empty run.
     int32_t run_from(const KeyList &l, int32_t i) const { return l.window > 0 ? ints[l.from_at + size_t(i)] : 0; }
     int32_t n_extra(const KeyList &l, int32_t i) const { return l.tails && !l.causal ? tail_len(l)[i] : 0; }
+    // Row i's keys as logical positions end at key_end (a window that starts past the run keeps only its listed
+    // slots, from run_from on): what a GPU kernel that cuts keys at fixed logical positions needs.
+    int32_t key_end(const KeyList &l, int32_t i) const { return l.causal ? run_of(l, i) : std::max(run_from(l, i), l.n_prefix) + n_extra(l, i); }
     const int32_t *extra(const KeyList &l, int32_t i) const { return tail_slots(l) + tail_start(l)[i]; }
 
     // Starts a batch of n rows: tokens and positions are to be filled (tokens_mut / positions_mut).
