@@ -13,6 +13,7 @@ namespace specula::internal::vulkan {
 namespace {
 
 
+// chunk: the keys per split-K chunk wanted, bounded by attention_chunk (vulkan_ops.h: the shader's loop budget).
 AttentionShape shape_of(const Graph &g, uint32_t chunk, float softcap = 0.0f) {
     AttentionShape s;
     s.softcap = softcap;
@@ -20,13 +21,17 @@ AttentionShape shape_of(const Graph &g, uint32_t chunk, float softcap = 0.0f) {
     s.n_head_kv = uint32_t(g.hp.n_head_kv);
     s.head_dim = uint32_t(g.hp.head_dim);
     s.scale = g.attention_scale;
-    s.chunk = chunk;
+    s.chunk = attention_chunk(s, chunk);
     return s;
 }
 
 size_t partials_bytes(const Graph &g, int32_t rows, const VulkanContext &ctx, uint32_t local_chunk) {
     size_t floats = 16;
-    const size_t by_length = size_t(rows) * size_t(g.hp.n_head) * size_t(kMaxLengthChunks + 1) * size_t(g.hp.head_dim + 2);
+    // A length-split list has at most kMaxLengthChunks chunks, more where the loop budget bounds its chunk.
+    const int32_t slots_max = std::max(ctx.n_ctx, g.local_kv_slots);
+    const uint32_t largest_chunk = shape_of(g, UINT32_MAX).chunk;
+    const size_t length_chunks = std::max<size_t>(kMaxLengthChunks + 1, size_t(slots_max) / largest_chunk + 2);
+    const size_t by_length = size_t(rows) * size_t(g.hp.n_head) * length_chunks * size_t(g.hp.head_dim + 2);
     for (const std::vector<Op> &stage : g.stages)
         for (const Op &op : stage) {
             if (op.kind != OpKind::Attention) continue;
@@ -52,17 +57,14 @@ bool VulkanExecutor::supports(const Op &op) {
     case OpKind::Rope:
     case OpKind::GeGlu:
     case OpKind::Scale:
-    case OpKind::SoftCap: return true;
-    // Sliding-window attention is refused for now: its shader passes the kernel test and trees of up to ~30 nodes,
-    // but tiny-gemma3's trees of 40 and more nodes get other bits than decoding their paths (not yet found); a
-    // gemma graph then runs on the CPU (AUTO) instead of losing losslessness.
-    case OpKind::Attention: return !op.sliding;
+    case OpKind::SoftCap:
+    case OpKind::Attention: return true;
     }
     return false;
 }
 
 size_t VulkanExecutor::bytes_needed(const Graph &g, int32_t max_rows, const VulkanContext &ctx) {
-    const uint32_t local_chunk = uint32_t(fixed_split_chunk(std::max(1, g.local_kv_slots)));
+    const uint32_t local_chunk = shape_of(g, uint32_t(fixed_split_chunk(std::max(1, g.local_kv_slots)))).chunk;
     return g.activation_bytes(max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
            size_t(max_rows) * size_t(g.hp.n_head) * size_t(g.hp.head_dim + 2) * 4 + 2 * (size_t(64) << 10) +
            2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2;
@@ -94,7 +96,7 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
         widths_.push_back(t.width);
     }
     if (g.local_kv_slots > 0) {
-        local_chunk_ = uint32_t(fixed_split_chunk(g.local_kv_slots));
+        local_chunk_ = shape_of(g, uint32_t(fixed_split_chunk(g.local_kv_slots))).chunk;
         local_k_ = buf(size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2, "the graph's key/value store");
         local_v_ = buf(local_k_.bytes(), "the graph's key/value store");
         ctx_.stream->fill_zero(local_k_);

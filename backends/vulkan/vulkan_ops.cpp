@@ -105,6 +105,36 @@ void copy_slots(Stream &s, const Buffer &k_cache, const Buffer &v_cache, View mo
     s.dispatch(k, {&k_cache, &v_cache, moves.buffer}, Push{n, dkv, moves.offset}, 1);
 }
 
+namespace {
+
+// Mesa's llvmpipe (lavapipe) counts the iterations of every loop a shader invocation runs, all loops together, and
+// leaves each loop once 65535 have run (LP_MAX_TGSI_LOOP_ITERATIONS): a workgroup with more work than that
+// computes part of it and reports nothing. Loops with a constant trip count are unrolled and not counted. Our
+// estimate of attention_chunks.comp's count (each term: one loop of the shader whose bound is a push constant) is
+// kept under half the limit, for the estimate's error; the kernel test runs a workgroup at the bound on lavapipe.
+constexpr uint64_t kLoopBudget = 32768;
+uint32_t attention_sub(const AttentionShape &a) { return std::min<uint32_t>(64, 2048 / a.head_dim); }
+// Per sub-block: the shared K/V load (sub * head_dim / 4 vec4 over 64 threads, plus its exit), then per query its
+// dot products (head_dim / 4), its V sum (sub keys), and the loop's own test.
+uint64_t per_sub_block_fixed(const AttentionShape &a) { return uint64_t(attention_sub(a)) * a.head_dim / 256 + 2; }
+uint64_t per_query(const AttentionShape &a) { return uint64_t(a.head_dim) / 4 + attention_sub(a) + 8; }
+uint64_t per_row(const AttentionShape &a) { return uint64_t(a.n_head / a.n_head_kv) * per_query(a); }
+
+}  // namespace
+
+uint32_t attention_chunk(const AttentionShape &a, uint32_t wanted) {
+    const uint64_t sub_blocks = kLoopBudget / (per_sub_block_fixed(a) + per_row(a));
+    const uint64_t cap = std::max<uint64_t>(64, sub_blocks * attention_sub(a) / 64 * 64);
+    return uint32_t(std::min<uint64_t>(wanted, cap));
+}
+
+uint32_t attention_rows_per_workgroup(const AttentionShape &a) {
+    const uint64_t sub_blocks = (uint64_t(a.chunk) + attention_sub(a) - 1) / attention_sub(a);
+    const uint64_t per_block = kLoopBudget / std::max<uint64_t>(1, sub_blocks);
+    const uint64_t rows = per_block > per_sub_block_fixed(a) ? (per_block - per_sub_block_fixed(a)) / per_row(a) : 0;
+    return uint32_t(std::clamp<uint64_t>(rows, 1, 1u << 16));
+}
+
 size_t attention_partials_floats(const AttentionShape &a, uint32_t n_rows, uint32_t max_keys) {
     return size_t(n_rows) * a.n_head * std::max<size_t>(1, chunk_count(a, max_keys)) * (a.head_dim + 2);
 }
@@ -119,16 +149,20 @@ void attention_chunks(Stream &s, View q, const Buffer &k_cache, const Buffer &v_
         float scale;
         uint32_t has_from, from_off, min_from;
         float softcap;
+        uint32_t rows_per_group;
     };
     const Kernel &k = s.device().kernel("attention_chunks", 5, sizeof(Push));
-    const uint32_t sub = std::min<uint32_t>(64, 2048 / a.head_dim);
+    const uint32_t sub = attention_sub(a);
+    require(a.head_dim % 4 == 0 && a.head_dim <= 256, SPECULA_ERR_INTERNAL, "Vulkan: attention takes heads of a multiple of 4, at most 256");
+    require(a.chunk == attention_chunk(a, a.chunk), SPECULA_ERR_INTERNAL, "Vulkan: an attention chunk past the loop budget");
+    const uint32_t per_group = attention_rows_per_workgroup(a);
     const uint32_t base = rows.ints.offset;
     const Buffer *ints = rows.ints.buffer ? rows.ints.buffer : &partials;  // no tails: the binding is never read
     s.dispatch(k, {q.buffer, &k_cache, &v_cache, ints, &partials},
                Push{rows.n, rows.n_prefix, rows.max_keys, a.n_head, a.n_head_kv, a.head_dim, a.chunk, n_chunks, sub, rows.causal ? 1u : 0u,
                     rows.has_tail ? 1u : 0u, base + rows.tail_start, base + rows.tail_len, base + rows.tail_slots, q.offset, dkv, a.scale,
-                    rows.has_from ? 1u : 0u, base + rows.from, rows.has_from ? rows.min_from : 0u, a.softcap},
-               n_chunks, a.n_head_kv);
+                    rows.has_from ? 1u : 0u, base + rows.from, rows.has_from ? rows.min_from : 0u, a.softcap, per_group},
+               n_chunks, a.n_head_kv, (rows.n + per_group - 1) / per_group);
 }
 
 void attention_tree(Stream &s, View q, const Buffer &k_cache, const Buffer &v_cache, uint32_t dkv, uint32_t n_rows, uint32_t first_slot,

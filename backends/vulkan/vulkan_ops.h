@@ -57,6 +57,11 @@ struct AttentionShape {
 };
 // Floats of partials for n rows over at most max_keys keys.
 size_t attention_partials_floats(const AttentionShape &a, uint32_t n_rows, uint32_t max_keys);
+// attention_chunks.comp's work per workgroup is bounded (llvmpipe, the CPU Vulkan driver, silently ends every loop
+// of a shader invocation once 65535 iterations have run in all): the largest chunk, at most `wanted`, whose one
+// row's queries fit the budget (a multiple of 64, or `wanted`), and the rows one workgroup takes for a chunk.
+uint32_t attention_chunk(const AttentionShape &a, uint32_t wanted);
+uint32_t attention_rows_per_workgroup(const AttentionShape &a);
 void attention_chunks(Stream &s, View q, const Buffer &k_cache, const Buffer &v_cache, uint32_t dkv, const AttentionRows &rows,
                       const AttentionShape &a, const Buffer &partials);
 // LongSpec's masked tree part: row i over tree slots first_slot + j (j < n_tree) where mask[i * n_tree + j] != 0.

@@ -26,10 +26,11 @@ std::string mib(size_t bytes) { return std::to_string((bytes + kMiB - 1) / kMiB)
 VulkanRunner::VulkanRunner(std::shared_ptr<const Model> model, int32_t n_ctx, std::shared_ptr<Device> device, std::shared_ptr<const Graph> graph)
     : model_(std::move(model)), device_(std::move(device)), n_ctx_(n_ctx) {
     const HParams &hp = model_->hparams();
-    require(hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "Vulkan: head_dim " + std::to_string(hp.head_dim) + " > 256 is not supported");
+    require(hp.head_dim <= 256 && hp.head_dim % 4 == 0, SPECULA_ERR_UNSUPPORTED,
+            "Vulkan: head_dim " + std::to_string(hp.head_dim) + " is not supported (at most 256, a multiple of 4)");
     require(n_ctx > 0, SPECULA_ERR_INVALID_ARGUMENT, "Vulkan: n_ctx must be positive");
     if (!graph) graph = build_model_graph(model_);
-    chunk_ = uint32_t(fixed_split_chunk(n_ctx));
+    chunk_ = vulkan::attention_chunk(AttentionShape{uint32_t(hp.n_head), uint32_t(hp.n_head_kv), uint32_t(hp.head_dim), 0, 1.0f}, uint32_t(fixed_split_chunk(n_ctx)));
 
     // Sizes first, so that a device without room is refused, with the sizes, before anything is allocated.
     const size_t dkv = size_t(hp.n_embd_kv()), n_vocab = size_t(hp.n_vocab);

@@ -86,6 +86,58 @@ std::vector<uint8_t> random_matrix(std::mt19937 &rng, TensorType type, int64_t r
     return bytes;
 }
 
+AttentionShape attention_shape(uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, uint32_t chunk, float scale) {
+    AttentionShape a;
+    a.n_head = n_head;
+    a.n_head_kv = n_head_kv;
+    a.head_dim = head_dim;
+    a.chunk = chunk;
+    a.scale = scale;
+    return a;
+}
+// A random F16 key/value cache on the device (`values` halves each; keys drawn with spread k_scale), with its
+// halves kept for host references. The first nan_values of each hold NaN: keys a row must never read.
+struct RandomCache {
+    std::vector<uint16_t> k, v;
+    Buffer kc, vc;
+};
+RandomCache random_cache(Stream &s, std::mt19937 &rng, size_t values, float k_scale = 1.0f, size_t nan_values = 0) {
+    RandomCache c;
+    const std::vector<float> kr = random_floats(rng, values, k_scale), vr = random_floats(rng, values);
+    for (size_t i = 0; i < values; ++i) {
+        c.k.push_back(i < nan_values ? uint16_t(0x7E00) : float_to_half(kr[i]));
+        c.v.push_back(i < nan_values ? uint16_t(0x7E00) : float_to_half(vr[i]));
+    }
+    c.kc = device_buffer(s, values * 2);
+    c.vc = device_buffer(s, values * 2);
+    s.upload(c.kc, 0, c.k.data(), values * 2);
+    s.upload(c.vc, 0, c.v.data(), values * 2);
+    return c;
+}
+// Query head h of row i (q: rows x n_head x head_dim) attending to the cache slots `keys`, in double on the host:
+// scaled (and, with a.softcap > 0, capped) scores, their softmax, the weighted sum of V. head_dim values.
+std::vector<double> host_attention(const AttentionShape &a, const RandomCache &c, const std::vector<float> &q, uint32_t i, uint32_t h,
+                                   const std::vector<uint32_t> &keys) {
+    const uint32_t dkv = a.n_head_kv * a.head_dim, g = h / (a.n_head / a.n_head_kv);
+    std::vector<double> sc;
+    double m = -1e300;
+    for (uint32_t p : keys) {
+        double dot = 0;
+        for (uint32_t d = 0; d < a.head_dim; ++d) dot += double(q[(i * a.n_head + h) * a.head_dim + d]) * half_to_float(c.k[p * dkv + g * a.head_dim + d]);
+        const double x = dot * a.scale;
+        sc.push_back(a.softcap > 0.0f ? std::tanh(x / a.softcap) * a.softcap : x);
+        m = std::max(m, sc.back());
+    }
+    double l = 0;
+    for (double &v : sc) l += (v = std::exp(v - m));
+    std::vector<double> out(a.head_dim, 0.0);
+    for (uint32_t d = 0; d < a.head_dim; ++d) {
+        for (size_t j = 0; j < keys.size(); ++j) out[d] += sc[j] * half_to_float(c.v[keys[j] * dkv + g * a.head_dim + d]);
+        out[d] /= l;
+    }
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("vulkan matmul and embed match the reference dequantization of every shader type and are batch invariant", "[vulkan][kernels]") {
@@ -216,26 +268,11 @@ TEST_CASE("vulkan attention: split-K chunks over causal rows and a tree's tails,
     Stream s(dev);
     std::mt19937 rng(5);
     // 4 query heads over 2 KV heads of 64; 150 cached slots, chunks of 64 (three chunks, the last partial).
-    AttentionShape a;
-    a.n_head = 4;
-    a.n_head_kv = 2;
-    a.head_dim = 64;
-    a.chunk = 64;
-    a.scale = 0.125f;
+    AttentionShape a = attention_shape(4, 2, 64, 64, 0.125f);
     const uint32_t dkv = a.n_head_kv * a.head_dim, slots = 150, n_prefix = 140, rows = 3;
-    std::vector<uint16_t> kh(slots * dkv), vh(slots * dkv);
-    std::vector<float> kf(kh.size()), vf(vh.size());
-    const std::vector<float> kr = random_floats(rng, kh.size()), vr = random_floats(rng, vh.size());
-    for (size_t i = 0; i < kh.size(); ++i) {
-        kh[i] = float_to_half(kr[i]);
-        vh[i] = float_to_half(vr[i]);
-        kf[i] = half_to_float(kh[i]);
-        vf[i] = half_to_float(vh[i]);
-    }
+    const RandomCache cache = random_cache(s, rng, size_t(slots) * dkv);
     const std::vector<float> q = random_floats(rng, rows * a.n_head * a.head_dim);
-    Buffer kc = device_buffer(s, kh.size() * 2), vc = device_buffer(s, vh.size() * 2), qb = upload_floats(s, q);
-    s.upload(kc, 0, kh.data(), kh.size() * 2);
-    s.upload(vc, 0, vh.data(), vh.size() * 2);
+    Buffer qb = upload_floats(s, q);
     // Two layouts of the rows' keys: causal (row i sees slots [0, n_prefix + i]) and tree tails (row i sees the
     // prefix, then slots listed for it: here 145, 141 + i).
     for (const bool causal : {true, false}) {
@@ -269,27 +306,13 @@ TEST_CASE("vulkan attention: split-K chunks over causal rows and a tree's tails,
         r.tail_len = rows;
         r.tail_slots = 2 * rows;
         Buffer part = device_buffer(s, attention_partials_floats(a, rows, r.max_keys) * 4), out = device_buffer(s, q.size() * 4);
-        attention_chunks(s, View{&qb, 0}, kc, vc, dkv, r, a, part);
+        attention_chunks(s, View{&qb, 0}, cache.kc, cache.vc, dkv, r, a, part);
         attention_merge(s, part, nullptr, r, a, View{&out, 0});
         const std::vector<float> got = download_floats(s, out, q.size());
         for (uint32_t i = 0; i < rows; ++i)
             for (uint32_t h = 0; h < a.n_head; ++h) {
-                const uint32_t g = h / (a.n_head / a.n_head_kv);
-                std::vector<double> sc;
-                double m = -1e300;
-                for (uint32_t p : keys[i]) {
-                    double dot = 0;
-                    for (uint32_t d = 0; d < a.head_dim; ++d) dot += double(q[(i * a.n_head + h) * a.head_dim + d]) * kf[p * dkv + g * a.head_dim + d];
-                    sc.push_back(dot * a.scale);
-                    m = std::max(m, sc.back());
-                }
-                double l = 0;
-                for (double &v : sc) l += (v = std::exp(v - m));
-                for (uint32_t d = 0; d < a.head_dim; ++d) {
-                    double o = 0;
-                    for (size_t j = 0; j < keys[i].size(); ++j) o += sc[j] * vf[keys[i][j] * dkv + g * a.head_dim + d];
-                    CHECK(got[(i * a.n_head + h) * a.head_dim + d] == Approx(o / l).margin(1e-5));
-                }
+                const std::vector<double> want = host_attention(a, cache, q, i, h, keys[i]);
+                for (uint32_t d = 0; d < a.head_dim; ++d) CHECK(got[(i * a.n_head + h) * a.head_dim + d] == Approx(want[d]).margin(1e-5));
             }
     }
 }
@@ -300,24 +323,11 @@ TEST_CASE("vulkan attention: sliding windows and soft-capped scores agree with a
     std::shared_ptr<Device> dev = get_device(0);
     Stream s(dev);
     std::mt19937 rng(9);
-    AttentionShape a;
-    a.n_head = 4;
-    a.n_head_kv = 2;
-    a.head_dim = 64;
-    a.chunk = 64;
-    a.scale = 0.125f;
+    AttentionShape a = attention_shape(4, 2, 64, 64, 0.125f);
     const uint32_t dkv = a.n_head_kv * a.head_dim, slots = 260, n_prefix = 200;
-    std::vector<uint16_t> kh(slots * dkv), vh(slots * dkv);
-    const std::vector<float> kr = random_floats(rng, kh.size(), 2.0f), vr = random_floats(rng, vh.size());
-    for (size_t i = 0; i < kh.size(); ++i) {
-        kh[i] = float_to_half(kr[i]);
-        vh[i] = float_to_half(vr[i]);
-    }
     // Slots below every window hold NaN: a window must never read them.
-    for (size_t e = 0; e < size_t(100) * dkv; ++e) kh[e] = vh[e] = 0x7E00;
-    Buffer kc = device_buffer(s, kh.size() * 2), vc = device_buffer(s, vh.size() * 2);
-    s.upload(kc, 0, kh.data(), kh.size() * 2);
-    s.upload(vc, 0, vh.data(), vh.size() * 2);
+    const RandomCache cache = random_cache(s, rng, size_t(slots) * dkv, 2.0f, size_t(100) * dkv);
+    const Buffer &kc = cache.kc, &vc = cache.vc;
 
     // Rows at positions pos[i] whose keys are the slots keys[i] (logical positions from[i] on), laid out as
     // graph/batch_rows.cpp lays a window's lists: causal (the run), or tree tails (a chain in slots n_prefix.. whose
@@ -364,24 +374,8 @@ TEST_CASE("vulkan attention: sliding windows and soft-capped scores agree with a
     const auto check_host = [&](const Rows &rr, const std::vector<float> &q, const std::vector<float> &got) {
         for (uint32_t i = 0; i < rr.from.size(); ++i)
             for (uint32_t h = 0; h < a.n_head; ++h) {
-                const uint32_t g = h / (a.n_head / a.n_head_kv);
-                std::vector<double> sc;
-                double m = -1e300;
-                for (uint32_t p : rr.keys[i]) {
-                    double dot = 0;
-                    for (uint32_t d = 0; d < a.head_dim; ++d)
-                        dot += double(q[(i * a.n_head + h) * a.head_dim + d]) * half_to_float(kh[p * dkv + g * a.head_dim + d]);
-                    const double x = dot * a.scale;
-                    sc.push_back(a.softcap > 0.0f ? std::tanh(x / a.softcap) * a.softcap : x);
-                    m = std::max(m, sc.back());
-                }
-                double l = 0;
-                for (double &v : sc) l += (v = std::exp(v - m));
-                for (uint32_t d = 0; d < a.head_dim; ++d) {
-                    double o = 0;
-                    for (size_t j = 0; j < rr.keys[i].size(); ++j) o += sc[j] * half_to_float(vh[rr.keys[i][j] * dkv + g * a.head_dim + d]);
-                    CHECK(got[(i * a.n_head + h) * a.head_dim + d] == Approx(o / l).margin(1e-5));
-                }
+                const std::vector<double> want = host_attention(a, cache, q, i, h, rr.keys[i]);
+                for (uint32_t d = 0; d < a.head_dim; ++d) CHECK(got[(i * a.n_head + h) * a.head_dim + d] == Approx(want[d]).margin(1e-5));
             }
     };
     for (const float cap : {0.0f, 0.75f}) {
@@ -434,5 +428,75 @@ TEST_CASE("vulkan attention: sliding windows and soft-capped scores agree with a
             INFO("node " << i);
             CHECK(std::memcmp(alone.data(), got.data() + i * a.n_head * a.head_dim, alone.size() * 4) == 0);
         }
+    }
+}
+
+TEST_CASE("vulkan attention: a workgroup at the loop budget (the largest chunk and the most rows one workgroup takes) "
+          "computes all of its keys",
+          "[vulkan][kernels]") {
+    // llvmpipe ends every loop of a shader invocation after 65535 iterations in all and says nothing: before the
+    // budget (vulkan_ops.cpp), a tree of 40 rows with heads of 128 lost its last rows' last keys. Here each
+    // workgroup runs as much as the budget allows (every row reads every key of the largest chunk), and each row
+    // must agree with a host softmax and, bit for bit, with itself computed alone.
+    std::shared_ptr<Device> dev = get_device(0);
+    Stream s(dev);
+    std::mt19937 rng(11);
+    for (const uint32_t head_dim : {128u, 256u}) {
+        AttentionShape a = attention_shape(8, 2, head_dim, 0, 1.0f / std::sqrt(float(head_dim)));
+        a.chunk = attention_chunk(a, 1024);
+        const uint32_t per_group = attention_rows_per_workgroup(a), rows = per_group + 2;
+        INFO("head_dim " << head_dim << ": chunks of " << a.chunk << ", " << per_group << " rows per workgroup");
+        CHECK(a.chunk >= 64);
+        const uint32_t dkv = a.n_head_kv * a.head_dim, n_prefix = a.chunk, slots = n_prefix + 8;
+        const RandomCache cache = random_cache(s, rng, size_t(slots) * dkv);
+        const std::vector<float> q = random_floats(rng, size_t(rows) * a.n_head * a.head_dim);
+        Buffer qb = upload_floats(s, q);
+        // Row i: the whole prefix (one chunk), then tail slots n_prefix + 3 and n_prefix + i % 5 (a tree's layout).
+        std::vector<int32_t> ints(2 * rows);
+        std::vector<std::vector<uint32_t>> keys(rows);
+        for (uint32_t i = 0; i < rows; ++i) {
+            for (uint32_t p = 0; p < n_prefix; ++p) keys[i].push_back(p);
+            ints[i] = int32_t(ints.size() - 2 * rows);
+            for (uint32_t p : {n_prefix + 3, n_prefix + i % 5}) {
+                keys[i].push_back(p);
+                ints.push_back(int32_t(p));
+            }
+            ints[rows + i] = 2;
+        }
+        Buffer ib = device_buffer(s, ints.size() * 4);
+        s.upload(ib, 0, ints.data(), ints.size() * 4);
+        AttentionRows r;
+        r.n = rows;
+        r.n_prefix = n_prefix;
+        r.max_keys = n_prefix + 2;
+        r.has_tail = true;
+        r.ints = View{&ib, 0};
+        r.tail_start = 0;
+        r.tail_len = rows;
+        r.tail_slots = 2 * rows;
+        const size_t out_floats = size_t(a.n_head) * a.head_dim;
+        Buffer part = device_buffer(s, attention_partials_floats(a, rows, r.max_keys) * 4), out = device_buffer(s, q.size() * 4);
+        attention_chunks(s, View{&qb, 0}, cache.kc, cache.vc, dkv, r, a, part);
+        attention_merge(s, part, nullptr, r, a, View{&out, 0});
+        const std::vector<float> got = download_floats(s, out, q.size());
+        double worst = 0;
+        for (uint32_t i = 0; i < rows; ++i) {
+            for (uint32_t h = 0; h < a.n_head; ++h) {
+                const std::vector<double> want = host_attention(a, cache, q, i, h, keys[i]);
+                for (uint32_t d = 0; d < a.head_dim; ++d) worst = std::max(worst, std::fabs(double(got[(i * a.n_head + h) * a.head_dim + d]) - want[d]));
+            }
+            // Row i alone: one row in its workgroup, the same bits.
+            AttentionRows one = r;
+            one.n = 1;
+            one.tail_start = i;
+            one.tail_len = rows + i;
+            attention_chunks(s, View{&qb, uint32_t(i * out_floats)}, cache.kc, cache.vc, dkv, one, a, part);
+            attention_merge(s, part, nullptr, one, a, View{&out, 0});
+            const std::vector<float> alone = download_floats(s, out, out_floats);
+            INFO("row " << i);
+            CHECK(std::memcmp(alone.data(), got.data() + i * out_floats, out_floats * 4) == 0);
+        }
+        INFO("worst deviation from the host softmax " << worst);
+        CHECK(worst < 1e-5);
     }
 }
