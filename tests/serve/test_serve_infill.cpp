@@ -172,6 +172,45 @@ TEST_CASE("llama.vim's warm-up and FIM requests, replayed, get the fields llama.
     CHECK(vscode.data["generation_settings"]["n_indent"] == 12);
 }
 
+TEST_CASE("the llama-server command line of llama.vim's README starts the server, each llama-server flag mapped or ignored "
+          "with a line, and FIM requests are served",
+          "[serve][infill]") {
+    // llama.vim's README: llama-server --fim-qwen-7b-default, or -hf ... --port 8012 -ngl 99 -fa -ub 1024 -b 1024
+    // --ctx-size 0 --cache-reuse 256; its wiki adds -dt 0.1, the server docs -np and -ctk/-ctv.
+    ScratchDir dir;
+    const std::string model = make_fim_model(dir, "deepseek-coder");
+    ServerProcess server({"-m", model, "-ngl", "99", "-fa", "-ub", "1024", "-b", "1024", "--ctx-size", "0", "--cache-reuse", "256", "-dt",
+                          "0.1", "-np", "1", "-ctk", "q8_0", "-ctv", "q8_0", "--draft-max", "16", "--jinja", "-t", "1"});
+    const std::string log = server.log();
+    INFO(log);
+    for (const char *line : {"specula serve: -ngl 99 ignored: the whole model runs on the --backend device",
+                             "specula serve: -fa ignored: attention is always fused", "specula serve: -ub 1024 ignored:",
+                             "specula serve: --cache-reuse 256 ignored:", "specula serve: -dt 0.1 ignored:",
+                             "specula serve: -np 1 read as --parallel 1", "specula serve: -ctk q8_0 read as --kv-type q8_0",
+                             "specula serve: --draft-max 16 ignored:", "specula serve: --jinja ignored:"})
+        CHECK(log.find(line) != std::string::npos);
+    auto c = server.client();
+    REQUIRE(post(c, "/infill", llama_vim_warmup_body()).status == 200);
+    const Reply fim = post(c, "/infill", llama_vim_body());
+    INFO(fim.body);
+    CHECK(fim.status == 200);
+    CHECK(fim.data["content"].is_string());
+    const Reply props = get(c, "/props");
+    CHECK(props.data["default_generation_settings"]["n_ctx"].get<int>() > 0);
+
+    // Different key and value types, and flags that download a model, are refused with a message and exit status 2.
+    for (const std::vector<std::string> &refused : std::vector<std::vector<std::string>>{
+             {"-ctk", "q8_0", "-ctv", "f16"}, {"-hf", "ggml-org/Qwen2.5-Coder-1.5B-Q8_0-GGUF"}, {"--fim-qwen-7b-default"}}) {
+        std::vector<std::string> argv = {SPECULA_CLI, "serve", "-m", model, "--port", "0"};
+        argv.insert(argv.end(), refused.begin(), refused.end());
+        int status = 0;
+        run_command(argv, &status);
+        INFO(refused.front());
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 2);
+    }
+}
+
 TEST_CASE("/infill builds llama-server's FIM prompt and at temperature 0 generates what specula generate does", "[serve][infill]") {
     ScratchDir dir;
     const std::string model = make_fim_model(dir, "deepseek-coder");

@@ -2,6 +2,7 @@
 //
 // Exit codes: 0 ok, 1 runtime failure (missing/bad model file, library error), 2 usage error, 130 Ctrl-C.
 #include "cli.h"
+#include "llama_server_flags.h"
 
 #include <specula/specula.hpp>
 
@@ -38,13 +39,19 @@ int main(int argc, char **argv) {
                                add_draft_init_command(app), add_synth_command(app), add_devices_command(app),
                                add_serve_command(app)};
 
-    // llama-server's two-letter short flags (-np 4, -to 600), which CLI11 would read as bundled one-letter flags.
+    // llama-server's flags in `specula serve` (llama_server_flags.h): mapped to ours, or ignored with a line each.
     std::vector<std::string> args(argv + 1, argv + argc);
-    if (!args.empty() && args[0] == "serve")
-        for (std::string &a : args) {
-            if (a == "-np") a = "--parallel";
-            else if (a == "-to") a = "--timeout";
+    if (!args.empty() && args[0] == "serve") {
+        std::vector<std::string> rest(args.begin() + 1, args.end());
+        const ServerFlagTranslation t = translate_llama_server_flags(rest);
+        if (!t.error.empty()) {
+            std::fprintf(stderr, "specula serve: %s\n", t.error.c_str());
+            return kExitUsage;
         }
+        for (const std::string &note : t.notes) std::fprintf(stderr, "specula serve: %s\n", note.c_str());
+        args.resize(1);
+        args.insert(args.end(), rest.begin(), rest.end());
+    }
     std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
 
     try {
