@@ -211,6 +211,43 @@ TEST_CASE("the llama-server command line of llama.vim's README starts the server
     }
 }
 
+TEST_CASE("a full ring of extra context never pushes an /infill prompt past n_ctx: whole chunks go, oldest first, and "
+          "truncated says so",
+          "[serve][infill]") {
+    // llama-server's budgets (prefix 3/4 of -b, suffix 1/4, extra n_ctx - n_batch + 2) can add up to n_ctx + 4:
+    // llama.vim, once its ring of chunks filled, got 400 exceed_context_size_error on every request.
+    ScratchDir dir;
+    const std::string model = make_fim_model(dir, "deepseek-coder");
+    ServerProcess server({"-m", model, "-c", "1024", "-b", "512", "-t", "1"});
+    auto c = server.client();
+    std::string prefix, suffix;
+    for (int i = 0; i < 120; ++i) prefix += "    total_" + std::to_string(i) + " = total_" + std::to_string(i) + " + 1\n";
+    for (int i = 0; i < 60; ++i) suffix += "    return value_" + std::to_string(i) + "\n";
+    json ring = json::array();
+    for (int k = 0; k < 24; ++k) {
+        std::string text;
+        for (int i = 0; i < 8; ++i) text += "def chunk_" + std::to_string(k) + "_" + std::to_string(i) + "(x): return x * " + std::to_string(i) + "\n";
+        ring.push_back({{"filename", "file" + std::to_string(k) + ".py"}, {"text", text}});
+    }
+    const json body = {{"input_prefix", prefix}, {"input_suffix", suffix}, {"input_extra", ring}, {"n_predict", 64}, {"temperature", 0}};
+    const Reply r = post(c, "/infill", body);
+    INFO(r.body.substr(0, 2000));
+    REQUIRE(r.status == 200);
+    CHECK(r.data["truncated"] == true);
+    CHECK(r.data["tokens_evaluated"].get<int>() <= 1024 - 64);
+    const std::string prompt = r.data["prompt"].get<std::string>();
+    CHECK(prompt.rfind("\n\n--- snippet ---\n\n", 0) == 0);  // starts with a whole chunk
+    CHECK(prompt.find("def chunk_23_7(x)") != std::string::npos);  // the newest chunk is kept
+    CHECK(prompt.find("def chunk_0_0(x)") == std::string::npos);   // the oldest is gone
+
+    // Without the ring the same request fits: nothing is dropped.
+    json small = body;
+    small["input_extra"] = json::array({ring[23]});
+    const Reply fits = post(c, "/infill", small);
+    REQUIRE(fits.status == 200);
+    CHECK(fits.data["truncated"] == false);
+}
+
 TEST_CASE("/infill builds llama-server's FIM prompt and at temperature 0 generates what specula generate does", "[serve][infill]") {
     ScratchDir dir;
     const std::string model = make_fim_model(dir, "deepseek-coder");

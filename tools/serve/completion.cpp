@@ -128,6 +128,7 @@ CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &p
     CompletionResult r;
     r.id_slot = slot.id;
     r.prompt_tokens = prompt;
+    r.truncated = params.prompt_trimmed;
     if (prompt.empty()) throw bad_request("the prompt is empty");
     if (int64_t(prompt.size()) >= slot.n_ctx)
         throw HttpError(ErrorType::ExceedContext, "the request exceeds the available context size (" + std::to_string(prompt.size()) +

@@ -24,6 +24,7 @@ struct CompletionParams {
     bool cache_prompt = true;
     bool return_tokens = false;
     bool ignore_eos = false;
+    bool prompt_trimmed = false;  // the server dropped extra context to fit n_ctx (/infill): reported as truncated
     int id_slot = -1;
     std::vector<std::string> stop;
     std::vector<std::string> samplers;         // llama-server's chain names (when has_samplers)

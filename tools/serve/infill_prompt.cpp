@@ -37,14 +37,14 @@ InfillInput parse_infill_input(const json &body) {
     return in;
 }
 
-std::vector<int32_t> format_infill(const specula::Model &model, const InfillInput &in, const InfillBudget &budget) {
+std::vector<int32_t> format_infill(const specula::Model &model, const InfillInput &in, const InfillBudget &budget, bool *trimmed) {
     specula_apps::FimParts parts;
     parts.extra = in.input_extra;
     parts.prefix = tokenize_mixed(model, in.input_prefix, false, false, "input_prefix");
     parts.suffix = tokenize_mixed(model, in.input_suffix, false, false, "input_suffix");
     // The prompt is tokenized with special tokens parsed, as llama-server's tokenize_input_prompts(..., false, true).
     parts.prompt = model.tokenize(in.prompt, SPECULA_TOKENIZE_PARSE_SPECIAL);
-    return specula_apps::fim_prompt(model, parts, budget);
+    return specula_apps::fim_prompt(model, parts, budget, trimmed);
 }
 
 }  // namespace specula_serve

@@ -28,6 +28,6 @@ std::string infill_unsupported_reason(const specula::Model &model);
 // Reads and checks the /infill fields (400 with llama-server's messages when malformed).
 InfillInput parse_infill_input(const json &body);
 
-std::vector<int32_t> format_infill(const specula::Model &model, const InfillInput &in, const InfillBudget &budget);
+std::vector<int32_t> format_infill(const specula::Model &model, const InfillInput &in, const InfillBudget &budget, bool *trimmed = nullptr);
 
 }  // namespace specula_serve

@@ -282,7 +282,10 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
         // llama-server answers 501 here; a request the model cannot serve is the client's to fix, so Specula says 400.
         if (!missing.empty()) throw bad_request("Infill is not supported by this model: " + missing);
         const InfillInput in = parse_infill_input(body);
-        prompt = format_infill(model_, in, InfillBudget{config_.n_batch, config_.n_predict, n_ctx});
+        // The prompt leaves room for the completion asked for (at most a quarter of the context): extra context
+        // beyond that is dropped, oldest chunk first (tools/common/fim_prompt.h).
+        const int32_t room = std::clamp<int32_t>(params.n_predict > 0 ? params.n_predict : 1, 1, std::max(1, n_ctx / 4));
+        prompt = format_infill(model_, in, InfillBudget{config_.n_batch, config_.n_predict, n_ctx, room}, &params.prompt_trimmed);
         break;
     }
     case Api::OaiCompletion: prompt = completion_prompt(model_, body, true); break;
