@@ -195,8 +195,16 @@ TEST_CASE("the llama-server command line of llama.vim's README starts the server
     INFO(fim.body);
     CHECK(fim.status == 200);
     CHECK(fim.data["content"].is_string());
-    const Reply props = get(c, "/props");
-    CHECK(props.data["default_generation_settings"]["n_ctx"].get<int>() > 0);
+    // --ctx-size 0: the model's trained context (over the one slot), as llama-server gives.
+    const specula::Model loaded = specula::Model::load(model);
+    REQUIRE(loaded.n_ctx_train() > 0);
+    CHECK(get(c, "/props").data["default_generation_settings"]["n_ctx"].get<int>() == loaded.n_ctx_train());
+    {
+        // Divided among the slots, as llama-server divides it (not given, each slot gets min(trained, 4096)).
+        ServerProcess two({"-m", model, "-c", "0", "-np", "2", "-t", "1"});
+        auto c2 = two.client();
+        CHECK(get(c2, "/props").data["default_generation_settings"]["n_ctx"].get<int>() == loaded.n_ctx_train() / 2);
+    }
 
     // Different key and value types, and flags that download a model, are refused with a message and exit status 2.
     for (const std::vector<std::string> &refused : std::vector<std::vector<std::string>>{

@@ -12,7 +12,7 @@ struct ServeConfig {
     std::string model_alias;       // the name /v1/models and responses report; default: the file's name
     std::string host = "127.0.0.1";  // loopback unless asked otherwise
     int port = 8080;               // 0: any free port (the listening line says which)
-    int32_t n_ctx = 0;             // per slot; 0: min(trained, 4096)
+    int32_t n_ctx = 0;             // per slot; 0: min(trained, 4096) (`specula serve -c 0` sets trained / slots here)
     int32_t n_threads = 0;         // compute threads per slot; 0: cores / parallel (at least 1)
     int32_t n_parallel = 1;        // slots: sessions on the one shared model
     int32_t n_batch = 2048;        // llama-server's logical batch: the FIM prompt budgets are cut from it

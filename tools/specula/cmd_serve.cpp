@@ -36,6 +36,7 @@ struct ServeArgs {
     std::string ngram_nodes = "auto";
     bool no_mmap = false;
     size_t max_body_mib = 16;
+    bool ctx_size_given = false;  // -c 0 given means the trained context; not given, min(trained, 4096)
 };
 
 int run_serve(ServeArgs &a) {
@@ -86,6 +87,8 @@ int run_serve(ServeArgs &a) {
     } catch (const specula::Error &e) {
         throw specula::Error(e.status(), "cannot load model '" + c.model_path + "': " + e.what());
     }
+    // llama-server's -c 0 (llama.vim's README gives --ctx-size 0): the trained context, divided among the slots.
+    if (a.ctx_size_given && c.n_ctx == 0) c.n_ctx = std::max(1, model.n_ctx_train() / std::max(1, c.n_parallel));
     // Every connection holds a descriptor: with desktops' default soft limit (1024) the accept loop would stall at
     // EMFILE before --max-connections (1024) is reached. Raise the soft limit towards the hard one, and where even
     // that is too low, lower the cap so that the server answers 503 instead of stalling.
@@ -149,8 +152,10 @@ Command add_serve_command(CLI::App &parent) {
     cmd->add_option("-a,--alias", c.model_alias, "Model name reported by /v1/models and the responses (default: the file name)");
     cmd->add_option("--host", c.host, "Address to listen on")->capture_default_str();
     cmd->add_option("--port", c.port, "Port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-    cmd->add_option("-c,--ctx-size", c.n_ctx, "Context length of each slot in tokens (0 = min(trained, 4096))")
-        ->capture_default_str()->check(CLI::Range(0, 1 << 22));
+    cmd->add_option("-c,--ctx-size", c.n_ctx, "Context length of each slot in tokens (not given: min(trained, 4096); 0: the model's trained "
+                                              "context shared by the slots, as llama-server's -c 0)")
+        ->check(CLI::Range(0, 1 << 22))
+        ->each([&a](const std::string &) { a.ctx_size_given = true; });
     cmd->add_option("-t,--threads", c.n_threads, "Compute threads per slot (0 = cores / parallel)")
         ->capture_default_str()->check(CLI::Range(0, 512));
     cmd->add_option("--parallel", c.n_parallel, "Slots: requests served at once (llama-server's -np)")
