@@ -73,10 +73,10 @@ size_t VulkanExecutor::bytes_needed(const Graph &g, int32_t max_rows, const Vulk
 VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, const VulkanContext &context)
     : graph_(std::move(graph)), ctx_(context), max_rows_(max_rows), own_(*context.stream) {
     const Graph &g = *graph_;
-    require(g.hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "Vulkan: head_dim " + std::to_string(g.hp.head_dim) + " > 256 is not supported");
+    require_supported_head_dim(g.hp.head_dim);
     for (const std::vector<Op> &stage : g.stages)
         for (const Op &op : stage)
-            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("Vulkan: the operation '") + op_kind_name(op.kind) + (op.sliding ? " (sliding window)" : "") + "' is not implemented");
+            require(supports(op), SPECULA_ERR_UNSUPPORTED, std::string("Vulkan: the operation '") + op_kind_name(op.kind) + "' is not implemented");
     const std::shared_ptr<Device> &dev = ctx_.stream->shared_device();
     const auto buf = [&](size_t bytes, const char *what) { return Buffer(dev, std::max<size_t>(bytes, 16), Buffer::Kind::Device, what); };
 

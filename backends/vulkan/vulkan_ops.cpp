@@ -128,6 +128,11 @@ uint32_t attention_chunk(const AttentionShape &a, uint32_t wanted) {
     return uint32_t(std::min<uint64_t>(wanted, cap));
 }
 
+void require_supported_head_dim(int32_t head_dim) {
+    require(head_dim > 0 && head_dim <= 256 && head_dim % 4 == 0, SPECULA_ERR_UNSUPPORTED,
+            "Vulkan: head_dim " + std::to_string(head_dim) + " is not supported (at most 256, a multiple of 4)");
+}
+
 uint32_t attention_rows_per_workgroup(const AttentionShape &a) {
     const uint64_t sub_blocks = (uint64_t(a.chunk) + attention_sub(a) - 1) / attention_sub(a);
     const uint64_t per_block = kLoopBudget / std::max<uint64_t>(1, sub_blocks);

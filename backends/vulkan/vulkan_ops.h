@@ -61,6 +61,8 @@ size_t attention_partials_floats(const AttentionShape &a, uint32_t n_rows, uint3
 // of a shader invocation once 65535 iterations have run in all): the largest chunk, at most `wanted`, whose one
 // row's queries fit the budget (a multiple of 64, or `wanted`), and the rows one workgroup takes for a chunk.
 uint32_t attention_chunk(const AttentionShape &a, uint32_t wanted);
+// UNSUPPORTED unless the attention shaders take heads of head_dim (at most 256, a multiple of 4: vec4 dot products).
+void require_supported_head_dim(int32_t head_dim);
 uint32_t attention_rows_per_workgroup(const AttentionShape &a);
 void attention_chunks(Stream &s, View q, const Buffer &k_cache, const Buffer &v_cache, uint32_t dkv, const AttentionRows &rows,
                       const AttentionShape &a, const Buffer &partials);

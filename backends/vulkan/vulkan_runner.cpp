@@ -26,8 +26,7 @@ std::string mib(size_t bytes) { return std::to_string((bytes + kMiB - 1) / kMiB)
 VulkanRunner::VulkanRunner(std::shared_ptr<const Model> model, int32_t n_ctx, std::shared_ptr<Device> device, std::shared_ptr<const Graph> graph)
     : model_(std::move(model)), device_(std::move(device)), n_ctx_(n_ctx) {
     const HParams &hp = model_->hparams();
-    require(hp.head_dim <= 256 && hp.head_dim % 4 == 0, SPECULA_ERR_UNSUPPORTED,
-            "Vulkan: head_dim " + std::to_string(hp.head_dim) + " is not supported (at most 256, a multiple of 4)");
+    require_supported_head_dim(hp.head_dim);
     require(n_ctx > 0, SPECULA_ERR_INVALID_ARGUMENT, "Vulkan: n_ctx must be positive");
     if (!graph) graph = build_model_graph(model_);
     chunk_ = vulkan::attention_chunk(AttentionShape{uint32_t(hp.n_head), uint32_t(hp.n_head_kv), uint32_t(hp.head_dim), 0, 1.0f}, uint32_t(fixed_split_chunk(n_ctx)));

@@ -478,47 +478,46 @@ TEST_CASE("backend ops: a wide tree (48 nodes, 4 children each) at position 60 h
     // Many rows over many keys: on llvmpipe (Vulkan on the CPU), attention's workgroups once ran past the driver's
     // silent limit of 65535 loop iterations, and a 40-node tree's last rows lost keys (vulkan_ops.cpp: the budget;
     // qwen3 and gemma2 lost them too). The last 12 rows' paths are decoded (the CUDA emulator is slow).
-    for (const char *shape : {"tiny-gemma3"}) {
-        const auto model = synthetic(shape);
-        const int32_t n_vocab = model->hparams().n_vocab, n_past = 60, n_nodes = 48;
-        std::vector<int32_t> tokens(size_t(n_past) + 1);
-        for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(3 + (i * 37) % size_t(n_vocab - 3));
-        ThreadPool pool(2);
-        DraftTree tree;
-        tree.reset(tokens[size_t(n_past)]);
-        std::vector<bool> leaf(size_t(n_nodes), true);
-        for (int32_t k = 1; k < n_nodes; ++k) {
-            tree.add((k - 1) / 4, 50 + k);
-            leaf[size_t((k - 1) / 4)] = false;
-        }
-        std::vector<uint8_t> mask;
-        tree.ancestor_mask(mask);
-        std::vector<int32_t> positions(size_t(tree.size()));
-        for (int32_t i = 0; i < tree.size(); ++i) positions[size_t(i)] = n_past + tree.depth(i);
-        for (const BackendUnderTest &be : backends_under_test()) {
-            if (be.reference) continue;
-            SECTION(std::string(shape) + " on " + be.name) {
-                auto r = be.make(model, kCtx, pool);
-                std::vector<float> step(static_cast<size_t>(n_vocab));
-                REQUIRE(r->eval(tokens.data(), n_past, 0, step.data(), false));
-                std::vector<float> rows(size_t(tree.size()) * size_t(n_vocab));
-                REQUIRE(r->eval_tree(tree.tokens().data(), tree.size(), n_past, 0, positions.data(), mask.data(), rows.data()));
-                // Each leaf's path decoded from n_past on one runner (a path rewrites the slots the last one used).
-                auto dec = be.make(model, kCtx, pool);
-                REQUIRE(dec->eval(tokens.data(), n_past, 0, step.data(), false));
-                std::vector<bool> seen(size_t(n_nodes), false);
-                for (int32_t node = n_nodes - 12; node < n_nodes; ++node) {
-                    REQUIRE(leaf[size_t(node)]);
-                    std::vector<int32_t> path;
-                    for (int32_t j = node; j >= 0; j = j == 0 ? -1 : tree.parent(j)) path.insert(path.begin(), j);
-                    for (size_t k = 0; k < path.size(); ++k) {
-                        const int32_t id = path[k], token = tree.token(id);
-                        REQUIRE(dec->eval(&token, 1, n_past + int32_t(k), step.data(), false));
-                        if (seen[size_t(id)]) continue;
-                        seen[size_t(id)] = true;
-                        const std::vector<float> got(rows.begin() + ptrdiff_t(id) * n_vocab, rows.begin() + ptrdiff_t(id + 1) * n_vocab);
-                        check_close(step, got, 0.0, be.name + ": " + shape + ", tree node " + std::to_string(id) + " vs decoding its path");
-                    }
+    const std::string shape = "tiny-gemma3";
+    const auto model = synthetic(shape);
+    const int32_t n_vocab = model->hparams().n_vocab, n_past = 60, n_nodes = 48;
+    std::vector<int32_t> tokens(size_t(n_past) + 1);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(3 + (i * 37) % size_t(n_vocab - 3));
+    ThreadPool pool(2);
+    DraftTree tree;
+    tree.reset(tokens[size_t(n_past)]);
+    std::vector<bool> leaf(size_t(n_nodes), true);
+    for (int32_t k = 1; k < n_nodes; ++k) {
+        tree.add((k - 1) / 4, 50 + k);
+        leaf[size_t((k - 1) / 4)] = false;
+    }
+    std::vector<uint8_t> mask;
+    tree.ancestor_mask(mask);
+    std::vector<int32_t> positions(size_t(tree.size()));
+    for (int32_t i = 0; i < tree.size(); ++i) positions[size_t(i)] = n_past + tree.depth(i);
+    for (const BackendUnderTest &be : backends_under_test()) {
+        if (be.reference) continue;
+        SECTION(shape + " on " + be.name) {
+            auto r = be.make(model, kCtx, pool);
+            std::vector<float> step(static_cast<size_t>(n_vocab));
+            REQUIRE(r->eval(tokens.data(), n_past, 0, step.data(), false));
+            std::vector<float> rows(size_t(tree.size()) * size_t(n_vocab));
+            REQUIRE(r->eval_tree(tree.tokens().data(), tree.size(), n_past, 0, positions.data(), mask.data(), rows.data()));
+            // Each leaf's path decoded from n_past on one runner (a path rewrites the slots the last one used).
+            auto dec = be.make(model, kCtx, pool);
+            REQUIRE(dec->eval(tokens.data(), n_past, 0, step.data(), false));
+            std::vector<bool> seen(size_t(n_nodes), false);
+            for (int32_t node = n_nodes - 12; node < n_nodes; ++node) {
+                REQUIRE(leaf[size_t(node)]);
+                std::vector<int32_t> path;
+                for (int32_t j = node; j >= 0; j = j == 0 ? -1 : tree.parent(j)) path.insert(path.begin(), j);
+                for (size_t k = 0; k < path.size(); ++k) {
+                    const int32_t id = path[k], token = tree.token(id);
+                    REQUIRE(dec->eval(&token, 1, n_past + int32_t(k), step.data(), false));
+                    if (seen[size_t(id)]) continue;
+                    seen[size_t(id)] = true;
+                    const std::vector<float> got(rows.begin() + ptrdiff_t(id) * n_vocab, rows.begin() + ptrdiff_t(id + 1) * n_vocab);
+                    check_close(step, got, 0.0, be.name + ": " + shape + ", tree node " + std::to_string(id) + " vs decoding its path");
                 }
             }
         }

@@ -1,8 +1,9 @@
 // Split-K attention over each row's logical key list (as backends/cuda/kernels/attention.cu): chunk c covers
 // logical keys [c * chunk, (c + 1) * chunk). One workgroup per (chunk, KV head, block of rows) loads each sub-block
 // of the chunk's prefix keys into shared memory once for every row of the block and query head of the group (a
-// tree's prefix is read once per block of nodes, not once per node), then runs each query's online softmax over it. Row i's logical key j is prefix slot
-// j for j < n_prefix, else its tail entry j - n_prefix; a causal batch (causal = 1) has key p at slot p. The
+// tree's prefix is read once per block of nodes, not once per node), then runs each query's online softmax over it.
+// Row i's logical key j is prefix slot j for j < n_prefix, else its tail entry j - n_prefix; a causal batch
+// (causal = 1) has key p at slot p. The
 // chunk and sub-block boundaries sit at fixed logical positions, so a row's arithmetic is the same whatever the
 // batch. Writes per (row, head, chunk): the running max, the sum of exponentials and the unnormalised output.
 // A sliding window (has_from = 1, gemma's local layers) starts row i at logical key from[i]: keys keep their
