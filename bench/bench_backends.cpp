@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
             const int32_t n_prompt = std::stoi(c), n_ctx = n_prompt + decode * (reps + 1) + n_tree + 8;
             std::unique_ptr<TargetRunner> runner;
             try {
-                runner = desc->make_runner(RunnerRequest{model, build_model_graph(model), n_ctx, &pool, 0, std::nullopt});
+                runner = desc->make_runner(RunnerRequest{model, build_model_graph(model, n_ctx), n_ctx, &pool, 0, std::nullopt});
             } catch (const std::exception &e) {
                 std::printf("%-8s %8d refused: %s\n", name.c_str(), n_prompt, e.what());
                 continue;

@@ -24,7 +24,7 @@ CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, std::uni
       kv_(model_->hparams().n_layer, n_ctx, model_->hparams().n_embd_kv(), kv_type),
       own_pool_(std::move(own_pool)),
       pool_(own_pool_ ? own_pool_.get() : shared_pool) {
-    exec_ = std::make_unique<CpuExecutor>(graph ? std::move(graph) : build_model_graph(model_), 0, *pool_, &kv_);
+    exec_ = std::make_unique<CpuExecutor>(graph ? std::move(graph) : build_model_graph(model_, n_ctx), 0, *pool_, &kv_);
 }
 
 std::unique_ptr<GraphExecutor> CpuRunner::make_executor(const ExecutorRequest &request) {
@@ -85,7 +85,7 @@ void CpuRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n
 }
 
 void CpuRunner::shift_kv(int32_t keep, int32_t discard, int32_t n_used) {
-    shift_kv_rows(*this, model_->hparams(), model_->weights().rope_freq_factors, keep, discard, n_used);
+    shift_kv_rows(*this, model_->hparams(), exec_->graph().rope_freq_factors, keep, discard, n_used);
 }
 
 }  // namespace specula::internal

@@ -127,7 +127,7 @@ CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows,
         ctx_.rope_sin = rope_sin_.as<float>();
     }
     // Sliding-window layers rotate with their own settings (gemma3: base 1e4 and no scaling), without frequency factors.
-    if (g.sliding_window > 0) {
+    if (g.sliding_rope) {
         std::vector<float> cos_t, sin_t;
         rope_table(g.hp_sliding, {}, ctx_.n_ctx, cos_t, sin_t);
         upload_table(cos_t, sliding_cos_);

@@ -32,7 +32,7 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int de
     : model_(std::move(model)), device_(device), n_ctx_(n_ctx) {
     const HParams &hp = model_->hparams();
     require(hp.head_dim <= 256, SPECULA_ERR_UNSUPPORTED, "CUDA: head_dim " + std::to_string(hp.head_dim) + " > 256 is not supported");
-    if (!graph) graph = build_model_graph(model_);
+    if (!graph) graph = build_model_graph(model_, n_ctx);
     check(cudaSetDevice(device_), "cudaSetDevice");
     if (const char *env = std::getenv("SPECULA_CUDA_GRAPHS")) use_graphs_ = std::strcmp(env, "0") != 0;
     if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_VERIFY")) device_verify_ = std::strcmp(env, "0") != 0;
@@ -71,7 +71,7 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int de
 
     // RoPE angles for every position, computed by the core's reference code.
     std::vector<float> cos_t, sin_t;
-    rope_table(hp, model_->weights().rope_freq_factors, n_ctx, cos_t, sin_t);
+    rope_table(hp, graph->rope_freq_factors, n_ctx, cos_t, sin_t);
     rope_cos_ = DeviceBuffer(rope_bytes);
     rope_sin_ = DeviceBuffer(rope_bytes);
     check(cudaMemcpy(rope_cos_.as(), cos_t.data(), rope_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE table)");
@@ -94,7 +94,7 @@ CudaContext CudaRunner::context() const {
     c.rope_cos = rope_cos_.as<float>();
     c.rope_sin = rope_sin_.as<float>();
     c.rope_hp = &model_->hparams();
-    c.rope_freq_factors = &model_->weights().rope_freq_factors;
+    c.rope_freq_factors = &model_->weights().rope_freq_factors_for(model_->hparams(), n_ctx_);
     c.cache_chunk = chunk_;
     c.graphs = use_graphs_;
     c.weights = weights_;
@@ -337,7 +337,7 @@ void CudaRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t 
 }
 
 void CudaRunner::shift_kv(int32_t keep, int32_t discard, int32_t n_used) {
-    shift_kv_rows(*this, model_->hparams(), model_->weights().rope_freq_factors, keep, discard, n_used);
+    shift_kv_rows(*this, model_->hparams(), model_->weights().rope_freq_factors_for(model_->hparams(), n_ctx_), keep, discard, n_used);
 }
 
 void CudaRunner::read_kv(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) {

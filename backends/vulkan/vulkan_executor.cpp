@@ -114,7 +114,7 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
         ctx_.rope_sin = &rope_sin_;
     }
     // Sliding-window layers rotate with their own settings (gemma3: base 1e4 and no scaling), without frequency factors.
-    if (g.sliding_window > 0) {
+    if (g.sliding_rope) {
         std::vector<float> cos_t, sin_t;
         rope_table(g.hp_sliding, {}, ctx_.n_ctx, cos_t, sin_t);
         sliding_cos_ = buf(cos_t.size() * 4, "RoPE tables");

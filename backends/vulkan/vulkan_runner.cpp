@@ -28,7 +28,7 @@ VulkanRunner::VulkanRunner(std::shared_ptr<const Model> model, int32_t n_ctx, st
     const HParams &hp = model_->hparams();
     require_supported_head_dim(hp.head_dim);
     require(n_ctx > 0, SPECULA_ERR_INVALID_ARGUMENT, "Vulkan: n_ctx must be positive");
-    if (!graph) graph = build_model_graph(model_);
+    if (!graph) graph = build_model_graph(model_, n_ctx);
     chunk_ = vulkan::attention_chunk(AttentionShape{uint32_t(hp.n_head), uint32_t(hp.n_head_kv), uint32_t(hp.head_dim), 0, 1.0f}, uint32_t(fixed_split_chunk(n_ctx)));
 
     // Sizes first, so that a device without room is refused, with the sizes, before anything is allocated.
@@ -69,7 +69,7 @@ VulkanRunner::VulkanRunner(std::shared_ptr<const Model> model, int32_t n_ctx, st
 
     // RoPE angles for every position, computed by the core's reference code.
     std::vector<float> cos_t, sin_t;
-    rope_table(hp, model_->weights().rope_freq_factors, n_ctx, cos_t, sin_t);
+    rope_table(hp, graph->rope_freq_factors, n_ctx, cos_t, sin_t);
     rope_cos_ = buf(rope_bytes, "RoPE tables");
     rope_sin_ = buf(rope_bytes, "RoPE tables");
     stream_->upload(rope_cos_, 0, cos_t.data(), rope_bytes);
@@ -87,7 +87,7 @@ VulkanContext VulkanRunner::context() const {
     c.rope_cos = &rope_cos_;
     c.rope_sin = &rope_sin_;
     c.rope_hp = &model_->hparams();
-    c.rope_freq_factors = &model_->weights().rope_freq_factors;
+    c.rope_freq_factors = &model_->weights().rope_freq_factors_for(model_->hparams(), n_ctx_);
     c.cache_chunk = chunk_;
     c.weights = weights_;
     return c;
@@ -216,7 +216,7 @@ void VulkanRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_
 }
 
 void VulkanRunner::shift_kv(int32_t keep, int32_t discard, int32_t n_used) {
-    shift_kv_rows(*this, model_->hparams(), model_->weights().rope_freq_factors, keep, discard, n_used);
+    shift_kv_rows(*this, model_->hparams(), model_->weights().rope_freq_factors_for(model_->hparams(), n_ctx_), keep, discard, n_used);
 }
 
 void VulkanRunner::read_kv(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) {

@@ -39,6 +39,7 @@ struct Reference {
     std::string synth_shape, synth_type;
     uint64_t synth_seed = 1;
     int32_t synth_layers = 0;
+    int32_t n_ctx = 0;  // the session's context where the reference depends on it (phi3's LongRoPE), else 0
     std::vector<int32_t> prompt;
     std::vector<int32_t> tokens;
     std::vector<std::vector<std::pair<int32_t, float>>> top;
@@ -51,6 +52,7 @@ Reference read_reference(const fs::path &path) {
     r.path = path.string();
     r.model = j.at("model").get<std::string>();
     r.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
+    r.n_ctx = j.value("n_ctx", 0);
     if (j.contains("synthetic")) {
         const nlohmann::json &sy = j.at("synthetic");
         r.synth_shape = sy.at("shape").get<std::string>();
@@ -106,7 +108,7 @@ void compare_with_reference(const Reference &ref, const std::string &model_file,
 
     specula_session_options so;
     specula_session_options_init(&so);
-    so.n_ctx = int32_t(ref.prompt.size() + ref.tokens.size() + 4);
+    so.n_ctx = ref.n_ctx > 0 ? ref.n_ctx : int32_t(ref.prompt.size() + ref.tokens.size() + 4);
     so.n_threads = 2;
     // The CPU reference's parity with llama.cpp's CPU backend; the CUDA backend is held to the CPU's logits
     // in tests/cuda (its F16 K/V cache puts it further off than these tolerances).
@@ -191,11 +193,13 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
     }
 }
 
-// The architectures the fixtures have no model of (gemma2), against llama.cpp 2025-02-20's outputs on synthetic
+// The architectures the fixtures have no model of (gemma2, phi3), against llama.cpp 2025-02-20's outputs on synthetic
 // models that the test writes again, byte for byte, from the reference's shape, type, seed and layer count.
 // gemma2: tiny-gemma2 (256 wide, a window of 16, scores capped at 0.15 and logits at 0.5, so that both caps bend
 // random weights' values) with 26 layers, the count llama.cpp needs to take a gemma2 file for a 2B (it refuses
 // other counts); prompts of 42 and 11 tokens, 24 and 40 steps: both cross the window.
+// phi3: tiny-phi3 (a window of 16 on every layer, fused Q/K/V and gate/up, LongRoPE past 512 positions) in sessions
+// of the reference's n_ctx, 512 (short factors) or 1024 (long ones); docs/parity.md says how they were made.
 TEST_CASE("greedy tokens and top-5 logits match llama.cpp on the in-repo references of synthetic models", "[parity][model]") {
     const fs::path dir = fs::path(SPECULA_SOURCE_DIR) / "tests/api/data/llama_cpp";
     std::vector<fs::path> files;

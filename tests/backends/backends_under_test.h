@@ -45,7 +45,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
         // cores (docs/cuda.md): stories260K sits within 2e-3 of the CPU.
         out.push_back({b.name,
                        [desc](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &pool) {
-                           return desc->make_runner(RunnerRequest{m, build_model_graph(m), n_ctx, &pool, 0, std::nullopt});
+                           return desc->make_runner(RunnerRequest{m, build_model_graph(m, n_ctx), n_ctx, &pool, 0, std::nullopt});
                        },
                        b.has_devices ? 2e-3 : 0.0, b.kind == BackendKind::Cpu});
     }

@@ -271,12 +271,12 @@ std::shared_ptr<const Model> synthetic(const std::string &shape_name, const std:
 
 // On every backend: a prompt's 20 rows of logits within the backend's tolerance of the CPU's, and a tree's nodes
 // with decoding's logits bit for bit (the lossless invariant).
-void check_on_every_backend(const std::shared_ptr<const Model> &model, const std::string &what) {
+void check_on_every_backend(const std::shared_ptr<const Model> &model, const std::string &what, int32_t n_ctx = kCtx) {
     const int32_t n_vocab = model->hparams().n_vocab;
     std::vector<int32_t> tokens(24);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(3 + (i * 37) % size_t(n_vocab - 3));
     ThreadPool pool(2);
-    CpuRunner ref(model, kCtx, pool);
+    CpuRunner ref(model, n_ctx, pool);
     std::vector<float> want(size_t(20) * size_t(n_vocab));
     REQUIRE(ref.eval(tokens.data(), 20, 0, want.data(), true));
     // A branch, and a path of 20 nodes: deeper than tiny-gemma's windows of 16, so its last nodes' sliding layers
@@ -295,13 +295,13 @@ void check_on_every_backend(const std::shared_ptr<const Model> &model, const std
     for (int32_t i = 0; i < tree.size(); ++i) positions[size_t(i)] = 20 + tree.depth(i);
     for (const BackendUnderTest &be : backends_under_test()) {
         SECTION(be.name) {
-            auto r = be.make(model, kCtx, pool);
+            auto r = be.make(model, n_ctx, pool);
             std::vector<float> got(want.size());
             REQUIRE(r->eval(tokens.data(), 20, 0, got.data(), true));
             check_close(want, got, be.tolerance, be.name + ": 20 rows of " + what);
             std::vector<float> rows(size_t(tree.size()) * size_t(n_vocab));
             REQUIRE(r->eval_tree(tree.tokens().data(), tree.size(), 20, 0, positions.data(), mask.data(), rows.data()));
-            auto dec = be.make(model, kCtx, pool);
+            auto dec = be.make(model, n_ctx, pool);
             std::vector<float> step(static_cast<size_t>(n_vocab));
             REQUIRE(dec->eval(tokens.data(), 20, 0, step.data(), false));
             for (size_t k = 0; k < path.size(); ++k) {
@@ -324,7 +324,7 @@ TEST_CASE("backend ops: an architecture variant made of existing operations (lla
     const auto without = synthetic("tiny-llama");
     REQUIRE(with_bias->weights().layers[0].bo);
     REQUIRE_FALSE(without->weights().layers[0].bo);
-    const auto graph = build_model_graph(with_bias);
+    const auto graph = build_model_graph(with_bias, 256);
     int32_t output_biases = 0;
     for (const Op &op : graph->stages[size_t(kBodyStage)])
         output_biases += op.kind == OpKind::AddBias && op.weight->data == with_bias->weights().layers[size_t(op.block)].bo.data;
@@ -355,7 +355,7 @@ TEST_CASE("backend ops: qwen3 (per-head query and key norms, heads wider than n_
     REQUIRE(model->weights().layers[0].q_norm);
     REQUIRE(model->weights().tied_output);
     int32_t head_norms = 0;
-    const auto graph = build_model_graph(model);
+    const auto graph = build_model_graph(model, 256);
     for (const Op &op : graph->stages[size_t(kBodyStage)]) head_norms += op.kind == OpKind::RmsNorm && op.n_heads > 1;
     CHECK(head_norms == 2 * hp.n_layer);
     check_on_every_backend(model, "qwen3");
@@ -371,7 +371,7 @@ TEST_CASE("backend ops: gemma3 (sliding-window layers with their own RoPE, GeGLU
     REQUIRE(hp.arch == Architecture::Gemma3);
     REQUIRE(hp.n_swa == 16);
     REQUIRE(model->weights().layers[0].attn_post_norm);
-    const auto graph = build_model_graph(model);
+    const auto graph = build_model_graph(model, 256);
     CHECK(graph->sliding_window == 16);
     CHECK(graph->hp_sliding.rope_freq_base == 10000.0f);
     CHECK(graph->hp.rope_freq_scale == 0.125f);
@@ -397,7 +397,7 @@ TEST_CASE("backend ops: gemma2 (alternating sliding-window layers, soft-capped s
     REQUIRE(hp.n_swa == 16);
     CHECK(hp.attn_softcap == 0.15f);
     CHECK(hp.final_softcap == 0.5f);
-    const auto graph = build_model_graph(model);
+    const auto graph = build_model_graph(model, 256);
     int32_t sliding = 0, capped = 0, softcaps = 0;
     for (const Op &op : graph->stages[size_t(kBodyStage)]) {
         sliding += op.kind == OpKind::Attention && op.sliding;
@@ -409,6 +409,41 @@ TEST_CASE("backend ops: gemma2 (alternating sliding-window layers, soft-capped s
     CHECK(softcaps == 1);
     CHECK(graph->hp_sliding.rope_freq_base == graph->hp.rope_freq_base);
     check_on_every_backend(model, "gemma2");
+}
+
+TEST_CASE("backend ops: phi3 (fused Q/K/V and gate/up matrices, a window on every layer, LongRoPE) and phi4-mini's partial "
+          "rotation on every backend",
+          "[backend-ops][graph][phi3]") {
+    const auto model = synthetic("tiny-phi3");
+    const HParams &hp = model->hparams();
+    REQUIRE(hp.arch == Architecture::Phi3);
+    REQUIRE(hp.n_swa == 16);
+    CHECK(hp.rope_attn_factor > 1.1f);  // sqrt(1 + ln(4096 / 512) / ln(512))
+    const ModelWeights &w = model->weights();
+    // The fused matrices' rows, as views: Q, K, V one after another, the gate's rows before the up projection's.
+    CHECK(w.layers[0].wk.data == w.layers[0].wq.data + size_t(hp.n_embd_q()) * w.layers[0].wq.row_bytes);
+    CHECK(w.layers[0].ffn_up.data == w.layers[0].ffn_gate.data + size_t(hp.n_ff) * w.layers[0].ffn_gate.row_bytes);
+    // The session's context picks LongRoPE's factors: short up to 512 positions, long past them.
+    REQUIRE(!w.rope_freq_factors_long.empty());
+    CHECK(build_model_graph(model, 512)->rope_freq_factors == w.rope_freq_factors);
+    const auto graph = build_model_graph(model, 1024);
+    CHECK(graph->rope_freq_factors == w.rope_freq_factors_long);
+    int32_t sliding_attention = 0, sliding_rope = 0;
+    for (const Op &op : graph->stages[size_t(kBodyStage)]) {
+        sliding_attention += op.kind == OpKind::Attention && op.sliding;
+        sliding_rope += op.kind == OpKind::Rope && op.sliding;
+    }
+    CHECK(sliding_attention == hp.n_layer);
+    CHECK(sliding_rope == 0);  // rotated with the global settings, factors included
+    CHECK_FALSE(graph->sliding_rope);
+    check_on_every_backend(model, "phi3 (LongRoPE's long factors)", 1024);  // the short ones: the n-gram test below
+
+    const auto mini = synthetic("tiny-phi4");
+    REQUIRE(mini->hparams().rope_dim == 48);
+    REQUIRE(mini->hparams().head_dim == 64);
+    REQUIRE(mini->weights().tied_output);
+    CHECK(mini->hparams().n_swa == 0);
+    check_on_every_backend(mini, "phi4-mini's shape", 1024);
 }
 
 namespace {
@@ -458,18 +493,20 @@ void check_lossless_on_backends(const char *shape, int32_t n_tokens, bool every_
 
 }  // namespace
 
-TEST_CASE("backend ops: greedy speculative decoding with n-grams equals plain greedy on every backend for gemma3 and gemma2",
-          "[backend-ops][lossless][gemma3][gemma2]") {
+TEST_CASE("backend ops: greedy speculative decoding with n-grams equals plain greedy on every backend for gemma3, gemma2 and "
+          "phi3",
+          "[backend-ops][lossless][gemma3][gemma2][phi3]") {
     check_lossless_on_backends("tiny-gemma3", 24, false);
     check_lossless_on_backends("tiny-gemma2", 24, false);
+    check_lossless_on_backends("tiny-phi3", 24, false);
 }
 
 // Every drafter and more tokens: ~10 minutes on the CUDA emulator, so not registered with ctest
 // (`specula_backend_ops_tests "[slow]"` runs it).
-TEST_CASE("backend ops: greedy speculative decoding with every drafter equals plain greedy on every backend for qwen3, gemma3 "
-          "and gemma2",
+TEST_CASE("backend ops: greedy speculative decoding with every drafter equals plain greedy on every backend for qwen3, gemma3, "
+          "gemma2 and phi3",
           "[backend-ops][lossless][slow]") {
-    for (const char *shape : {"tiny-qwen3", "tiny-gemma3", "tiny-gemma2"}) check_lossless_on_backends(shape, 48, true);
+    for (const char *shape : {"tiny-qwen3", "tiny-gemma3", "tiny-gemma2", "tiny-phi3"}) check_lossless_on_backends(shape, 48, true);
 }
 
 TEST_CASE("backend ops: a wide tree (48 nodes, 4 children each) at position 60 has decoding's bits on every backend "

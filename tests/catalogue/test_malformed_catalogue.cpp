@@ -8,6 +8,7 @@
 // cancellation entries can reach the session's phase hook (sdk/src/session/phase_hook.h).
 #include <specula/specula.h>
 #include <specula/specula.hpp>
+#include <specula/specula_experimental.h>
 
 #include <catch2/catch.hpp>
 
@@ -353,6 +354,50 @@ std::vector<Entry> gguf_entries(const test_fixtures::TempDir &dir) {
 TEST_CASE("GGUF model files", "[catalogue][files]") {
     test_fixtures::TempDir dir("specula-catalogue-gguf");
     run_table(gguf_entries(dir));
+}
+
+namespace {
+
+// phi3's own metadata and tensors, damaged in a synthetic tiny-phi3 (fused Q/K/V, LongRoPE factors, its attention
+// factor): each a clear error at load.
+std::vector<Entry> phi3_entries(const test_fixtures::TempDir &dir) {
+    specula_synthetic_options so;
+    specula_synthetic_options_init(&so);
+    so.weight_type = "f32";
+    const std::string vocab = std::string(SPECULA_SOURCE_DIR) + "/models/stories260K.gguf";
+    REQUIRE(specula_synthetic_model_write("tiny-phi3", vocab.c_str(), dir.file("tiny-phi3.gguf").c_str(), &so, nullptr) == SPECULA_OK);
+    const auto base = std::make_shared<const Bytes>(read_bytes(dir.file("tiny-phi3.gguf")));
+    REQUIRE(load_bytes(dir, "tiny-phi3-copy.gguf", *base).status == SPECULA_OK);
+    auto mutated = [&dir, base](const std::string &id, const std::function<void(Bytes &)> &mutate) {
+        return [&dir, base, id, mutate] {
+            Bytes b = *base;
+            mutate(b);
+            return load_bytes(dir, id + ".gguf", b);
+        };
+    };
+    return {
+        {"gguf-phi3-one-rope-factor", "a phi3 file with rope_factors_long but not rope_factors_short (renamed)", SPECULA_ERR_FORMAT,
+         "both rope_factors_long and rope_factors_short",
+         mutated("gguf-phi3-one-rope-factor", [](Bytes &b) { rename_string(b, "rope_factors_short.weight", "rope_factors_shorX.weight"); })},
+        {"gguf-phi3-qkv-rows", "a phi3 fused Q/K/V matrix with 64 rows fewer than Q, K and V need", SPECULA_ERR_FORMAT,
+         "blk.0.attn_qkv.weight' has shape",
+         mutated("gguf-phi3-qkv-rows", [](Bytes &b) {
+             const size_t at = tensor_dim_at(b, "blk.0.attn_qkv.weight", 1);
+             put_u64(b, at, get_u64(b, at) - 64);
+         })},
+        {"gguf-phi3-attn-factor", "phi3.rope.scaling.attn_factor NaN", SPECULA_ERR_FORMAT, "attn_factor",
+         mutated("gguf-phi3-attn-factor", [](Bytes &b) { put_u32(b, after_string(b, "phi3.rope.scaling.attn_factor") + 4, 0x7FC00000u); })},
+        {"gguf-phi3-window-missing", "a phi3 file without attention.sliding_window (renamed), of no shape llama.cpp has a default for",
+         SPECULA_ERR_FORMAT, "sliding_window",
+         mutated("gguf-phi3-window-missing", [](Bytes &b) { rename_string(b, "phi3.attention.sliding_window", "phi3.attention.sliding_windoX"); })},
+    };
+}
+
+}  // namespace
+
+TEST_CASE("GGUF model files of the phi3 architecture", "[catalogue][files][phi3]") {
+    test_fixtures::TempDir dir("specula-catalogue-phi3");
+    run_table(phi3_entries(dir));
 }
 
 // ---- files: LongSpec drafts, draft models ------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // Architectures beyond llama, built on the one model definition (graph/llama_graph.cpp, gemma_graph.cpp), on the CPU: speculative
 // decoding stays lossless with every drafter (n-grams, a LongSpec draft made for the architecture, a draft model of
 // the same family), greedy token for token. Every backend's logits and tree bits: tests/backends; parity with an
-// independent reference: tools/train/tests/test_target_parity.py (qwen3, gemma2, gemma3).
+// independent reference: tools/train/tests/test_target_parity.py (qwen3, gemma2, gemma3), llama.cpp's outputs in
+// tests/api/test_parity.cpp (gemma2, phi3).
 #include "common/session_run.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
@@ -40,8 +41,9 @@ std::shared_ptr<const Model> synthetic(const std::string &shape, int32_t n_layer
     return model;
 }
 
-// Greedy speculative output equals plain greedy output on a synthetic model of `shape`, with every drafter.
-void check_lossless(const std::string &shape) {
+// Greedy speculative output equals plain greedy output on a synthetic model of `shape`, with every drafter, in a
+// session of n_ctx positions.
+void check_lossless(const std::string &shape, int32_t n_ctx = 256) {
     const auto model = synthetic(shape, 0, 1);
     const auto small = synthetic(shape, 1, 2);  // the draft model: one layer of other random weights
     const std::string draft_path = scratch(shape + ".longspec.gguf");
@@ -60,7 +62,7 @@ void check_lossless(const std::string &shape) {
     SamplerConfig greedy;
     greedy.temperature = 0.0f;
     SessionConfig sc;
-    sc.n_ctx = 256;
+    sc.n_ctx = n_ctx;
     sc.n_threads = 2;
     Session plain(model, sc, greedy);
     const std::vector<int32_t> want = test_sessions::generate(plain, prompt, 96);
@@ -105,4 +107,19 @@ TEST_CASE("gemma3: greedy speculative decoding equals plain greedy with n-grams,
 TEST_CASE("gemma2: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a gemma2 draft model",
           "[arch][gemma2][lossless]") {
     check_lossless("tiny-gemma2");
+}
+
+// Phi-3: every layer attends to a window (16 keys in tiny-phi3), Q/K/V and gate/up are views of fused matrices, and a
+// session of 1024 positions takes LongRoPE's long factors and its attention factor (past tiny-phi3's 512), which
+// the LongSpec draft's queries take too (they cross-attend the target's keys).
+TEST_CASE("phi3: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a phi3 draft model",
+          "[arch][phi3][lossless]") {
+    check_lossless("tiny-phi3", 1024);
+    check_lossless("tiny-phi3", 256);
+}
+
+// Phi-4-mini's variations: RoPE on 48 of each head's 64 dimensions, a tied head, no window.
+TEST_CASE("phi4-mini's shape: greedy speculative decoding equals plain greedy with every drafter (partial rotation, tied head)",
+          "[arch][phi3][lossless]") {
+    check_lossless("tiny-phi4", 1024);
 }

@@ -101,16 +101,21 @@ TEST_CASE("a context shift moves layer 0's keys to their new positions and keeps
     }
 }
 
-TEST_CASE("a context shift re-rotates a sliding-window layer's keys with that layer's RoPE (gemma3)", "[shift][gemma3]") {
-    // tiny-gemma3's layer 0 is local: RoPE base 1e4 without scaling, where its global layers use base 1e6 scaled x8.
-    const auto path = std::filesystem::temp_directory_path() / ("specula-shift-gemma3-" + std::to_string(::getpid()) + ".gguf");
+namespace {
+
+// A context shift on an F32 cache of `shape` in a session of n_ctx positions: layer 0's keys equal evaluating the
+// kept tokens at their new positions (up to the rounding of the rotation; deeper layers' keys depend on the context
+// they were computed in, which the shift dropped).
+void check_shift_recomputes_keys(const std::string &shape, int32_t n_ctx) {
+    constexpr int32_t layer = 0;
+    const auto path = std::filesystem::temp_directory_path() / ("specula-shift-" + shape + "-" + std::to_string(::getpid()) + ".gguf");
     SyntheticOptions opt;
     opt.type = SyntheticType::F32;
-    write_synthetic_model(*find_synthetic_shape("tiny-gemma3"), std::string(SPECULA_SOURCE_DIR) + "/models/stories260K.gguf", path.string(), opt);
+    write_synthetic_model(*find_synthetic_shape(shape), std::string(SPECULA_SOURCE_DIR) + "/models/stories260K.gguf", path.string(), opt);
     const auto model = Model::load(path.string(), LoadOptions{});
     std::filesystem::remove(path);
-    REQUIRE(model->hparams().is_swa_layer(0));
-    constexpr int32_t n_ctx = 160, n_used = 150, keep = 4, discard = 70;
+    REQUIRE(model->hparams().is_swa_layer(layer));
+    constexpr int32_t n_used = 150, keep = 4, discard = 70;
     std::vector<int32_t> tokens;
     for (int32_t i = 0; i < n_used; ++i) tokens.push_back(3 + (i * 37) % 500);
     CpuRunner shifted(model, n_ctx, 2, KvType::F32);
@@ -121,15 +126,31 @@ TEST_CASE("a context shift re-rotates a sliding-window layer's keys with that la
     CpuRunner fresh(model, n_ctx, 2, KvType::F32);
     eval_all(fresh, *model, window);
     const int32_t n = int32_t(window.size());
-    const std::vector<float> got = rows_as_floats(shifted, 0, 0, n), want = rows_as_floats(fresh, 0, 0, n);
+    const std::vector<float> got = rows_as_floats(shifted, layer, 0, n), want = rows_as_floats(fresh, layer, 0, n);
     double max_abs = 0, max_err = 0;
     for (size_t i = 0; i < got.size(); ++i) {
         max_abs = std::max(max_abs, double(std::fabs(want[i])));
         max_err = std::max(max_err, double(std::fabs(got[i] - want[i])));
     }
-    CAPTURE(max_abs, max_err);
+    CAPTURE(shape, n_ctx, max_abs, max_err);
     CHECK(max_abs > 0.01);
     CHECK(max_err <= 1e-4 * max_abs);
+}
+
+}  // namespace
+
+TEST_CASE("a context shift re-rotates a sliding-window layer's keys with that layer's RoPE (gemma3)", "[shift][gemma3]") {
+    // tiny-gemma3's layer 0 is local: RoPE base 1e4 without scaling, where its global layers use base 1e6 scaled x8.
+    check_shift_recomputes_keys("tiny-gemma3", 160);
+}
+
+TEST_CASE("a context shift re-rotates phi3's keys with the session's LongRoPE factors and without a second attention factor",
+          "[shift][phi3]") {
+    // tiny-phi3's layers are all windowed but rotate with the global settings: LongRoPE's short factors up to 512
+    // positions, the long ones past it, each with the attention factor (1.19) that scaled the keys once when they
+    // were rotated into place: the shift is a pure rotation.
+    REQUIRE(find_synthetic_shape("tiny-phi3")->longrope_original_ctx == 512);
+    for (const int32_t n_ctx : {160, 1024}) check_shift_recomputes_keys("tiny-phi3", n_ctx);
 }
 
 namespace {

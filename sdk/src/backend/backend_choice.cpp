@@ -29,7 +29,7 @@ std::unique_ptr<TargetRunner> make_runner(const BackendDesc &b, const RunnerRequ
 std::unique_ptr<TargetRunner> make_target_runner(std::shared_ptr<const Model> model, int32_t n_ctx, ThreadPool &pool,
                                                  const BackendChoice &choice, std::string &note) {
     note.clear();
-    RunnerRequest request{model, build_model_graph(model), n_ctx, &pool, choice.device, choice.kv_type};
+    RunnerRequest request{model, build_model_graph(model, n_ctx), n_ctx, &pool, choice.device, choice.kv_type};
     request.automatic = choice.kind == BackendKind::Auto;
     const BackendDesc *cpu = find_backend(BackendKind::Cpu);
     require(cpu != nullptr, SPECULA_ERR_INTERNAL, "backends: this build has no CPU backend");

@@ -97,6 +97,7 @@ struct Graph {
     HParams hp_sliding;                      // the RoPE settings of sliding-window layers (Op::sliding)
     int32_t sliding_window = 0;              // keys a sliding layer's row sees (0: no such layer); runners plan
                                              // key list kSlidingKeys with it
+    bool sliding_rope = false;               // some Rope is sliding (gemma): backends tabulate hp_sliding's angles
     std::vector<GraphTensor> tensors;
     // Op lists over the same tensors, run one at a time over a batch's rows (the target: the body, then the output
     // head over the rows whose logits are wanted; LongSpec: the ring's catch-up, then one tree level).

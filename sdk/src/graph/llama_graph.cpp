@@ -1,9 +1,12 @@
-// The llama family, as llama.cpp's build_llama (qwen2 and qwen3 are the same graph: qwen2's Q/K/V biases are
-// tensors the weights bind, qwen3's per-head query and key norms too, and their NEOX rotation is a RoPE setting):
+// The llama family, as llama.cpp's build_llama (qwen2, qwen3 and phi3 are the same graph: qwen2's Q/K/V biases are
+// tensors the weights bind, qwen3's per-head query and key norms too, phi3's fused Q/K/V and gate/up matrices are
+// views of their rows (model/weights.cpp), its windowed attention on every layer and LongRoPE are settings, and the
+// NEOX rotation is a RoPE setting):
 //   x = embed(tokens)
 //   per layer: x += Wo · attention(rope([qnorm] (Wq·norm(x) [+bq])), rope([knorm] (Wk·norm(x) [+bk])), Wv·norm(x) [+bv]) [+bo]
 //              x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
 //   hidden = norm(x);  logits = Wout · hidden
+#include "graph/batch_rows.h"
 #include "graph/model_graph.h"
 
 #include "model/model.h"
@@ -45,7 +48,9 @@ void build_llama_graph(const Model &model, Graph &g) {
         b.rope(q, hp.n_head);
         b.rope(k, hp.n_head_kv);
         b.store_kv(KvStore::Model, il, k, v);
-        b.attention(att, q, KvStore::Model, il, 0);
+        // phi3's layers attend to a window of keys, rotated as every other layer's (hparams.h: swa_own_rope false).
+        if (hp.is_swa_layer(il)) b.attention_sliding(att, q, il, kSlidingKeys);
+        else b.attention(att, q, KvStore::Model, il, 0);
         b.matmul(xb, att, l.wo);
         b.add_bias(xb, l.bo);
         b.add(x, xb);

@@ -51,8 +51,11 @@ HParams read_hparams(const GgufFile &file) {
         hp.rope_type = RopeType::Neox;
         hp.has_qk_norm = true;
         hp.has_post_norms = true;
+    } else if (hp.arch_name == "phi3") {
+        hp.arch = Architecture::Phi3;
+        hp.rope_type = RopeType::Neox;
     } else {
-        throw Error(SPECULA_ERR_UNSUPPORTED, "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3)");
+        throw Error(SPECULA_ERR_UNSUPPORTED, "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3)");
     }
     const std::string a = hp.arch_name + ".";
     constexpr int64_t kBig = int64_t(1) << 24;
@@ -95,6 +98,9 @@ HParams read_hparams(const GgufFile &file) {
     } else if (!scaling.empty() && scaling != "none") {
         throw Error(SPECULA_ERR_UNSUPPORTED, "model: rope scaling type '" + scaling + "' is not supported");
     }
+    // As llama.cpp, for every architecture (its yarn_attn_factor is multiplied by it).
+    hp.rope_attn_factor = optional_float(file, a + "rope.scaling.attn_factor", 1.0f);
+    require(hp.rope_attn_factor > 0 && hp.rope_attn_factor < 16, SPECULA_ERR_FORMAT, "model: rope.scaling.attn_factor must be in (0, 16)");
     if (hp.arch == Architecture::Gemma2) {
         // As llama.cpp 2025-02-20 reads Gemma 2 (llama-model.cpp, LLM_ARCH_GEMMA2): a window of 4096 unless the
         // file says otherwise, local and global layers alternating (even layers local) with the same RoPE, the
@@ -102,6 +108,7 @@ HParams read_hparams(const GgufFile &file) {
         // for the 27B (46 layers).
         hp.n_swa = optional_int(file, a + "attention.sliding_window", 4096, 1, int64_t(1) << 30);
         hp.swa_pattern = 2;
+        hp.swa_own_rope = true;
         hp.rope_freq_base_swa = hp.rope_freq_base;
         hp.rope_freq_scale_swa = hp.rope_freq_scale;
         hp.attn_softcap = optional_float(file, a + "attn_logit_softcapping", 50.0f);
@@ -117,10 +124,29 @@ HParams read_hparams(const GgufFile &file) {
         // transformers' configs set to head_dim except for the 27B (62 layers: n_embd / n_head).
         hp.n_swa = required_int(file, a + "attention.sliding_window", 1, int64_t(1) << 30);
         hp.swa_pattern = 6;
+        hp.swa_own_rope = true;
         hp.rope_freq_base_swa = 10000.0f;
         hp.rope_freq_scale_swa = 1.0f;
         hp.attention_scale = 1.0f / std::sqrt(float(hp.n_layer == 62 ? hp.n_embd / hp.n_head : hp.head_dim));
         require(hp.rope_scaling != RopeScaling::Llama3, SPECULA_ERR_UNSUPPORTED, "model: gemma3 with llama3 RoPE scaling is not supported");
+    }
+    if (hp.arch == Architecture::Phi3) {
+        // As llama.cpp 2025-02-20 reads Phi-3 (llama-model.cpp, LLM_ARCH_PHI3): every layer attends to a window of
+        // attention.sliding_window keys (0 in Phi-4's files: none), with defaults for files converted before the
+        // key existed (Phi-3-mini/medium-4k: 2047; Phi-3-mini-128k: 262144; Phi-3-medium-128k: 131072). LongRoPE:
+        // the short factors up to rope.scaling.original_context_length (default: the trained context), the long
+        // ones past it (model/weights.h), and the attention factor on every rotation.
+        require(file.find(a + "attention.key_length") == nullptr || hp.head_dim == hp.n_embd / hp.n_head, SPECULA_ERR_FORMAT,
+                "model: phi3's head size must be embedding_length / head_count");
+        if ((hp.n_layer == 32 || hp.n_layer == 40) && hp.n_ctx_train == 4096) hp.n_swa = 2047;
+        else if (hp.n_layer == 32 && hp.n_head_kv == 32 && hp.n_ctx_train == 131072) hp.n_swa = 262144;
+        else if (hp.n_layer == 40 && hp.n_ctx_train == 131072) hp.n_swa = 131072;
+        require(file.find(a + "attention.sliding_window") != nullptr || hp.n_swa > 0, SPECULA_ERR_FORMAT,
+                "model: phi3 metadata 'attention.sliding_window' is missing");
+        hp.n_swa = optional_int(file, a + "attention.sliding_window", hp.n_swa, 0, int64_t(1) << 30);
+        hp.swa_pattern = 0;  // every layer
+        hp.rope_original_ctx = optional_int(file, a + "rope.scaling.original_context_length", hp.n_ctx_train, 1, int64_t(1) << 30);
+        require(hp.rope_scaling != RopeScaling::Llama3, SPECULA_ERR_UNSUPPORTED, "model: phi3 with llama3 RoPE scaling is not supported");
     }
     return hp;
 }

@@ -8,7 +8,7 @@
 
 namespace specula::internal {
 
-enum class Architecture { Llama, Qwen2, Qwen3, Gemma2, Gemma3 };
+enum class Architecture { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3 };
 
 // How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]) (llama), NEOX rotates (x[i], x[i + d/2]) (qwen2).
 enum class RopeType { Norm, Neox };
@@ -36,7 +36,10 @@ struct HParams {
     float rope_scaling_factor = 1.0f;
     float rope_low_freq_factor = 1.0f;
     float rope_high_freq_factor = 4.0f;
-    int32_t rope_original_ctx = 8192;
+    int32_t rope_original_ctx = 8192;  // llama3; phi3: the context the short LongRoPE factors are for
+    // A factor on every rotation's cosine and sine (llama.cpp's rope.scaling.attn_factor: phi3's LongRoPE writes
+    // sqrt(1 + ln(n_ctx_train / original) / ln(original))). A context shift rotates by a pure rotation.
+    float rope_attn_factor = 1.0f;
     float norm_eps = 1e-5f;
     bool has_qkv_bias = false;
     bool has_qk_norm = false;  // an RMSNorm over each head of the queries and keys before RoPE (qwen3, gemma3)
@@ -46,14 +49,18 @@ struct HParams {
     float attn_softcap = 0.0f;
     float final_softcap = 0.0f;
     // Sliding-window attention (gemma3: 5 local layers of n_swa keys, then 1 global, repeating; gemma2: local and
-    // global alternate): a local layer's query at position p attends to positions (p - n_swa, p], with its own
-    // RoPE base and scale.
+    // global alternate; phi3: every layer local): a local layer's query at position p attends to positions
+    // (p - n_swa, p]. Gemma's local layers rotate with their own RoPE base and scale and no frequency factors
+    // (swa_own_rope); phi3's rotate as the global settings say.
     int32_t n_swa = 0;          // 0: every layer global
-    int32_t swa_pattern = 0;    // layer il is local when il % swa_pattern < swa_pattern - 1
+    int32_t swa_pattern = 0;    // > 0: layer il is local when il % swa_pattern < swa_pattern - 1; 0: every layer is
+    bool swa_own_rope = false;
     float rope_freq_base_swa = 10000.0f;
     float rope_freq_scale_swa = 1.0f;
 
-    bool is_swa_layer(int32_t il) const { return n_swa > 0 && swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
+    bool is_swa_layer(int32_t il) const { return n_swa > 0 && (swa_pattern == 0 || il % swa_pattern < swa_pattern - 1); }
+    // Whether layer il's keys were rotated with sliding_rope()'s settings rather than the global ones.
+    bool rotates_apart(int32_t il) const { return swa_own_rope && is_swa_layer(il); }
     // These hyperparameters with the local layers' RoPE settings (what their Rope operations and a context shift
     // of their keys use).
     HParams sliding_rope() const {

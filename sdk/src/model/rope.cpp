@@ -5,15 +5,17 @@
 namespace specula::internal {
 
 void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int32_t pos, float *cos_t, float *sin_t) {
-    // theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i, computed by repeated multiplication as ggml does.
+    // theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i, computed by repeated multiplication as ggml does;
+    // cos and sin times the attention factor (ggml's mscale: LongRoPE's).
     const int half = hp.rope_dim / 2;
+    const float mscale = hp.rope_attn_factor;
     const float theta_scale = std::pow(hp.rope_freq_base, -2.0f / float(hp.rope_dim));
     float theta = float(pos);
     for (int i = 0; i < half; ++i) {
         const float factor = freq_factors.empty() ? 1.0f : freq_factors[size_t(i)];
         const float t = hp.rope_freq_scale * (theta / factor);
-        cos_t[i] = std::cos(t);
-        sin_t[i] = std::sin(t);
+        cos_t[i] = std::cos(t) * mscale;
+        sin_t[i] = std::sin(t) * mscale;
         theta *= theta_scale;
     }
 }
@@ -26,7 +28,8 @@ void rope_table(const HParams &hp, const std::vector<float> &freq_factors, int32
 }
 
 bool same_rope_angles(const HParams &a, const std::vector<float> &freq_a, const HParams &b, const std::vector<float> &freq_b) {
-    return a.rope_dim == b.rope_dim && a.rope_freq_base == b.rope_freq_base && a.rope_freq_scale == b.rope_freq_scale && freq_a == freq_b;
+    return a.rope_dim == b.rope_dim && a.rope_freq_base == b.rope_freq_base && a.rope_freq_scale == b.rope_freq_scale &&
+           a.rope_attn_factor == b.rope_attn_factor && freq_a == freq_b;
 }
 
 void rope_rotate(float *x, int n_heads, const HParams &hp, const float *cos_t, const float *sin_t) {

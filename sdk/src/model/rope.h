@@ -10,7 +10,8 @@
 
 namespace specula::internal {
 
-// The rope_dim / 2 rotation angles' cosines and sines at `pos`. freq_factors (rope_dim/2 values) may be empty.
+// The rope_dim / 2 rotation angles' cosines and sines at `pos`, times hp.rope_attn_factor. freq_factors (rope_dim/2
+// values) may be empty.
 void rope_angles(const HParams &hp, const std::vector<float> &freq_factors, int32_t pos, float *cos_t, float *sin_t);
 // The angles of positions [0, n_positions): n_positions rows of max(1, rope_dim / 2) cosines and sines, each row as
 // rope_angles computes it. GPU backends upload this table once per session.

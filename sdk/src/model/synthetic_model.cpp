@@ -118,6 +118,18 @@ void random_q4_k(Rng &rng, uint8_t *block) {
     rng.bytes(block + 16, 128);
 }
 
+// Q5_K (176 bytes: fp16 d, fp16 dmin, 12 bytes of scales and mins as Q4_K's, 32 bytes of fifth bits, 128 bytes of
+// nibbles): value d * sc * q - dmin * m, q uniform on [0, 31] (mean 15.5, std 9.23), m = sc and dmin = 15.5 d.
+// llama.cpp's Q4_K_M gives it to fused Q/K/V matrices (phi3).
+void random_q5_k(Rng &rng, uint8_t *block) {
+    random_q4_k(rng, block);  // scales, mins and nibbles laid out as Q4_K's (then moved past the fifth bits)
+    std::memmove(block + 48, block + 16, 128);
+    rng.bytes(block + 16, 32);
+    const float d = float(kWeightStd / (9.23 * 48.0)) * jitter(rng);
+    put_half(block, d);
+    put_half(block + 2, 15.5f * half_to_float(float_to_half(d)));
+}
+
 // Q6_K (210 bytes: 128 bytes of low nibbles, 64 bytes of high 2-bit pairs, 16 x int8 scales, fp16 d): value
 // d * scale * (q - 32) per 16-element group, q uniform on [0, 63] (std of q - 32: 18.5). Scales in [64, 127], as
 // ggml's quantizer spreads them over the int8 range.
@@ -163,6 +175,9 @@ void random_row(uint32_t type, int64_t row_length, Rng &rng, uint8_t *dst) {
     case TensorType::Q4_K:
         for (int64_t b = 0; b < row_length / 256; ++b) random_q4_k(rng, dst + 144 * b);
         return;
+    case TensorType::Q5_K:
+        for (int64_t b = 0; b < row_length / 256; ++b) random_q5_k(rng, dst + 176 * b);
+        return;
     case TensorType::Q6_K:
         for (int64_t b = 0; b < row_length / 256; ++b) random_q6_k(rng, dst + 210 * b);
         return;
@@ -180,8 +195,8 @@ uint32_t block_size(TensorType t) { return tensor_type_layout(uint32_t(t))->bloc
 bool use_more_bits(int32_t i, int32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 void check_shape(const SyntheticShape &s, int32_t n_layer) {
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma2" && s.arch != "gemma3")
-        invalid("architecture '" + s.arch + "' is not llama, qwen2, qwen3, gemma2 or gemma3");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "phi3")
+        invalid("architecture '" + s.arch + "' is not llama, qwen2, qwen3, gemma2, gemma3 or phi3");
     if (s.n_embd <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_vocab < 0 || s.n_ctx_train <= 0)
         invalid("shape '" + s.name + "' has a size <= 0");
     if (n_layer < 1 || n_layer > 4096) invalid("layer count " + std::to_string(n_layer) + " is outside [1, 4096]");
@@ -192,6 +207,9 @@ void check_shape(const SyntheticShape &s, int32_t n_layer) {
     if (!(s.rope_theta > 0) || !(s.norm_eps >= 0 && s.norm_eps < 1) || !(s.llama3_factor >= 0))
         invalid("rope theta, rms epsilon or llama3 factor out of range");
     if ((s.arch == "gemma2" || s.arch == "gemma3") && s.sliding_window <= 0) invalid("a gemma shape needs a sliding window");
+    if (s.rope_dim < 0 || s.rope_dim > s.head_dim() || s.rope_dim % 2 != 0) invalid("rope_dim must be even and at most the head size");
+    if (s.arch == "phi3" && (s.key_length > 0 || s.sliding_window < 0 || s.longrope_original_ctx < 0 || s.longrope_original_ctx > s.n_ctx_train))
+        invalid("a phi3 shape has heads of n_embd / n_head, a window >= 0 and LongRoPE's original context within the trained one");
 }
 
 // The arrays a tokenizer has one entry per token of, padded from n_tokens to n_vocab entries as
@@ -215,10 +233,12 @@ Value padded(const std::string &key, const Value &v, size_t n_tokens, size_t n_v
 }
 
 // What a tensor holds: random values, ones (norm weights), or the llama3 frequency factors.
-enum class Fill { Random, Ones, NearOne, RopeFreqs };
+enum class Fill { Random, Ones, NearOne, RopeFreqs, LongRopeShort, LongRopeLong };
 
 Fill fill_of(const std::string &name) {
     if (name == "rope_freqs.weight") return Fill::RopeFreqs;
+    if (name == "rope_factors_short.weight") return Fill::LongRopeShort;
+    if (name == "rope_factors_long.weight") return Fill::LongRopeLong;
     // The per-head query/key norms vary around one, so that a test tells them apart (and from no norm weight).
     if (name.find("attn_q_norm.weight") != std::string::npos || name.find("attn_k_norm.weight") != std::string::npos) return Fill::NearOne;
     if (name.find("post_attention_norm.weight") != std::string::npos || name.find("post_ffw_norm.weight") != std::string::npos) return Fill::NearOne;
@@ -296,6 +316,28 @@ const std::vector<SyntheticShape> &synthetic_shapes() {
         s.key_length = 256, s.qk_norm = true, s.post_norms = true, s.sliding_window = 1024, s.rope_linear_factor = 8.0f;
         s.n_vocab = 262208, s.n_ctx_train = 131072, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
         v.push_back(s);
+        // Phi-3 / Phi-4 (phi3 in GGUF): Q/K/V in one matrix, gate and up in one, NEOX RoPE; Phi-3-mini-4k attends to
+        // windows of 2047 keys on every layer, Phi-3.5-mini and Phi-4-mini scale RoPE with LongRoPE past 4096
+        // positions (their window of 262144 never binds), Phi-4-mini rotates 96 of its 128 head dimensions, ties its
+        // head and has GQA; Phi-4 (14B) has no window (0) and no LongRoPE.
+        s = {};
+        s.name = "phi3-mini", s.arch = "phi3", s.n_embd = 3072, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 32, s.n_ff = 8192;
+        s.sliding_window = 2047, s.n_vocab = 32064, s.n_ctx_train = 4096, s.rope_theta = 10000.0f, s.norm_eps = 1e-5f;
+        v.push_back(s);
+        s = {};
+        s.name = "phi3.5-mini", s.arch = "phi3", s.n_embd = 3072, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 32, s.n_ff = 8192;
+        s.sliding_window = 262144, s.longrope_original_ctx = 4096;
+        s.n_vocab = 32064, s.n_ctx_train = 131072, s.rope_theta = 10000.0f, s.norm_eps = 1e-5f;
+        v.push_back(s);
+        s = {};
+        s.name = "phi4-mini", s.arch = "phi3", s.n_embd = 3072, s.n_layer = 32, s.n_head = 24, s.n_head_kv = 8, s.n_ff = 8192;
+        s.sliding_window = 262144, s.longrope_original_ctx = 4096, s.rope_dim = 96, s.tied_output = true;
+        s.n_vocab = 200064, s.n_ctx_train = 131072, s.rope_theta = 10000.0f, s.norm_eps = 1e-5f;
+        v.push_back(s);
+        s = {};
+        s.name = "phi4", s.arch = "phi3", s.n_embd = 5120, s.n_layer = 40, s.n_head = 40, s.n_head_kv = 10, s.n_ff = 17920;
+        s.sliding_window = 0, s.n_vocab = 100352, s.n_ctx_train = 16384, s.rope_theta = 250000.0f, s.norm_eps = 1e-5f;
+        v.push_back(s);
         // Not a real model: small enough for unit tests (256 is one K-quant super-block, so every type applies),
         // with GQA, llama3 scaling and an untied head to exercise the same paths as the big shapes.
         s = {};
@@ -322,6 +364,19 @@ const std::vector<SyntheticShape> &synthetic_shapes() {
         s.name = "tiny-gemma3", s.arch = "gemma3", s.n_embd = 256, s.n_layer = 8, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
         s.key_length = 128, s.qk_norm = true, s.post_norms = true, s.sliding_window = 16, s.rope_linear_factor = 8.0f;
         s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
+        v.push_back(s);
+        // phi3's graph small: a window of 16 keys on every layer, GQA, LongRoPE past 512 positions (the short factors
+        // below, the long ones above, as the session's context decides), an untied head.
+        s = {};
+        s.name = "tiny-phi3", s.arch = "phi3", s.n_embd = 256, s.n_layer = 4, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
+        s.sliding_window = 16, s.longrope_original_ctx = 512;
+        s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 10000.0f, s.norm_eps = 1e-5f;
+        v.push_back(s);
+        // Phi-4-mini's variations small: 48 of 64 head dimensions rotated, a tied head, no window, LongRoPE.
+        s = {};
+        s.name = "tiny-phi4", s.arch = "phi3", s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
+        s.sliding_window = 0, s.longrope_original_ctx = 512, s.rope_dim = 48, s.tied_output = true;
+        s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 10000.0f, s.norm_eps = 1e-5f;
         v.push_back(s);
         return v;
     }();
@@ -372,6 +427,8 @@ uint32_t synthetic_weight_type(SyntheticType type, const std::string &name, int6
         else if (base != TensorType::Q8_0) t = TensorType::Q6_K;
     } else if (name == "token_embd.weight") {
         // An untied embedding keeps the mix's base type (Q4_K in Q4_K_M, Q4_0 in Q4_0).
+    } else if (name.find("attn_qkv.weight") != std::string::npos) {
+        if (type == SyntheticType::Q4_K_M) t = TensorType::Q5_K;  // llama.cpp's Q4_K_M: fused Q/K/V in Q5_K
     } else if (name.find("attn_v.weight") != std::string::npos || name.find("ffn_down") != std::string::npos) {
         // Q4_K_M: attn_v and ffn_down of the use_more_bits layers are Q6_K (llama.cpp counts these tensors in
         // layer order, so the counter is the layer index).
@@ -402,9 +459,22 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &s, int32_t 
     vector("output_norm.weight", -1, d);
     if (!s.tied_output) matrix("output.weight", -1, d, n_vocab);
     if (s.llama3_factor > 0) vector("rope_freqs.weight", -1, s.head_dim() / 2);
+    if (s.longrope_original_ctx > 0) {
+        const int64_t n = int64_t(longrope_factors(s, false).size());
+        vector("rope_factors_long.weight", -1, n);
+        vector("rope_factors_short.weight", -1, n);
+    }
     for (int32_t il = 0; il < n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         vector(p + "attn_norm.weight", il, d);
+        if (s.arch == "phi3") {  // fused Q/K/V and gate/up matrices, no biases
+            matrix(p + "attn_qkv.weight", il, d, q + 2 * kv);
+            matrix(p + "attn_output.weight", il, q, d);
+            vector(p + "ffn_norm.weight", il, d);
+            matrix(p + "ffn_up.weight", il, d, 2 * f);
+            matrix(p + "ffn_down.weight", il, f, d);
+            continue;
+        }
         matrix(p + "attn_q.weight", il, d, q);
         matrix(p + "attn_k.weight", il, d, kv);
         matrix(p + "attn_v.weight", il, d, kv);
@@ -434,6 +504,17 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &s, int32_t 
         return a.layer != b.layer ? a.layer < b.layer : a.name < b.name;
     });
     return tensors;
+}
+
+std::vector<float> longrope_factors(const SyntheticShape &shape, bool long_factors) {
+    const int32_t n = shape.rope_dim > 0 ? shape.rope_dim / 2 : shape.head_dim() / 2;
+    const float scale = float(shape.n_ctx_train) / float(std::max(1, shape.longrope_original_ctx));
+    std::vector<float> f(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) {
+        const float t = n > 1 ? float(i) / float(n - 1) : 0.0f;
+        f[size_t(i)] = long_factors ? 1.0f + (scale - 1.0f) * t * t : 1.0f + 0.25f * t;
+    }
+    return f;
 }
 
 std::vector<float> llama3_rope_freqs(const SyntheticShape &shape) {
@@ -513,6 +594,16 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
         w.set_f32(a + "attn_logit_softcapping", shape.attn_softcap);
         w.set_f32(a + "final_logit_softcapping", shape.final_softcap);
     }
+    if (shape.arch == "phi3") {  // as convert_hf_to_gguf.py's Phi3MiniModel writes them
+        w.set_u32(a + "rope.dimension_count", uint32_t(shape.rotated_dims()));
+        w.set_u32(a + "rope.scaling.original_context_length", uint32_t(shape.longrope_original_ctx > 0 ? shape.longrope_original_ctx : shape.n_ctx_train));
+        w.set_u32(a + "attention.sliding_window", uint32_t(shape.sliding_window));
+        if (shape.longrope_original_ctx > 0) {
+            const double scale = double(shape.n_ctx_train) / double(shape.longrope_original_ctx);
+            const double attn = scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(double(shape.longrope_original_ctx))) : 1.0;
+            w.set_f32(a + "rope.scaling.attn_factor", float(attn));
+        }
+    }
     if (shape.arch == "qwen3" || shape.arch == "gemma2" || shape.arch == "gemma3") {  // the head size is its own (128 for every Qwen3, 256 in Gemma 3)
         w.set_u32(a + "attention.key_length", uint32_t(shape.head_dim()));
         w.set_u32(a + "attention.value_length", uint32_t(shape.head_dim()));
@@ -531,6 +622,8 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
 
     const std::vector<SyntheticTensor> tensors = synthetic_tensors(shape, n_layer, int32_t(n_vocab), options.type);
     const std::vector<float> rope_freqs = shape.llama3_factor > 0 ? llama3_rope_freqs(shape) : std::vector<float>{};
+    const std::vector<float> longrope_short = shape.longrope_original_ctx > 0 ? longrope_factors(shape, false) : std::vector<float>{};
+    const std::vector<float> longrope_long = shape.longrope_original_ctx > 0 ? longrope_factors(shape, true) : std::vector<float>{};
     SyntheticResult result;
     result.n_vocab = int32_t(n_vocab);
     result.n_layer = n_layer;
@@ -556,7 +649,7 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
         const uint32_t type = t.type;
         const int64_t cols = t.dims[0];
         const Fill fill = fill_of(t.name);
-        const std::vector<float> *freqs = &rope_freqs;
+        const std::vector<float> *freqs = fill == Fill::LongRopeShort ? &longrope_short : fill == Fill::LongRopeLong ? &longrope_long : &rope_freqs;
         w.add_streamed_tensor(t.name, type, t.dims, [=, &report](int64_t first_row, int64_t n_rows, size_t row_bytes, uint8_t *dst) {
             for (int64_t r = 0; r < n_rows; ++r) {
                 uint8_t *row = dst + size_t(r) * row_bytes;
@@ -569,7 +662,7 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
                         const float v = 1.0f + 0.25f * rng.symmetric();
                         std::memcpy(row + 4 * i, &v, 4);
                     }
-                } else if (fill == Fill::RopeFreqs) {
+                } else if (fill == Fill::RopeFreqs || fill == Fill::LongRopeShort || fill == Fill::LongRopeLong) {
                     std::memcpy(row, freqs->data(), freqs->size() * sizeof(float));
                 } else {
                     Rng rng(mix64(tensor_seed + uint64_t(first_row + r)));

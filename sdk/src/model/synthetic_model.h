@@ -18,7 +18,7 @@ namespace specula::internal {
 
 struct SyntheticShape {
     std::string name;        // "llama-3.2-1b"
-    std::string arch;        // "llama", "qwen2", "qwen3", "gemma2" or "gemma3"
+    std::string arch;        // "llama", "qwen2", "qwen3", "gemma2", "gemma3" or "phi3"
     int32_t n_embd = 0;
     int32_t n_layer = 0;
     int32_t n_head = 0;
@@ -34,7 +34,7 @@ struct SyntheticShape {
     bool qk_norm = false;      // qwen3's per-head query and key norms (attn_q_norm / attn_k_norm)
     int32_t key_length = 0;    // the head size when it is not n_embd / n_head (qwen3, gemma3), else 0
     bool post_norms = false;   // gemma: post_attention_norm and post_ffw_norm
-    int32_t sliding_window = 0;  // gemma3: attention.sliding_window (its local layers' window)
+    int32_t sliding_window = 0;  // gemma, phi3: attention.sliding_window (the local layers' window; phi3: 0 = none)
     float rope_linear_factor = 0.0f;  // rope.scaling.type linear with this factor (gemma3's global layers); 0 = none
     float attn_softcap = 0.0f;   // gemma2: attn_logit_softcapping
     float final_softcap = 0.0f;  // gemma2: final_logit_softcapping
@@ -44,13 +44,19 @@ struct SyntheticShape {
     float llama3_low_freq_factor = 1.0f;
     float llama3_high_freq_factor = 4.0f;
     int32_t llama3_original_ctx = 8192;
+    // phi3's LongRoPE: rope_factors_short for sessions of up to this many positions, rope_factors_long beyond, and
+    // the converter's attention factor; 0 = none (Phi-3-mini-4k).
+    int32_t longrope_original_ctx = 0;
+    int32_t rope_dim = 0;  // rotated leading dimensions of a head when fewer than all (Phi-4-mini: 96 of 128); 0 = all
 
     int32_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
+    int32_t rotated_dims() const { return rope_dim > 0 ? rope_dim : head_dim(); }
 };
 
 // The built-in shapes: llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, qwen3-8b, gemma2-2b,
-// gemma2-9b, gemma3-1b, gemma3-4b (the published configs), tiny-llama, tiny-qwen3 (256 wide, 2 layers),
-// tiny-gemma2 and tiny-gemma3 (256 wide, windows of 16: local and global layers) for tests.
+// gemma2-9b, gemma3-1b, gemma3-4b, phi3-mini, phi3.5-mini, phi4-mini, phi4 (the published configs), tiny-llama,
+// tiny-qwen3 (256 wide, 2 layers), tiny-gemma2 and tiny-gemma3 (256 wide, windows of 16: local and global layers),
+// tiny-phi3 (a window of 16 on every layer, LongRoPE) and tiny-phi4 (partial rotation, tied head) for tests.
 const std::vector<SyntheticShape> &synthetic_shapes();
 // A built-in shape by name, or nullptr.
 const SyntheticShape *find_synthetic_shape(const std::string &name);
@@ -87,8 +93,13 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &shape, int3
 // float32 arithmetic torch does there: head_dim/2 divisors of the rotation frequencies.
 std::vector<float> llama3_rope_freqs(const SyntheticShape &shape);
 
-// rows x row_length random elements of `type` (F32, F16, Q8_0, Q4_0, Q4_K, Q6_K: the types synthetic models are made
-// of), row after row into dst, as a synthetic model's weights are (same seed: same bytes). For tests of kernels.
+// A synthetic phi3 shape's LongRoPE factors (rotated_dims()/2 values, or head_dim()/2 where the rotation is full:
+// what llama.cpp 2025-02-20 expects): short ones near 1, long ones rising to ctx / original as published factors do.
+// Not the published values (those are the models' data); shaped like them.
+std::vector<float> longrope_factors(const SyntheticShape &shape, bool long_factors);
+
+// rows x row_length random elements of `type` (F32, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: the types synthetic models are
+// made of), row after row into dst, as a synthetic model's weights are (same seed: same bytes). For tests of kernels.
 // Throws Error(INTERNAL) for another type.
 void random_weight_rows(uint32_t type, int64_t rows, int64_t row_length, uint64_t seed, uint8_t *dst);
 

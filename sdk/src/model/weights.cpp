@@ -5,6 +5,9 @@
 #include "model/rope_scaling.h"
 #include "gguf/gguf_file.h"
 
+#include <cmath>
+#include <tuple>
+
 
 namespace specula::internal {
 namespace {
@@ -69,15 +72,38 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
     } else if (hp.rope_scaling == RopeScaling::Llama3) {
         w.rope_freq_factors = llama3_rope_freq_factors(hp);
     }
+    if (hp.arch == Architecture::Phi3) {
+        // LongRoPE's factors, both or neither (Phi-3-mini-4k has none). Converters write head_dim/2 (llama.cpp
+        // 2025-02) or rope_dim/2 (later, for partial rotation: Phi-4-mini) values; RoPE reads the first rope_dim/2.
+        const TensorInfo *lf = file.find_tensor("rope_factors_long.weight"), *sf = file.find_tensor("rope_factors_short.weight");
+        require((lf == nullptr) == (sf == nullptr), SPECULA_ERR_FORMAT, "model: phi3 needs both rope_factors_long and rope_factors_short, or neither");
+        for (const auto &[t, out, name] : {std::tuple{lf, &w.rope_freq_factors_long, "rope_factors_long"}, std::tuple{sf, &w.rope_freq_factors, "rope_factors_short"}}) {
+            if (t == nullptr) continue;
+            require(t->type == uint32_t(TensorType::F32) && t->n_dims == 1 && (t->dims[0] == hp.rope_dim / 2 || t->dims[0] == hp.head_dim / 2),
+                    SPECULA_ERR_FORMAT, std::string("model: tensor '") + name + ".weight' must be F32 of shape [" + std::to_string(hp.rope_dim / 2) + "]");
+            const float *f = reinterpret_cast<const float *>(t->data);
+            for (int32_t i = 0; i < hp.rope_dim / 2; ++i)
+                require(std::isfinite(f[i]) && f[i] > 0, SPECULA_ERR_FORMAT, std::string("model: tensor '") + name + ".weight' holds a factor <= 0 or not finite");
+            out->assign(f, f + hp.rope_dim / 2);
+        }
+    }
 
     const int64_t q = hp.n_embd_q(), kv = hp.n_embd_kv();
     for (int32_t il = 0; il < hp.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights l;
         l.attn_norm = bind_tensor(file, p + "attn_norm.weight", hp.n_embd, 1, true);
-        l.wq = bind_tensor(file, p + "attn_q.weight", hp.n_embd, q, false);
-        l.wk = bind_tensor(file, p + "attn_k.weight", hp.n_embd, kv, false);
-        l.wv = bind_tensor(file, p + "attn_v.weight", hp.n_embd, kv, false);
+        // phi3 fuses Q, K and V into one matrix (attn_qkv: Q's rows, then K's, then V's): three views of its rows.
+        const WeightView qkv = hp.arch == Architecture::Phi3 ? bind_tensor(file, p + "attn_qkv.weight", hp.n_embd, q + 2 * kv, false, true) : WeightView{};
+        if (qkv) {
+            l.wq = qkv.rows_view(0, q);
+            l.wk = qkv.rows_view(q, kv);
+            l.wv = qkv.rows_view(q + kv, kv);
+        } else {
+            l.wq = bind_tensor(file, p + "attn_q.weight", hp.n_embd, q, false);
+            l.wk = bind_tensor(file, p + "attn_k.weight", hp.n_embd, kv, false);
+            l.wv = bind_tensor(file, p + "attn_v.weight", hp.n_embd, kv, false);
+        }
         l.wo = bind_tensor(file, p + "attn_output.weight", q, hp.n_embd, false);
         // Biases: qwen2's Q/K/V ones are required; llama's Q/K/V and output ones are optional (as llama.cpp binds
         // them: some llama-architecture conversions carry them). The graph adds each bias a layer has.
@@ -94,8 +120,15 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
             l.attn_post_norm = bind_tensor(file, p + "post_attention_norm.weight", hp.n_embd, 1, true);
             l.ffn_post_norm = bind_tensor(file, p + "post_ffw_norm.weight", hp.n_embd, 1, true);
         }
-        l.ffn_gate = bind_tensor(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false);
-        l.ffn_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff, false);
+        if (hp.arch == Architecture::Phi3) {
+            // ffn_up holds the gate's rows, then the up projection's (llama.cpp's LLM_FFN_SWIGLU splits it in halves).
+            const WeightView gate_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, 2 * int64_t(hp.n_ff), false);
+            l.ffn_gate = gate_up.rows_view(0, hp.n_ff);
+            l.ffn_up = gate_up.rows_view(hp.n_ff, hp.n_ff);
+        } else {
+            l.ffn_gate = bind_tensor(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false);
+            l.ffn_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff, false);
+        }
         l.ffn_down = bind_tensor(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd, false);
         w.layers.push_back(l);
     }

@@ -19,6 +19,13 @@ struct WeightView {
 
     explicit operator bool() const { return data != nullptr; }
     const uint8_t *row(int64_t r) const { return data + size_t(r) * row_bytes; }
+    // Rows [first, first + count) as a matrix of their own (phi3's fused Q/K/V and gate/up projections).
+    WeightView rows_view(int64_t first, int64_t count) const {
+        WeightView w = *this;
+        w.data = row(first);
+        w.rows = count;
+        return w;
+    }
     // The data as floats: for F32 tensors (norms, biases), which binding guarantees where it is used.
     const float *floats() const { return reinterpret_cast<const float *>(data); }
 };
@@ -40,8 +47,16 @@ struct ModelWeights {
     WeightView output_norm;
     WeightView output;       // == token_embd when the output is tied
     bool tied_output = false;
-    std::vector<float> rope_freq_factors;  // empty, or rope_dim/2 divisors of the rotation frequencies (llama3)
+    std::vector<float> rope_freq_factors;  // empty, or rope_dim/2 divisors of the rotation frequencies (llama3;
+                                           // phi3: LongRoPE's short factors)
+    std::vector<float> rope_freq_factors_long;  // phi3: LongRoPE's long factors, or empty
     std::vector<LayerWeights> layers;
+
+    // The frequency factors of a session of n_ctx positions: LongRoPE's long ones when n_ctx exceeds the context the
+    // short ones are for (llama.cpp's choice, by the context per sequence), else rope_freq_factors.
+    const std::vector<float> &rope_freq_factors_for(const HParams &hp, int32_t n_ctx) const {
+        return !rope_freq_factors_long.empty() && n_ctx > hp.rope_original_ctx ? rope_freq_factors_long : rope_freq_factors;
+    }
 };
 
 class GgufFile;

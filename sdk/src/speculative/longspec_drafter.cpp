@@ -54,7 +54,7 @@ public:
         // A level has at most max_nodes + 1 rows (the root's level is the root alone); the ring catches up in
         // slices of the same size.
         rows_ = std::max(max_nodes_ + 1, 64);
-        executor_ = runner.make_executor(ExecutorRequest{build_longspec_graph(draft_, max_nodes_), rows_});
+        executor_ = runner.make_executor(ExecutorRequest{build_longspec_graph(draft_, max_nodes_, runner.n_ctx()), rows_});
         ring_pos_.assign(size_t(ring_), -1);
         // The plans' buffers at their largest up front (the memory must not depend on the rounds drafted): per row a
         // token, a position, a tail start and length, and at most the ring plus a path of keys.

@@ -7,7 +7,7 @@
 
 namespace specula::internal {
 
-std::shared_ptr<const Graph> build_longspec_graph(const std::shared_ptr<const LongSpecDraft> &draft, int32_t max_tree_nodes) {
+std::shared_ptr<const Graph> build_longspec_graph(const std::shared_ptr<const LongSpecDraft> &draft, int32_t max_tree_nodes, int32_t n_ctx) {
     auto g = std::make_shared<Graph>();
     const Model &target = draft->target();
     const HParams &hp = target.hparams();
@@ -16,7 +16,7 @@ std::shared_ptr<const Graph> build_longspec_graph(const std::shared_ptr<const Lo
     const ModelWeights &tw = target.weights();
     g->name = "longspec";
     g->hp = hp;  // RoPE at the target's settings and real positions
-    g->rope_freq_factors = tw.rope_freq_factors;
+    g->rope_freq_factors = tw.rope_freq_factors_for(hp, n_ctx);  // as the target's keys it cross-attends
     g->attention_scale = 1.0f / std::sqrt(float(hp.head_dim));
     g->n_model_layers = hp.n_layer;
     g->local_kv_slots = cfg.window + 1 + max_tree_nodes;

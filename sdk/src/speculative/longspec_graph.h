@@ -18,7 +18,8 @@ class LongSpecDraft;
 constexpr int32_t kRingStage = 0;
 constexpr int32_t kLevelStage = 1;
 
-// max_tree_nodes: tree slots after the ring (the root is committed: it is in the ring).
-std::shared_ptr<const Graph> build_longspec_graph(const std::shared_ptr<const LongSpecDraft> &draft, int32_t max_tree_nodes);
+// max_tree_nodes: tree slots after the ring (the root is committed: it is in the ring); n_ctx: the target session's
+// context (its RoPE factors: LongRoPE's depend on it).
+std::shared_ptr<const Graph> build_longspec_graph(const std::shared_ptr<const LongSpecDraft> &draft, int32_t max_tree_nodes, int32_t n_ctx);
 
 }  // namespace specula::internal

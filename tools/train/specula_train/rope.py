@@ -20,7 +20,8 @@ class RopeConfig:
     freq_base: float
     freq_scale: float = 1.0          # 1 / linear scaling factor
     neox: bool = False
-    freq_factors: Optional[tuple] = None  # llama3 scaling: per-pair divisors (rope_freqs.weight)
+    freq_factors: Optional[tuple] = None  # llama3 scaling: per-pair divisors (rope_freqs.weight); phi3: LongRoPE's
+    attn_factor: float = 1.0              # phi3's LongRoPE: cos and sin times this (transformers' attention_factor)
 
 
 def rope_angles(positions: torch.Tensor, cfg: RopeConfig) -> torch.Tensor:
@@ -39,8 +40,8 @@ def rope_angles(positions: torch.Tensor, cfg: RopeConfig) -> torch.Tensor:
 def apply_rope(x: torch.Tensor, angles: torch.Tensor, cfg: RopeConfig) -> torch.Tensor:
     """x [B, L, H, head_dim], angles [B, L, rope_dim/2] -> rotated copy (dims past rope_dim pass through)."""
     half = cfg.rope_dim // 2
-    cos = torch.cos(angles).unsqueeze(2).to(x.dtype)
-    sin = torch.sin(angles).unsqueeze(2).to(x.dtype)
+    cos = (torch.cos(angles) * cfg.attn_factor).unsqueeze(2).to(x.dtype)
+    sin = (torch.sin(angles) * cfg.attn_factor).unsqueeze(2).to(x.dtype)
     rot, rest = x[..., :cfg.rope_dim], x[..., cfg.rope_dim:]
     if cfg.neox:
         a, b = rot[..., :half], rot[..., half:]

@@ -1,13 +1,17 @@
-"""The frozen target model in torch, read from its GGUF: the straight Llama / Qwen2 / Qwen3 / Gemma 2 / Gemma 3 forward pass,
-returning what draft training needs (the last layer's post-RoPE keys and values, and the logits). It is also the
-independent reference the SDK's Qwen3 and Gemma 3 are checked against (llama.cpp's snapshot predates both): written
-from Hugging Face transformers' modeling_qwen3.py (Qwen3Attention: q_norm / k_norm, RMSNorms over each head of the
-projected queries and keys, before RoPE) and modeling_gemma3.py (Gemma3TextScaledWordEmbedding's sqrt(hidden_size),
-Gemma3RMSNorm's (1 + w), which GGUF stores with the 1 added, pre- and post-norms around attention and MLP,
+"""The frozen target model in torch, read from its GGUF: the straight Llama / Qwen2 / Qwen3 / Gemma 2 / Gemma 3 /
+Phi-3 forward pass, returning what draft training needs (the last layer's post-RoPE keys and values, and the logits).
+It is also the independent reference the SDK's Qwen3, Gemma 3 and Phi-4-mini's partial rotation are checked against
+(llama.cpp's snapshot predates them): written from Hugging Face transformers' modeling_qwen3.py (Qwen3Attention:
+q_norm / k_norm, RMSNorms over each head of the projected queries and keys, before RoPE), modeling_gemma3.py
+(Gemma3TextScaledWordEmbedding's sqrt(hidden_size), Gemma3RMSNorm's (1 + w), which GGUF stores with the 1 added,
+pre- and post-norms around attention and MLP,
 gelu_pytorch_tanh, query_pre_attn_scalar, sliding layers where (i + 1) % 6 != 0 with rope_local_base_freq 10000 and
-keys q - k < sliding_window) and modeling_gemma2.py (the same blocks without Q/K norms, sliding layers where i % 2 == 0
-with one RoPE, attn_logit_softcapping on the scaled scores, final_logit_softcapping on the logits), and checked
-against llama.cpp's logits on the architectures both cover (tests/test_gguf.py).
+keys q - k < sliding_window), modeling_gemma2.py (the same blocks without Q/K norms, sliding layers where i % 2 == 0
+with one RoPE, attn_logit_softcapping on the scaled scores, final_logit_softcapping on the logits) and
+modeling_phi3.py (qkv_proj split into Q, K, V and gate_up_proj into gate and up by rows; partial_rotary_factor: RoPE
+on the first rotary_ndims dimensions of each head, rotate_half pairs; LongRoPE's short_factor / long_factor divide
+the inverse frequencies and attention_factor scales cos and sin; every layer sliding), and checked against
+llama.cpp's logits on the architectures both cover (tests/test_gguf.py).
 
 Weights are dequantized once at load with the SDK's own block formats (gguf.py), so a Q4_K_M target trains its
 draft against the same numbers it will run with.
@@ -23,7 +27,7 @@ import torch.nn.functional as F
 from .gguf import GgufError, GgufReader
 from .rope import RopeConfig, apply_rope, rope_angles
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "mistral")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mistral")
 
 
 @dataclass
@@ -48,10 +52,14 @@ class TargetConfig:
     def is_sliding(self, i: int) -> bool:
         if self.sliding_window <= 0:
             return False
+        if self.arch == "phi3":
+            return True
         return i % 2 == 0 if self.arch == "gemma2" else (i + 1) % 6 != 0
 
     @staticmethod
-    def from_gguf(r: GgufReader) -> "TargetConfig":
+    def from_gguf(r: GgufReader, n_ctx: Optional[int] = None) -> "TargetConfig":
+        """n_ctx: the context of the sessions this target serves (phi3's LongRoPE factors depend on it, as the SDK
+        chooses them: the long ones past rope.scaling.original_context_length); None: the short ones."""
         arch = r.require("general.architecture")
         if arch not in SUPPORTED_ARCHS:
             raise GgufError(f"{r.path}: architecture '{arch}' is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
@@ -73,8 +81,15 @@ class TargetConfig:
         if token_embd is None:
             raise GgufError(f"{r.path}: tensor 'token_embd.weight' is missing")
         n_layer = int(r.require(a + "block_count"))
-        neox = arch in ("qwen2", "qwen3", "gemma2", "gemma3")
+        neox = arch in ("qwen2", "qwen3", "gemma2", "gemma3", "phi3")
         extra = {}
+        attn_factor = float(r.get(a + "rope.scaling.attn_factor", 1.0))
+        if arch == "phi3":
+            extra = dict(sliding_window=int(r.get(a + "attention.sliding_window", 0)))
+            original = int(r.get(a + "rope.scaling.original_context_length", r.get(a + "context_length", 2048)))
+            which = "long" if n_ctx is not None and n_ctx > original else "short"
+            if f"rope_factors_{which}.weight" in r.tensors:  # transformers' long_factor / short_factor
+                factors = tuple(float(v) for v in r.tensor(f"rope_factors_{which}.weight").reshape(-1)[:rope_dim // 2])
         if arch == "gemma2":
             extra = dict(sliding_window=int(r.get(a + "attention.sliding_window", 4096)),
                          query_scale=float(n_embd // n_head if n_layer == 46 else head_dim) ** -0.5,
@@ -91,7 +106,7 @@ class TargetConfig:
             n_ctx_train=int(r.get(a + "context_length", 2048)),
             norm_eps=float(r.get(a + "attention.layer_norm_rms_epsilon", 1e-5)),
             rope=RopeConfig(rope_dim=rope_dim, freq_base=float(r.get(a + "rope.freq_base", 10000.0)), freq_scale=freq_scale,
-                            neox=neox, freq_factors=factors), **extra)
+                            neox=neox, freq_factors=factors, attn_factor=attn_factor), **extra)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -135,10 +150,10 @@ def causal_mask(L: int, device=None, window: int = 0) -> torch.Tensor:
 class TargetModel(torch.nn.Module):
     """Frozen target. Parameters are buffers: nothing here is trained."""
 
-    def __init__(self, path: str, dtype: torch.dtype = torch.float32):
+    def __init__(self, path: str, dtype: torch.dtype = torch.float32, n_ctx: Optional[int] = None):
         super().__init__()
         with GgufReader(path) as r:
-            self.cfg = TargetConfig.from_gguf(r)
+            self.cfg = TargetConfig.from_gguf(r, n_ctx)
             self.path = path
 
             def t(name: str, optional: bool = False) -> Optional[torch.Tensor]:
@@ -154,8 +169,13 @@ class TargetModel(torch.nn.Module):
             self._layer_names = []
             for i in range(self.cfg.n_layer):
                 p = f"blk.{i}."
-                layer = {n: t(p + n + ".weight") for n in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                                                           "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")}
+                fused = p + "attn_qkv.weight" in r.tensors  # phi3: qkv_proj and gate_up_proj, split by rows
+                names = ("attn_norm", "attn_output", "ffn_norm", "ffn_down") + (() if fused else ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"))
+                layer = {n: t(p + n + ".weight") for n in names}
+                if fused:
+                    q_rows, kv_rows = self.cfg.n_head * self.cfg.head_dim, self.cfg.n_head_kv * self.cfg.head_dim
+                    layer["attn_q"], layer["attn_k"], layer["attn_v"] = torch.split(t(p + "attn_qkv.weight"), [q_rows, kv_rows, kv_rows])
+                    layer["ffn_gate"], layer["ffn_up"] = torch.split(t(p + "ffn_up.weight"), [self.cfg.n_ff, self.cfg.n_ff])
                 for n in ("attn_q", "attn_k", "attn_v"):
                     layer[n + ".bias"] = t(p + n + ".bias", optional=True)
                 for n in ("attn_q_norm", "attn_k_norm"):  # Qwen3, Gemma 3: one RMSNorm weight per head size

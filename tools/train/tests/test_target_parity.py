@@ -1,4 +1,4 @@
-"""The SDK's Qwen3, Gemma 3 and Gemma 2 against an independent reference: the torch forward pass of target.py, written
+"""The SDK's Qwen3, Gemma 3, Gemma 2 and Phi-4-mini's shape against an independent reference: the torch forward pass of target.py, written
 from Hugging Face transformers' modeling files. llama.cpp's snapshot (2025-02-20), the reference of the other
 architectures (tests/api/test_parity.cpp), predates Qwen3 and Gemma 3; target.py itself reproduces llama.cpp's logits on the architectures both
 cover (test_gguf.py).
@@ -22,18 +22,19 @@ from specula_train.target import TargetModel
 CASES = [("f32", 1e-4, 1.0), ("f16", 5e-3, 1.0), ("q8_0", 3e-2, 0.9), ("q4_0", 5e-2, 0.9), ("q4_k_m", 5e-2, 0.9)]
 
 
-def check_against_reference(sdk, tmp_path, shape, weight_type, seed, rel_tol, min_match):
+def check_against_reference(sdk, tmp_path, shape, weight_type, seed, rel_tol, min_match, n_ctx=128):
     """A synthetic model of `shape` in `weight_type`, written with the bundled tokenizer: the SDK's logits at 48
-    positions against the torch reference's, by greedy token and by the top-5 logits."""
+    positions in a session of n_ctx positions against the torch reference's, by greedy token and by the top-5
+    logits."""
     path = str(tmp_path / f"{shape}-{weight_type}.gguf")
     sdk.write_synthetic_model(shape, os.path.join(REPO, "models", "stories260K.gguf"), path, weight_type)
     model = sdk.Model(path)
-    session = sdk.TargetSession(model, n_ctx=128)
+    session = sdk.TargetSession(model, n_ctx=n_ctx)
     rng = np.random.default_rng(seed)
     ids = [model.bos] + rng.integers(3, model.n_vocab, 47).tolist()
     ours = session.logits_after(ids)
     with torch.no_grad():
-        ref, _, _ = TargetModel(path)(torch.tensor([ids]), torch.arange(len(ids))[None])
+        ref, _, _ = TargetModel(path, n_ctx=n_ctx)(torch.tensor([ids]), torch.arange(len(ids))[None])
     ref = ref[0].numpy()
     matches, worst = 0, 0.0
     for i in range(len(ids)):
@@ -43,7 +44,7 @@ def check_against_reference(sdk, tmp_path, shape, weight_type, seed, rel_tol, mi
         matches += int(np.argmax(ours[i]) == np.argmax(ref[i]))
     session.close()
     model.close()
-    print(f"{shape} {weight_type}: {matches}/{len(ids)} greedy, worst top-5 error {worst:.2e}")
+    print(f"{shape} {weight_type} n_ctx {n_ctx}: {matches}/{len(ids)} greedy, worst top-5 error {worst:.2e}")
     assert matches >= min_match * len(ids), f"{weight_type}: {matches}/{len(ids)} greedy tokens agree"
     assert worst <= rel_tol, f"{weight_type}: worst top-5 logit error {worst:.2e} (relative to the largest)"
 
@@ -67,3 +68,13 @@ def test_gemma2_logits_match_the_torch_reference(sdk, tmp_path, weight_type, rel
     logits at 0.5 (small enough that random weights reach tanh's bend). llama.cpp 2025-02-20 runs Gemma 2 too: the
     torch reference is itself checked against llama.cpp on llama/qwen2 (test_gguf.py)."""
     check_against_reference(sdk, tmp_path, "tiny-gemma2", weight_type, 6, rel_tol, min_match)
+
+
+@pytest.mark.parametrize("weight_type,rel_tol,min_match", CASES)
+def test_phi3_logits_match_the_torch_reference(sdk, tmp_path, weight_type, rel_tol, min_match):
+    """Phi-4-mini's variations on tiny-phi4 (newer than llama.cpp's snapshot, which checks tiny-phi3's other phi3
+    features in tests/api/test_parity.cpp): RoPE on 48 of each head's 64 dimensions, fused Q/K/V and gate/up
+    matrices, a tied head, LongRoPE's short factors in a session of 128 positions and its long ones in one of 1024
+    (past the 512 they are for), both with the attention factor."""
+    for n_ctx in (128, 1024):
+        check_against_reference(sdk, tmp_path, "tiny-phi4", weight_type, 7, rel_tol, min_match, n_ctx)
