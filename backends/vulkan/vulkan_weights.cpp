@@ -19,6 +19,7 @@ const char *native_suffix(uint32_t type) {
     case TensorType::Q8_0: return "q8_0";
     case TensorType::Q4_0: return "q4_0";
     case TensorType::Q4_K: return "q4_k";
+    case TensorType::Q5_K: return "q5_k";
     case TensorType::Q6_K: return "q6_k";
     default: return nullptr;
     }

@@ -1,6 +1,6 @@
 // A model's weights on a Vulkan device, uploaded once per (model, device) and shared by every session there.
 //
-// Formats on the device: F32, F16, Q8_0, Q4_0, Q4_K and Q6_K matrices keep their GGUF bytes and the shaders
+// Formats on the device: F32, F16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices keep their GGUF bytes and the shaders
 // dequantize them (shaders/weights.glsl); every other type is converted to F32 at upload with the core's reference
 // dequantizer (formats/type_kernels.h). Norm weights and biases are F32.
 #pragma once
@@ -25,7 +25,7 @@ class Stream;
 // A matrix of `rows` output rows of `cols` inputs in `buffer`, in the layout of shader variant `suffix`.
 struct Matrix {
     const Buffer *buffer = nullptr;
-    const char *suffix = "f32";   // "f32", "f16", "q8_0", "q4_0", "q4_k", "q6_k": the shader variant
+    const char *suffix = "f32";   // "f32", "f16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k": the shader variant
     uint32_t rows = 0, cols = 0;
     uint32_t row_stride = 0;      // elements (f32, f16) or bytes (quantized) between rows
 };

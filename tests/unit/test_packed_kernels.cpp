@@ -25,8 +25,8 @@ struct TypeCase {
     int type_size;  // bytes per block
 };
 
-const TypeCase kCases[] = {{"Q8_0", 8, 32, 34}, {"Q4_0", 2, 32, 18}, {"Q4_K", 12, 256, 144}, {"Q6_K", 14, 256, 210},
-                           {"F32", 0, 1, 4},    {"F16", 1, 1, 2},    {"BF16", 30, 1, 2}};
+const TypeCase kCases[] = {{"Q8_0", 8, 32, 34}, {"Q4_0", 2, 32, 18}, {"Q4_K", 12, 256, 144}, {"Q5_K", 13, 256, 176},
+                           {"Q6_K", 14, 256, 210}, {"F32", 0, 1, 4}, {"F16", 1, 1, 2}, {"BF16", 30, 1, 2}};
 
 // Random blocks: random quant bytes, with every fp16 scale field replaced by a finite random scale.
 std::vector<uint8_t> random_matrix(const TypeCase &c, int64_t rows, int64_t cols, std::mt19937 &rng, bool extreme) {
@@ -55,7 +55,8 @@ std::vector<uint8_t> random_matrix(const TypeCase &c, int64_t rows, int64_t cols
         }
         case 8:
         case 2: set_half(0); break;                // d first
-        case 12: set_half(0), set_half(2); break;  // d, dmin
+        case 12:
+        case 13: set_half(0), set_half(2); break;  // d, dmin
         case 14: set_half(208); break;             // d last
         }
     }

@@ -76,6 +76,7 @@ std::vector<uint8_t> random_matrix(std::mt19937 &rng, TensorType type, int64_t r
         case TensorType::Q8_0:
         case TensorType::Q4_0: put_half(bytes, at, scale(rng)); break;
         case TensorType::Q4_K:
+        case TensorType::Q5_K:
             put_half(bytes, at, scale(rng));
             put_half(bytes, at + 2, scale(rng));
             break;
@@ -146,7 +147,8 @@ TEST_CASE("vulkan matmul and embed match the reference dequantization of every s
     std::mt19937 rng(7);
     const int64_t rows = 70, cols = 512;
     const uint32_t n = 13;
-    for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K,
+                            TensorType::Q6_K}) {
         INFO(tensor_type_name(uint32_t(type)));
         size_t row_bytes = 0;
         const std::vector<uint8_t> bytes = random_matrix(rng, type, rows, cols, row_bytes);

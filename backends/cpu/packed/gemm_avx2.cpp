@@ -126,9 +126,10 @@ template <int NX> void tile_q4_0(const Tile &t) {
     for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
 }
 
-template <int NX> void tile_q4_k(const Tile &t) {
+// Q4_K, and Q5_K (kFive: each q with its fifth bit, 16) as gemm_avx512.cpp's tile_q45_k.
+template <int NX, bool kFive = false> void tile_q45_k(const Tile &t) {
     const int64_t nsb = t.w->cols / 256;
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
     const ActQ8_K *xb[NX];
     __m256 acc[NX];
     for (int j = 0; j < NX; ++j) {
@@ -136,7 +137,7 @@ template <int NX> void tile_q4_k(const Tile &t) {
         acc[j] = _mm256_setzero_ps();
     }
     for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t *sb = t.grp + size_t(s) * kQ4KSuperBytes;
+        const uint8_t *sb = t.grp + size_t(s) * (kFive ? kQ5KSuperBytes : kQ4KSuperBytes);
         __m256i scaled[NX];
         for (int j = 0; j < NX; ++j) scaled[j] = _mm256_setzero_si256();
         for (int p = 0; p < 4; ++p) {
@@ -144,7 +145,12 @@ template <int NX> void tile_q4_k(const Tile &t) {
             for (int j = 0; j < NX; ++j) slo[j] = shi[j] = _mm256_setzero_si256();
             for (int q = 0; q < 8; ++q) {
                 const __m256i v = load(sb + kQ4KQuants + (p * 8 + q) * 64 + 32 * t.half);
-                const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                if constexpr (kFive) {
+                    const __m256i h = load(sb + kQ5KHigh + (p * 8 + q) * 64 + 32 * t.half);
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), bit4));
+                }
                 for (int j = 0; j < NX; ++j) {
                     const int8_t *xq = xb[j][s].qs + 64 * p + 4 * q;
                     slo[j] = dot4(slo[j], lo, bcast4(xq));
@@ -275,7 +281,8 @@ PackedGemmFn packed_gemm_avx2(uint32_t type) {
     switch (type) {
     case uint32_t(TensorType::Q8_0): return gemm<tile_q8_0<4>, tile_q8_0<1>>;
     case uint32_t(TensorType::Q4_0): return gemm<tile_q4_0<4>, tile_q4_0<1>>;
-    case uint32_t(TensorType::Q4_K): return gemm<tile_q4_k<4>, tile_q4_k<1>>;
+    case uint32_t(TensorType::Q4_K): return gemm<tile_q45_k<4>, tile_q45_k<1>>;
+    case uint32_t(TensorType::Q5_K): return gemm<tile_q45_k<4, true>, tile_q45_k<1, true>>;
     case uint32_t(TensorType::Q6_K): return gemm<tile_q6_k<4>, tile_q6_k<1>>;
     // Eight accumulators per activation already fill AVX2's sixteen registers: one activation per tile.
     case uint32_t(TensorType::F32): return gemm<tile_f32, tile_f32, 1>;

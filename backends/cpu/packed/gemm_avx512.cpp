@@ -131,10 +131,10 @@ template <int NX> void tile_q4_0(const Tile &t) {
 }
 
 // k_vec_dot<BlockQ4_K>: scaled = sum_s scale_s * (q . x)_s, mins = sum_s min_s * sum(x)_s (both exact), then
-// sum += (d_w * d_x) * float(scaled) - (dmin_w * d_x) * float(mins).
-template <int NX> void tile_q4_k(const Tile &t) {
+// sum += (d_w * d_x) * float(scaled) - (dmin_w * d_x) * float(mins). kFive: Q5_K, each q with its fifth bit (16).
+template <int NX, bool kFive = false> void tile_q45_k(const Tile &t) {
     const int64_t nsb = t.w->cols / 256;
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
     const ActQ8_K *xb[NX];
     __m512 acc[NX];
     for (int j = 0; j < NX; ++j) {
@@ -142,7 +142,7 @@ template <int NX> void tile_q4_k(const Tile &t) {
         acc[j] = _mm512_setzero_ps();
     }
     for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t *sb = t.grp + size_t(s) * kQ4KSuperBytes;
+        const uint8_t *sb = t.grp + size_t(s) * (kFive ? kQ5KSuperBytes : kQ4KSuperBytes);
         __m512i scaled[NX];
         for (int j = 0; j < NX; ++j) scaled[j] = _mm512_setzero_si512();
         for (int p = 0; p < 4; ++p) {
@@ -152,7 +152,14 @@ template <int NX> void tile_q4_k(const Tile &t) {
                 const uint8_t *qv = sb + kQ4KQuants + (p * 8 + q) * 64;
                 prefetch(qv);
                 const __m512i v = load(qv);
-                const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                if constexpr (kFive) {
+                    const uint8_t *hv = sb + kQ5KHigh + (p * 8 + q) * 64;
+                    prefetch(hv);
+                    const __m512i h = load(hv);
+                    lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(h, 4), bit4));
+                    hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(h, 3), bit4));
+                }
                 for (int j = 0; j < NX; ++j) {
                     const int8_t *xq = xb[j][s].qs + 64 * p + 4 * q;
                     slo[j] = _mm512_dpbusd_epi32(slo[j], lo, bcast4(xq));
@@ -297,7 +304,8 @@ PackedGemmFn packed_gemm_avx512(uint32_t type) {
     switch (type) {
     case uint32_t(TensorType::Q8_0): return gemm<tile_q8_0<4>, tile_q8_0<1>>;
     case uint32_t(TensorType::Q4_0): return gemm<tile_q4_0<4>, tile_q4_0<1>>;
-    case uint32_t(TensorType::Q4_K): return gemm<tile_q4_k<4>, tile_q4_k<1>>;
+    case uint32_t(TensorType::Q4_K): return gemm<tile_q45_k<4>, tile_q45_k<1>>;
+    case uint32_t(TensorType::Q5_K): return gemm<tile_q45_k<4, true>, tile_q45_k<1, true>>;
     case uint32_t(TensorType::Q6_K): return gemm<tile_q6_k<4>, tile_q6_k<1>>;
     // The float types keep eight accumulators per activation: two activations per tile fill the registers.
     case uint32_t(TensorType::F32): return gemm<tile_f32<2>, tile_f32<1>, 2>;

@@ -23,6 +23,9 @@ constexpr int kPackRows = 16;
 // prefetch): d and dmin (fp16), the eight sub-block scales ([sub][row] bytes), the minimums in pairs
 // ([pair][row][2] bytes, the layout VPDPWSSD/PMADDWD read after widening to 16 bits), then the quants.
 constexpr size_t kQ4KSuperBytes = 2368, kQ4KDmin = 32, kQ4KScales = 64, kQ4KMins = 192, kQ4KQuants = 320;
+// Q5_K: Q4_K's super-block followed by the fifth bits, one vector per quant vector (bit 0: the low nibble's weight,
+// bit 1: the high nibble's), so its kernels are Q4_K's with two more loads and ORs.
+constexpr size_t kQ5KHigh = kQ4KSuperBytes, kQ5KSuperBytes = kQ4KSuperBytes + 32 * 64;
 
 struct PackedView {
     const uint8_t *data = nullptr;  // n_groups * group_bytes bytes, 64-byte aligned

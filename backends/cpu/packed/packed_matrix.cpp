@@ -69,15 +69,17 @@ void pack_q4_0(const WeightView &w, PackedView &v, uint8_t *dst) {
 
 // Q4_K: per super-block (packed_gemm.h: kQ4K*) d, dmin, scales, minimum pairs, then for each pair p of sub-blocks
 // eight vectors, byte b of vector q being the block's qs[32p + 4q + b] (low nibble: weight 64p + 4q + b of
-// sub-block 2p; high nibble: weight 64p + 32 + 4q + b of sub-block 2p + 1).
-void pack_q4_k(const WeightView &w, PackedView &v, uint8_t *dst) {
+// sub-block 2p; high nibble: weight 64p + 32 + 4q + b of sub-block 2p + 1). Q5_K (Block = BlockQ5_K): the same,
+// then per quant vector the fifth bits of its two nibbles' weights, qh[4q + b] bits 2p and 2p + 1, in bits 0 and 1.
+template <class Block> void pack_q45_k(const WeightView &w, PackedView &v, uint8_t *dst) {
+    constexpr bool kFive = sizeof(Block) == sizeof(BlockQ5_K);
     const int64_t nsb = w.cols / QK_K;
     for (int64_t g = 0; g < v.n_groups; ++g) {
         uint8_t *grp = dst + size_t(g) * v.group_bytes;
         for (int lane = 0; lane < kPackRows && g * kPackRows + lane < w.rows; ++lane) {
-            const BlockQ4_K *row = reinterpret_cast<const BlockQ4_K *>(w.row(g * kPackRows + lane));
+            const Block *row = reinterpret_cast<const Block *>(w.row(g * kPackRows + lane));
             for (int64_t s = 0; s < nsb; ++s) {
-                uint8_t *sb = grp + size_t(s) * kQ4KSuperBytes;
+                uint8_t *sb = grp + size_t(s) * (kFive ? kQ5KSuperBytes : kQ4KSuperBytes);
                 reinterpret_cast<uint16_t *>(sb)[lane] = row[s].d;
                 reinterpret_cast<uint16_t *>(sb + kQ4KDmin)[lane] = row[s].dmin;
                 for (int j = 0; j < 8; ++j) {
@@ -87,8 +89,14 @@ void pack_q4_k(const WeightView &w, PackedView &v, uint8_t *dst) {
                     sb[kQ4KMins + size_t(j / 2) * 32 + size_t(lane) * 2 + size_t(j % 2)] = uint8_t(mn);
                 }
                 for (int p = 0; p < 4; ++p)
-                    for (int q = 0; q < 8; ++q)
+                    for (int q = 0; q < 8; ++q) {
                         std::memcpy(sb + kQ4KQuants + lane_offset(size_t(p * 8 + q), lane), row[s].qs + 32 * p + 4 * q, 4);
+                        if constexpr (kFive)
+                            for (int b = 0; b < 4; ++b) {
+                                const uint8_t h = row[s].qh[4 * q + b];
+                                sb[kQ5KHigh + lane_offset(size_t(p * 8 + q), lane) + size_t(b)] = uint8_t(((h >> (2 * p)) & 1) | (((h >> (2 * p + 1)) & 1) << 1));
+                            }
+                    }
             }
         }
     }
@@ -149,7 +157,7 @@ void q8_0_block_sums(const uint8_t *xq, int64_t cols, int32_t *sums) {
 }
 
 bool PackedMatrix::packable(uint32_t type) {
-    return type == uint32_t(TensorType::Q8_0) || type == uint32_t(TensorType::Q4_0) || type == uint32_t(TensorType::Q4_K) || type == uint32_t(TensorType::Q6_K) || type == uint32_t(TensorType::F32) || type == uint32_t(TensorType::F16) ||
+    return type == uint32_t(TensorType::Q8_0) || type == uint32_t(TensorType::Q4_0) || type == uint32_t(TensorType::Q4_K) || type == uint32_t(TensorType::Q5_K) || type == uint32_t(TensorType::Q6_K) || type == uint32_t(TensorType::F32) || type == uint32_t(TensorType::F16) ||
            type == uint32_t(TensorType::BF16);
 }
 
@@ -166,6 +174,7 @@ std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
     case uint32_t(TensorType::Q8_0): layout(v, {kb32 * 2 * kPackRows, kb32 * 512}); break;
     case uint32_t(TensorType::Q4_0): layout(v, {kb32 * 2 * kPackRows, kb32 * 256}); break;
     case uint32_t(TensorType::Q4_K): layout(v, {nsb * kQ4KSuperBytes}); break;
+    case uint32_t(TensorType::Q5_K): layout(v, {nsb * kQ5KSuperBytes}); break;
     case uint32_t(TensorType::Q6_K): layout(v, {nsb * 32, nsb * 256, nsb * 16 * 192}); break;
     case uint32_t(TensorType::F32): layout(v, {size_t(w.cols) * kPackRows * 4}); break;
     case uint32_t(TensorType::F16):
@@ -186,7 +195,8 @@ std::unique_ptr<PackedMatrix> PackedMatrix::pack(const WeightView &w) {
     switch (w.type) {
     case uint32_t(TensorType::Q8_0): pack_q8_0(w, v, p); break;
     case uint32_t(TensorType::Q4_0): pack_q4_0(w, v, p); break;
-    case uint32_t(TensorType::Q4_K): pack_q4_k(w, v, p); break;
+    case uint32_t(TensorType::Q4_K): pack_q45_k<BlockQ4_K>(w, v, p); break;
+    case uint32_t(TensorType::Q5_K): pack_q45_k<BlockQ5_K>(w, v, p); break;
     case uint32_t(TensorType::Q6_K): pack_q6_k(w, v, p); break;
     case uint32_t(TensorType::F32): pack_float(w, v, p, 4); break;
     case uint32_t(TensorType::F16):

@@ -1,6 +1,6 @@
 // Weight rows as the matrix shaders read them: binding 0 holds the matrix in its GGUF layout, and load_unit()
 // dequantizes unit u of a row (values 32u .. 32u+31) into floats. A unit is one block of Q8_0/Q4_0, one
-// 32-value group of a Q4_K/Q6_K super-block, or 32 consecutive F32/F16 values, so every type's row is cut at
+// 32-value group of a Q4_K/Q5_K/Q6_K super-block, or 32 consecutive F32/F16 values, so every type's row is cut at
 // the same places and a thread's share of a row is the same whatever the batch.
 // row_base: the row's first element (F32, F16) or byte (quantized) in binding 0.
 #extension GL_EXT_shader_16bit_storage : require
@@ -35,10 +35,15 @@ void load_unit(uint row_base, uint u, uint n, out float w[32]) {
         w[j] = d * float(int(q & 15u) - 8);
         w[j + 16u] = d * float(int(q >> 4) - 8);
     }
-#elif defined(WEIGHT_Q4_K)
-    // super-block (144 bytes): f16 d, f16 dmin, 12 bytes of six-bit scales/minimums, 128 bytes of nibbles.
+#elif defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
+    // super-block (Q4_K, 144 bytes): f16 d, f16 dmin, 12 bytes of six-bit scales/minimums, 128 bytes of nibbles.
     // Group g (0..7) of 32 values: 64-value pair g/2 uses bytes 32*(g/2) .. +31, low nibbles for even g.
-    const uint b = row_base + 144u * (u / 8u), g = u % 8u;
+    // Q5_K (176 bytes): 32 bytes of fifth bits before the nibbles, value l of group g taking bit g of byte l.
+#if defined(WEIGHT_Q5_K)
+    const uint b = row_base + 176u * (u / 8u), g = u % 8u, nibbles = 48u;
+#else
+    const uint b = row_base + 144u * (u / 8u), g = u % 8u, nibbles = 16u;
+#endif
     const float d = whalf(b), dmin = whalf(b + 2u);
     const uint s = b + 4u;
     uint sc, m;
@@ -50,9 +55,13 @@ void load_unit(uint row_base, uint u, uint n, out float w[32]) {
         m = (wbyte(s + g + 4u) >> 4) | ((wbyte(s + g) >> 6) << 4);
     }
     const float dl = d * float(sc), ml = dmin * float(m);
-    const uint q = b + 16u + 32u * (g / 2u);
+    const uint q = b + nibbles + 32u * (g / 2u);
     const uint shift = (g % 2u) * 4u;
+#if defined(WEIGHT_Q5_K)
+    for (uint j = 0u; j < 32u; ++j) w[j] = dl * float(((wbyte(q + j) >> shift) & 15u) | (((wbyte(b + 16u + j) >> g) & 1u) << 4)) - ml;
+#else
     for (uint j = 0u; j < 32u; ++j) w[j] = dl * float((wbyte(q + j) >> shift) & 15u) - ml;
+#endif
 #elif defined(WEIGHT_Q6_K)
     // super-block (210 bytes): ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16], f16 d.
     // Half h (0..1) of 128 values, quarter k (0..3) of 32 within it: value l of quarter k takes
