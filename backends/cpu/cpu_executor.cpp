@@ -111,6 +111,24 @@ bool CpuExecutor::run_rows(int32_t stage, const BatchRows &rows, int32_t first, 
         }
         case OpKind::Scale: scale(row(op.dst, first), op.value, int64_t(count) * tensor(op.dst).width); break;
         case OpKind::SoftCap: softcap(row(op.dst, first), op.value, int64_t(count) * tensor(op.dst).width); break;
+        case OpKind::LayerNorm:
+            for (int32_t r = first; r < end; ++r) layernorm(row(op.dst, r), row(op.src, r), op.weight->floats(), tensor(op.dst).width, op.eps);
+            break;
+        case OpKind::Gelu: {
+            // tanh costs ~10 ns an element (as GeGlu's): the rows' elements are split over the pool.
+            float *x = row(op.dst, first);
+            const int64_t n = int64_t(count) * tensor(op.dst).width;
+            constexpr int64_t kPerTask = 2048;
+            if (n < 2 * kPerTask) {
+                gelu(x, n);
+                break;
+            }
+            pool_.run((n + kPerTask - 1) / kPerTask, [&](int64_t t, int) {
+                const int64_t a = t * kPerTask;
+                gelu(x + a, std::min(kPerTask, n - a));
+            });
+            break;
+        }
         }
     }
     return true;

@@ -23,6 +23,11 @@ void rope(float *x, int n_heads, const HParams &hp, const std::vector<float> &fr
 
 // gate = silu(gate) * up, element-wise.
 void swiglu(float *gate, const float *up, int64_t n);
+// out = (x - mean(x)) / sqrt(var(x) + eps) * weight over n values (ggml's norm and mul: sums in double).
+void layernorm(float *out, const float *x, const float *weight, int64_t n, float eps);
+// x[i] = gelu(x[i]), the tanh approximation as ggml's CPU computes it: x and the result rounded to F16 (its table)
+// between -10 and 10 (starcoder2's MLP; gemma's geglu keeps the exact formula, which its references were made with).
+void gelu(float *x, int64_t n);
 // gate[i] = gelu(gate[i]) * up[i], GELU with the tanh approximation in ggml's form (gemma's GeGLU).
 void geglu(float *gate, const float *up, int64_t n);
 // x[i] *= factor.

@@ -71,7 +71,9 @@ bool CudaExecutor::supports(const Op &op) {
     case OpKind::Attention:
     case OpKind::GeGlu:
     case OpKind::Scale:
-    case OpKind::SoftCap: return true;
+    case OpKind::SoftCap:
+    case OpKind::LayerNorm:
+    case OpKind::Gelu: return true;
     }
     return false;
 }
@@ -240,6 +242,8 @@ bool CudaExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first, 
         case OpKind::GeGlu: geglu(row(op.dst, first), row(op.src, first), int64_t(count) * w, st); break;
         case OpKind::Scale: scale(row(op.dst, first), op.value, int64_t(count) * w, st); break;
         case OpKind::SoftCap: soft_cap(row(op.dst, first), op.value, int64_t(count) * w, st); break;
+        case OpKind::LayerNorm: layernorm(row(op.src, first), vectors_[size_t(stage)][o], count, w, op.eps, row(op.dst, first), st); break;
+        case OpKind::Gelu: gelu(row(op.dst, first), int64_t(count) * w, st); break;
         }
     }
     return true;

@@ -58,6 +58,8 @@ bool VulkanExecutor::supports(const Op &op) {
     case OpKind::GeGlu:
     case OpKind::Scale:
     case OpKind::SoftCap:
+    case OpKind::LayerNorm:
+    case OpKind::Gelu:
     case OpKind::Attention: return true;
     }
     return false;
@@ -209,6 +211,8 @@ bool VulkanExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first
         case OpKind::GeGlu: geglu(st, row(op.dst, F), row(op.src, F), C * w); break;
         case OpKind::Scale: scale(st, row(op.dst, F), op.value, C * w); break;
         case OpKind::SoftCap: soft_cap(st, row(op.dst, F), op.value, C * w); break;
+        case OpKind::LayerNorm: layernorm(st, row(op.src, F), View{vectors_[size_t(stage)][o], 0}, C, w, op.eps, row(op.dst, F)); break;
+        case OpKind::Gelu: gelu(st, row(op.dst, F), C * w); break;
         }
     }
     return true;

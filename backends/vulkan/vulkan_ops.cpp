@@ -17,7 +17,7 @@ struct ElementwisePush {
     float value;
 };
 
-// shaders/add.comp's operations: 0 add, 1 bias, 2 SwiGLU, 3 GeGLU, 4 scale, 5 soft-cap.
+// shaders/add.comp's operations: 0 add, 1 bias, 2 SwiGLU, 3 GeGLU, 4 scale, 5 soft-cap, 6 GELU.
 void elementwise(Stream &s, uint32_t op, View x, View y, uint32_t count, uint32_t d, float value = 0.0f) {
     if (count == 0) return;
     const Kernel &k = s.device().kernel("add", 2, sizeof(ElementwisePush));
@@ -64,6 +64,16 @@ void rmsnorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, 
     s.dispatch(k, {x.buffer, weight.buffer, out.buffer}, Push{d, eps, x.offset, weight.offset, out.offset}, n);
 }
 
+void layernorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, View out) {
+    struct Push {
+        uint32_t d;
+        float eps;
+        uint32_t x_off, w_off, out_off;
+    };
+    const Kernel &k = s.device().kernel("layernorm", 3, sizeof(Push));
+    s.dispatch(k, {x.buffer, weight.buffer, out.buffer}, Push{d, eps, x.offset, weight.offset, out.offset}, n);
+}
+
 void add(Stream &s, View x, View y, uint32_t count) { elementwise(s, 0, x, y, count, 1); }
 void add_bias(Stream &s, View x, View bias, uint32_t n, uint32_t d) {
     if (bias.buffer != nullptr) elementwise(s, 1, x, bias, n * d, d);
@@ -72,6 +82,7 @@ void swiglu(Stream &s, View gate, View up, uint32_t count) { elementwise(s, 2, g
 void geglu(Stream &s, View gate, View up, uint32_t count) { elementwise(s, 3, gate, up, count, 1); }
 void scale(Stream &s, View x, float factor, uint32_t count) { elementwise(s, 4, x, x, count, 1, factor); }
 void soft_cap(Stream &s, View x, float cap, uint32_t count) { elementwise(s, 5, x, x, count, 1, cap); }
+void gelu(Stream &s, View x, uint32_t count) { elementwise(s, 6, x, x, count, 1); }
 
 void rope(Stream &s, View x, uint32_t n, uint32_t n_heads, uint32_t head_dim, uint32_t rope_dim, bool neox, View positions, const Buffer &cos_t,
           const Buffer &sin_t) {

@@ -28,6 +28,8 @@ void rmsnorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, 
 void add(Stream &s, View x, View y, uint32_t count);               // x += y
 void add_bias(Stream &s, View x, View bias, uint32_t n, uint32_t d);  // x[t] += bias
 void swiglu(Stream &s, View gate, View up, uint32_t count);        // gate = silu(gate) * up
+void layernorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, View out);  // the CPU's LayerNorm
+void gelu(Stream &s, View x, uint32_t count);                       // x = gelu(x) (ggml's tanh approximation)
 void geglu(Stream &s, View gate, View up, uint32_t count);         // gate = gelu(gate) * up (ggml's tanh approximation)
 void scale(Stream &s, View x, float factor, uint32_t count);       // x *= factor
 void soft_cap(Stream &s, View x, float cap, uint32_t count);       // x = cap * tanh(x / cap)

@@ -193,13 +193,14 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
     }
 }
 
-// The architectures the fixtures have no model of (gemma2, phi3), against llama.cpp 2025-02-20's outputs on synthetic
+// The architectures the fixtures have no model of (gemma2, phi3, starcoder2), against llama.cpp 2025-02-20's outputs on synthetic
 // models that the test writes again, byte for byte, from the reference's shape, type, seed and layer count.
 // gemma2: tiny-gemma2 (256 wide, a window of 16, scores capped at 0.15 and logits at 0.5, so that both caps bend
 // random weights' values) with 26 layers, the count llama.cpp needs to take a gemma2 file for a 2B (it refuses
 // other counts); prompts of 42 and 11 tokens, 24 and 40 steps: both cross the window.
 // phi3: tiny-phi3 (a window of 16 on every layer, fused Q/K/V and gate/up, LongRoPE past 512 positions) in sessions
 // of the reference's n_ctx, 512 (short factors) or 1024 (long ones); docs/parity.md says how they were made.
+// starcoder2: tiny-starcoder2 (3 layers: LayerNorms and biases, a GELU MLP).
 TEST_CASE("greedy tokens and top-5 logits match llama.cpp on the in-repo references of synthetic models", "[parity][model]") {
     const fs::path dir = fs::path(SPECULA_SOURCE_DIR) / "tests/api/data/llama_cpp";
     std::vector<fs::path> files;

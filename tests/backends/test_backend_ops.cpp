@@ -446,6 +446,29 @@ TEST_CASE("backend ops: phi3 (fused Q/K/V and gate/up matrices, a window on ever
     check_on_every_backend(mini, "phi4-mini's shape", 1024);
 }
 
+TEST_CASE("backend ops: starcoder2 (LayerNorms with biases, biases on every projection, a GELU MLP) on every backend",
+          "[backend-ops][graph][starcoder2]") {
+    const auto model = synthetic("tiny-starcoder2");
+    const HParams &hp = model->hparams();
+    REQUIRE(hp.arch == Architecture::Starcoder2);
+    const ModelWeights &w = model->weights();
+    REQUIRE(w.output_norm_b);
+    REQUIRE(w.layers[0].attn_norm_b);
+    REQUIRE(w.layers[0].bo);
+    REQUIRE_FALSE(w.layers[0].ffn_gate);
+    const auto graph = build_model_graph(model, kCtx);
+    int32_t layer_norms = 0, gelus = 0, biases = 0;
+    for (const Op &op : graph->stages[size_t(kBodyStage)]) {
+        layer_norms += op.kind == OpKind::LayerNorm;
+        gelus += op.kind == OpKind::Gelu;
+        biases += op.kind == OpKind::AddBias;
+    }
+    CHECK(layer_norms == 2 * hp.n_layer + 1);
+    CHECK(gelus == hp.n_layer);
+    CHECK(biases == 8 * hp.n_layer + 1);  // two norms, Q, K, V, the output projection, up and down; the final norm
+    check_on_every_backend(model, "starcoder2");
+}
+
 namespace {
 
 // Speculative decoding stays lossless on every backend for the architectures beyond llama: greedy tokens with each
@@ -493,20 +516,21 @@ void check_lossless_on_backends(const char *shape, int32_t n_tokens, bool every_
 
 }  // namespace
 
-TEST_CASE("backend ops: greedy speculative decoding with n-grams equals plain greedy on every backend for gemma3, gemma2 and "
-          "phi3",
-          "[backend-ops][lossless][gemma3][gemma2][phi3]") {
+TEST_CASE("backend ops: greedy speculative decoding with n-grams equals plain greedy on every backend for gemma3, gemma2, phi3 "
+          "and starcoder2",
+          "[backend-ops][lossless][gemma3][gemma2][phi3][starcoder2]") {
     check_lossless_on_backends("tiny-gemma3", 24, false);
     check_lossless_on_backends("tiny-gemma2", 24, false);
     check_lossless_on_backends("tiny-phi3", 24, false);
+    check_lossless_on_backends("tiny-starcoder2", 24, false);
 }
 
 // Every drafter and more tokens: ~10 minutes on the CUDA emulator, so not registered with ctest
 // (`specula_backend_ops_tests "[slow]"` runs it).
 TEST_CASE("backend ops: greedy speculative decoding with every drafter equals plain greedy on every backend for qwen3, gemma3, "
-          "gemma2 and phi3",
+          "gemma2, phi3 and starcoder2",
           "[backend-ops][lossless][slow]") {
-    for (const char *shape : {"tiny-qwen3", "tiny-gemma3", "tiny-gemma2", "tiny-phi3"}) check_lossless_on_backends(shape, 48, true);
+    for (const char *shape : {"tiny-qwen3", "tiny-gemma3", "tiny-gemma2", "tiny-phi3", "tiny-starcoder2"}) check_lossless_on_backends(shape, 48, true);
 }
 
 TEST_CASE("backend ops: a wide tree (48 nodes, 4 children each) at position 60 has decoding's bits on every backend "

@@ -358,6 +358,44 @@ TEST_CASE("graph ops: geglu (GELU with the tanh approximation), scale and soft_c
     }
 }
 
+TEST_CASE("graph ops: layer_norm (then its bias) and gelu, row by row (starcoder2)", "[graph-ops]") {
+    for (int32_t width : {64, 3072}) {
+        WeightFile file;
+        // Rows with an offset, so that the mean matters; values reaching past GELU's +-10 cut-offs.
+        const size_t ta = file.add(uint32_t(TensorType::F32), kTableRows, width, 0, [&](int64_t i) { return 1.5f + table_value(31, i) * 6.0f; });
+        const size_t scale = file.add(uint32_t(TensorType::F32), 1, width, 0, [&](int64_t i) { return 0.5f + 0.02f * float(i % 97); });
+        const size_t bias = file.add(uint32_t(TensorType::F32), 1, width, 0, [&](int64_t i) { return table_value(32, i); });
+        file.seal();
+        auto g = test_graph(file);
+        const TensorId a = g->add_tensor("a", width);
+        g->logits = g->add_tensor("y", width);
+        GraphBuilder b(*g, 0);
+        b.embed(a, file.view(ta));
+        b.layernorm(g->logits, a, file.view(scale), 1e-5f);
+        b.add_bias(g->logits, file.view(bias));
+        b.scale(g->logits, 4.0f);
+        b.gelu(g->logits);
+        const BatchRows rows = plain_rows(7, kTableRows, uint32_t(width));
+        const std::vector<float> s = file.row(scale, 0), bv = file.row(bias, 0);
+        std::vector<float> want;
+        for (int32_t i = 0; i < rows.n; ++i) {
+            const std::vector<float> x = file.row(ta, rows.tokens()[i]);
+            double mean = 0, var = 0;
+            for (float v : x) mean += double(v);
+            mean /= double(width);
+            for (float v : x) var += (double(v) - mean) * (double(v) - mean);
+            var /= double(width);
+            for (int32_t j = 0; j < width; ++j) {
+                const double v = 4.0 * ((double(x[size_t(j)]) - mean) / std::sqrt(var + 1e-5) * double(s[size_t(j)]) + double(bv[size_t(j)]));
+                want.push_back(float(0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)))));
+            }
+        }
+        // GELU rounds its input and result to F16 as ggml's CPU does (about 2^-12 relative each): hence 1e-6 against
+        // the exact loops; the backends round the same way.
+        check_all(run_everywhere(g, {&rows}), 1e-9, &want, 1e-6, "layer_norm, add_bias, gelu width " + std::to_string(width));
+    }
+}
+
 TEST_CASE("graph ops: rms_norm over each head of a row (qwen3's query and key norms)", "[graph-ops]") {
     for (const auto &[heads, head] : {std::pair<int32_t, int32_t>{2, 128}, {4, 64}, {16, 128}}) {
         const int32_t width = heads * head;

@@ -358,23 +358,30 @@ TEST_CASE("GGUF model files", "[catalogue][files]") {
 
 namespace {
 
-// phi3's own metadata and tensors, damaged in a synthetic tiny-phi3 (fused Q/K/V, LongRoPE factors, its attention
-// factor): each a clear error at load.
-std::vector<Entry> phi3_entries(const test_fixtures::TempDir &dir) {
+// The architectures' own metadata and tensors, damaged in synthetic models of their shapes (phi3: fused Q/K/V,
+// LongRoPE factors, its attention factor; starcoder2: LayerNorm biases and epsilon): each a clear error at load.
+std::vector<Entry> arch_entries(const test_fixtures::TempDir &dir) {
     specula_synthetic_options so;
     specula_synthetic_options_init(&so);
     so.weight_type = "f32";
     const std::string vocab = std::string(SPECULA_SOURCE_DIR) + "/models/stories260K.gguf";
-    REQUIRE(specula_synthetic_model_write("tiny-phi3", vocab.c_str(), dir.file("tiny-phi3.gguf").c_str(), &so, nullptr) == SPECULA_OK);
-    const auto base = std::make_shared<const Bytes>(read_bytes(dir.file("tiny-phi3.gguf")));
-    REQUIRE(load_bytes(dir, "tiny-phi3-copy.gguf", *base).status == SPECULA_OK);
-    auto mutated = [&dir, base](const std::string &id, const std::function<void(Bytes &)> &mutate) {
-        return [&dir, base, id, mutate] {
-            Bytes b = *base;
-            mutate(b);
-            return load_bytes(dir, id + ".gguf", b);
+    std::map<std::string, std::shared_ptr<const Bytes>> bases;
+    for (const char *shape : {"tiny-phi3", "tiny-starcoder2"}) {
+        const std::string path = dir.file(std::string(shape) + ".gguf");
+        REQUIRE(specula_synthetic_model_write(shape, vocab.c_str(), path.c_str(), &so, nullptr) == SPECULA_OK);
+        bases[shape] = std::make_shared<const Bytes>(read_bytes(path));
+        REQUIRE(load_bytes(dir, std::string(shape) + "-copy.gguf", *bases[shape]).status == SPECULA_OK);
+    }
+    auto of = [&dir, &bases](const std::string &shape) {
+        return [&dir, base = bases.at(shape)](const std::string &id, const std::function<void(Bytes &)> &mutate) {
+            return [&dir, base, id, mutate] {
+                Bytes b = *base;
+                mutate(b);
+                return load_bytes(dir, id + ".gguf", b);
+            };
         };
     };
+    const auto mutated = of("tiny-phi3"), starcoder2 = of("tiny-starcoder2");
     return {
         {"gguf-phi3-one-rope-factor", "a phi3 file with rope_factors_long but not rope_factors_short (renamed)", SPECULA_ERR_FORMAT,
          "both rope_factors_long and rope_factors_short",
@@ -390,14 +397,22 @@ std::vector<Entry> phi3_entries(const test_fixtures::TempDir &dir) {
         {"gguf-phi3-window-missing", "a phi3 file without attention.sliding_window (renamed), of no shape llama.cpp has a default for",
          SPECULA_ERR_FORMAT, "sliding_window",
          mutated("gguf-phi3-window-missing", [](Bytes &b) { rename_string(b, "phi3.attention.sliding_window", "phi3.attention.sliding_windoX"); })},
+        {"gguf-starcoder2-norm-bias", "a starcoder2 file without blk.1.ffn_norm.bias (renamed)", SPECULA_ERR_FORMAT,
+         "'blk.1.ffn_norm.bias' is missing",
+         starcoder2("gguf-starcoder2-norm-bias", [](Bytes &b) { rename_string(b, "blk.1.ffn_norm.bias", "blk.1.ffn_norm.biaX"); })},
+        {"gguf-starcoder2-eps", "a starcoder2 file without attention.layer_norm_epsilon (renamed)", SPECULA_ERR_FORMAT,
+         "layer_norm_epsilon",
+         starcoder2("gguf-starcoder2-eps", [](Bytes &b) {
+             rename_string(b, "starcoder2.attention.layer_norm_epsilon", "starcoder2.attention.layer_norm_epsiloX");
+         })},
     };
 }
 
 }  // namespace
 
-TEST_CASE("GGUF model files of the phi3 architecture", "[catalogue][files][phi3]") {
-    test_fixtures::TempDir dir("specula-catalogue-phi3");
-    run_table(phi3_entries(dir));
+TEST_CASE("GGUF model files of the phi3 and starcoder2 architectures", "[catalogue][files][phi3][starcoder2]") {
+    test_fixtures::TempDir dir("specula-catalogue-arch");
+    run_table(arch_entries(dir));
 }
 
 // ---- files: LongSpec drafts, draft models ------------------------------------------------------------------

@@ -123,3 +123,9 @@ TEST_CASE("phi4-mini's shape: greedy speculative decoding equals plain greedy wi
           "[arch][phi3][lossless]") {
     check_lossless("tiny-phi4", 1024);
 }
+
+// StarCoder2: LayerNorms with biases, biases on every projection and a GELU MLP (graph/starcoder2_graph.cpp).
+TEST_CASE("starcoder2: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a starcoder2 draft model",
+          "[arch][starcoder2][lossless]") {
+    check_lossless("tiny-starcoder2");
+}

@@ -39,6 +39,38 @@ __global__ void rmsnorm_kernel(const float *__restrict__ x, const float *__restr
     for (int i = threadIdx.x; i < d; i += kNormThreads) o[i] = (row[i] * scale) * weight[i];
 }
 
+// LayerNorm: the mean, then the sum of squared deviations, each in double by the same fixed tree (the CPU's order of
+// rounding: deviations as floats, scaled, times the weight).
+__global__ void layernorm_kernel(const float *__restrict__ x, const float *__restrict__ weight, int32_t d, float eps,
+                                 float *__restrict__ out) {
+    __shared__ double partial[kNormThreads];
+    const float *row = x + int64_t(blockIdx.x) * d;
+    double sum = 0.0;
+    for (int i = threadIdx.x; i < d; i += kNormThreads) sum += double(row[i]);
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = kNormThreads / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+        __syncthreads();
+    }
+    const float mean = float(partial[0] / double(d));
+    __syncthreads();
+    double sum2 = 0.0;
+    for (int i = threadIdx.x; i < d; i += kNormThreads) {
+        const float v = row[i] - mean;
+        sum2 += double(v * v);
+    }
+    partial[threadIdx.x] = sum2;
+    __syncthreads();
+    for (int s = kNormThreads / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+        __syncthreads();
+    }
+    const float scale = 1.0f / sqrtf(float(partial[0] / double(d)) + eps);
+    float *o = out + int64_t(blockIdx.x) * d;
+    for (int i = threadIdx.x; i < d; i += kNormThreads) o[i] = ((row[i] - mean) * scale) * weight[i];
+}
+
 __global__ void add_bias_kernel(float *x, const float *__restrict__ bias, int64_t total, int32_t d) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) x[i] += bias[i % d];
 }
@@ -60,6 +92,20 @@ __global__ void geglu_kernel(float *gate, const float *__restrict__ up, int64_t 
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
         const float x = gate[i];
         gate[i] = 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x))) * up[i];
+    }
+}
+
+// The CPU's GELU (ggml's F16 table): x and the result rounded to F16 between -10 and 10.
+__global__ void gelu_kernel(float *x, int64_t total) {
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;  // ggml's GELU constants
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+        float v = x[i];
+        if (v <= -10.0f) {
+            x[i] = 0.0f;
+        } else if (v < 10.0f) {
+            v = __half2float(__float2half_rn(v));
+            x[i] = __half2float(__float2half_rn(0.5f * v * (1.0f + tanhf(kSqrt2OverPi * v * (1.0f + kCoefA * v * v)))));
+        }
     }
 }
 
@@ -155,6 +201,14 @@ void add(float *x, const float *y, int64_t count, cudaStream_t stream) {
 
 void swiglu(float *gate, const float *up, int64_t count, cudaStream_t stream) {
     if (count > 0) SPECULA_LAUNCH(swiglu_kernel, blocks_for(count, 256), 256, 0, stream)(gate, up, count);
+}
+
+void layernorm(const float *x, const float *weight, int32_t n, int32_t d, float eps, float *out, cudaStream_t stream) {
+    if (n > 0) SPECULA_LAUNCH(layernorm_kernel, n, kNormThreads, 0, stream)(x, weight, d, eps, out);
+}
+
+void gelu(float *x, int64_t count, cudaStream_t stream) {
+    if (count > 0) SPECULA_LAUNCH(gelu_kernel, blocks_for(count, 256), 256, 0, stream)(x, count);
 }
 
 void geglu(float *gate, const float *up, int64_t count, cudaStream_t stream) {

@@ -53,6 +53,10 @@ void round_to_half(const float *x, int32_t n, int64_t cols, __half *out, cudaStr
 void embed(const DeviceMatrix &table, const int32_t *tokens, int32_t n, float *out, cudaStream_t stream);
 // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n rows of d floats.
 void rmsnorm(const float *x, const float *weight, int32_t n, int32_t d, float eps, float *out, cudaStream_t stream);
+// out[t] = (x[t] - mean) / sqrt(var + eps) * weight, for n rows of d floats (the CPU's LayerNorm).
+void layernorm(const float *x, const float *weight, int32_t n, int32_t d, float eps, float *out, cudaStream_t stream);
+// x[i] = gelu(x[i]), ggml's tanh approximation (starcoder2).
+void gelu(float *x, int64_t count, cudaStream_t stream);
 // x[t] += bias, for n rows of d floats.
 void add_bias(float *x, const float *bias, int32_t n, int32_t d, cudaStream_t stream);
 // x[i] += y[i], count floats.

@@ -19,6 +19,8 @@ const char *op_kind_name(OpKind kind) {
     case OpKind::GeGlu: return "geglu";
     case OpKind::Scale: return "scale";
     case OpKind::SoftCap: return "soft_cap";
+    case OpKind::LayerNorm: return "layer_norm";
+    case OpKind::Gelu: return "gelu";
     }
     return "?";
 }

@@ -53,8 +53,11 @@ enum class OpKind : uint8_t {
     GeGlu,      // dst = gelu(dst) * src, GELU with the tanh approximation (gemma's feed-forward)
     Scale,      // dst *= value (gemma's embeddings times sqrt(n_embd))
     SoftCap,    // dst = value * tanh(dst / value) (gemma2's final logits)
+    LayerNorm,  // dst = (src - mean(src)) / sqrt(var(src) + eps) * weight (ggml's norm then mul: sums in double;
+                // a bias is an AddBias after it: starcoder2)
+    Gelu,       // dst = gelu(dst), the tanh approximation with ggml's CPU roundings to F16 (starcoder2's MLP)
 };
-constexpr int kOpKinds = 12;
+constexpr int kOpKinds = 14;
 const char *op_kind_name(OpKind kind);
 
 struct Op {
@@ -62,8 +65,8 @@ struct Op {
     TensorId dst = -1;
     TensorId src = -1;
     TensorId src2 = -1;                  // StoreKv: the values
-    const WeightView *weight = nullptr;  // Embed: table; RmsNorm: scale; MatMul: matrix; AddBias: bias
-    float eps = 0.0f;                    // RmsNorm
+    const WeightView *weight = nullptr;  // Embed: table; RmsNorm, LayerNorm: scale; MatMul: matrix; AddBias: bias
+    float eps = 0.0f;                    // RmsNorm, LayerNorm
     int32_t n_heads = 0;                 // Rope: heads per row; RmsNorm: parts normed apart (0: the row)
     KvStore store = KvStore::Model;      // StoreKv, Attention
     int32_t kv_layer = 0;                // StoreKv, Attention: the layer of the store
@@ -213,6 +216,13 @@ public:
         op.value = cap;
         push(op);
     }
+    // LayerNorm over the whole row times `scale` (its bias: add_bias).
+    void layernorm(TensorId dst, TensorId src, const WeightView &scale, float eps) {
+        Op op{OpKind::LayerNorm, dst, src, -1, &scale};
+        op.eps = eps;
+        push(op);
+    }
+    void gelu(TensorId dst) { push(Op{OpKind::Gelu, dst}); }
     void swiglu(TensorId gate, TensorId up) { push(Op{OpKind::SwiGlu, gate, up}); }
     void geglu(TensorId gate, TensorId up) { push(Op{OpKind::GeGlu, gate, up}); }
     void scale(TensorId dst, float value) {

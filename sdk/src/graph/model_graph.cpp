@@ -28,6 +28,7 @@ std::shared_ptr<const Graph> build_model_graph(const std::shared_ptr<const Model
     case Architecture::Phi3: build_llama_graph(*model, *g); break;
     case Architecture::Gemma2:
     case Architecture::Gemma3: build_gemma_graph(*model, *g); break;
+    case Architecture::Starcoder2: build_starcoder2_graph(*model, *g); break;
     default: throw Error(SPECULA_ERR_UNSUPPORTED, "model: no graph for architecture '" + hp.arch_name + "'");
     }
     return g;

@@ -54,8 +54,13 @@ HParams read_hparams(const GgufFile &file) {
     } else if (hp.arch_name == "phi3") {
         hp.arch = Architecture::Phi3;
         hp.rope_type = RopeType::Neox;
+    } else if (hp.arch_name == "starcoder2") {
+        hp.arch = Architecture::Starcoder2;
+        hp.rope_type = RopeType::Neox;
+        hp.has_qkv_bias = true;
     } else {
-        throw Error(SPECULA_ERR_UNSUPPORTED, "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3)");
+        throw Error(SPECULA_ERR_UNSUPPORTED,
+                    "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, starcoder2)");
     }
     const std::string a = hp.arch_name + ".";
     constexpr int64_t kBig = int64_t(1) << 24;
@@ -77,7 +82,10 @@ HParams read_hparams(const GgufFile &file) {
     require(hp.rope_dim % 2 == 0, SPECULA_ERR_FORMAT, "model: rope.dimension_count must be even");
     hp.rope_freq_base = optional_float(file, a + "rope.freq_base", 10000.0f);
     require(hp.rope_freq_base > 0, SPECULA_ERR_FORMAT, "model: rope.freq_base must be positive");
-    hp.norm_eps = optional_float(file, a + "attention.layer_norm_rms_epsilon", 1e-5f);
+    // starcoder2's norms are LayerNorms: llama.cpp requires their epsilon.
+    if (hp.arch == Architecture::Starcoder2) require(file.find(a + "attention.layer_norm_epsilon") != nullptr, SPECULA_ERR_FORMAT,
+                                                   "model: required metadata '" + a + "attention.layer_norm_epsilon' is missing");
+    hp.norm_eps = optional_float(file, a + (hp.arch == Architecture::Starcoder2 ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), 1e-5f);
     require(hp.norm_eps >= 0 && hp.norm_eps < 1, SPECULA_ERR_FORMAT, "model: layer_norm_rms_epsilon out of range");
 
     // RoPE scaling, as llama.cpp reads it: rope.scaling.type (none/linear/llama3/yarn), rope.scaling.factor,
@@ -129,6 +137,12 @@ HParams read_hparams(const GgufFile &file) {
         hp.rope_freq_scale_swa = 1.0f;
         hp.attention_scale = 1.0f / std::sqrt(float(hp.n_layer == 62 ? hp.n_embd / hp.n_head : hp.head_dim));
         require(hp.rope_scaling != RopeScaling::Llama3, SPECULA_ERR_UNSUPPORTED, "model: gemma3 with llama3 RoPE scaling is not supported");
+    }
+    if (hp.arch == Architecture::Starcoder2) {
+        // As llama.cpp 2025-02-20 (LLM_ARCH_STARCODER2): LayerNorms with biases, biases on every projection, a GELU
+        // MLP without a gate, NEOX RoPE over whole heads; no sliding window (its configs' 4096 is not read).
+        require(hp.rope_dim == hp.head_dim, SPECULA_ERR_FORMAT, "model: starcoder2 rotates whole heads (rope.dimension_count = head size)");
+        require(hp.rope_scaling != RopeScaling::Llama3, SPECULA_ERR_UNSUPPORTED, "model: starcoder2 with llama3 RoPE scaling is not supported");
     }
     if (hp.arch == Architecture::Phi3) {
         // As llama.cpp 2025-02-20 reads Phi-3 (llama-model.cpp, LLM_ARCH_PHI3): every layer attends to a window of

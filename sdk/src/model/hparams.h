@@ -8,7 +8,7 @@
 
 namespace specula::internal {
 
-enum class Architecture { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3 };
+enum class Architecture { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, Starcoder2 };
 
 // How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]) (llama), NEOX rotates (x[i], x[i + d/2]) (qwen2).
 enum class RopeType { Norm, Neox };
@@ -40,7 +40,7 @@ struct HParams {
     // A factor on every rotation's cosine and sine (llama.cpp's rope.scaling.attn_factor: phi3's LongRoPE writes
     // sqrt(1 + ln(n_ctx_train / original) / ln(original))). A context shift rotates by a pure rotation.
     float rope_attn_factor = 1.0f;
-    float norm_eps = 1e-5f;
+    float norm_eps = 1e-5f;    // RMSNorm's epsilon, or LayerNorm's (starcoder2: attention.layer_norm_epsilon)
     bool has_qkv_bias = false;
     bool has_qk_norm = false;  // an RMSNorm over each head of the queries and keys before RoPE (qwen3, gemma3)
     bool has_post_norms = false;  // gemma: RMSNorms after attention and after the FFN as well as before

@@ -195,8 +195,9 @@ uint32_t block_size(TensorType t) { return tensor_type_layout(uint32_t(t))->bloc
 bool use_more_bits(int32_t i, int32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 void check_shape(const SyntheticShape &s, int32_t n_layer) {
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "phi3")
-        invalid("architecture '" + s.arch + "' is not llama, qwen2, qwen3, gemma2, gemma3 or phi3");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "phi3" &&
+        s.arch != "starcoder2")
+        invalid("architecture '" + s.arch + "' is not llama, qwen2, qwen3, gemma2, gemma3, phi3 or starcoder2");
     if (s.n_embd <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_vocab < 0 || s.n_ctx_train <= 0)
         invalid("shape '" + s.name + "' has a size <= 0");
     if (n_layer < 1 || n_layer > 4096) invalid("layer count " + std::to_string(n_layer) + " is outside [1, 4096]");
@@ -235,7 +236,9 @@ Value padded(const std::string &key, const Value &v, size_t n_tokens, size_t n_v
 // What a tensor holds: random values, ones (norm weights), or the llama3 frequency factors.
 enum class Fill { Random, Ones, NearOne, RopeFreqs, LongRopeShort, LongRopeLong };
 
-Fill fill_of(const std::string &name) {
+Fill fill_of(const std::string &name, const std::string &arch) {
+    // starcoder2's LayerNorm weights vary around one (tests tell them from no weight; other shapes keep their bytes).
+    if (arch == "starcoder2" && name.find("norm.weight") != std::string::npos) return Fill::NearOne;
     if (name == "rope_freqs.weight") return Fill::RopeFreqs;
     if (name == "rope_factors_short.weight") return Fill::LongRopeShort;
     if (name == "rope_factors_long.weight") return Fill::LongRopeLong;
@@ -338,6 +341,21 @@ const std::vector<SyntheticShape> &synthetic_shapes() {
         s.name = "phi4", s.arch = "phi3", s.n_embd = 5120, s.n_layer = 40, s.n_head = 40, s.n_head_kv = 10, s.n_ff = 17920;
         s.sliding_window = 0, s.n_vocab = 100352, s.n_ctx_train = 16384, s.rope_theta = 250000.0f, s.norm_eps = 1e-5f;
         v.push_back(s);
+        // StarCoder2 (FIM code models): LayerNorms and biases everywhere, a GELU MLP, GQA, NEOX RoPE; the 3B and 7B tie
+        // their head (3.03B and 7.17B parameters, as their model cards count), the 15B does not. Their configs' sliding
+        // window of 4096 is not read by llama.cpp, nor here.
+        s = {};
+        s.name = "starcoder2-3b", s.arch = "starcoder2", s.n_embd = 3072, s.n_layer = 30, s.n_head = 24, s.n_head_kv = 2, s.n_ff = 12288;
+        s.n_vocab = 49152, s.n_ctx_train = 16384, s.rope_theta = 999999.4420358813f, s.norm_eps = 1e-5f, s.tied_output = true;
+        v.push_back(s);
+        s = {};
+        s.name = "starcoder2-7b", s.arch = "starcoder2", s.n_embd = 4608, s.n_layer = 32, s.n_head = 36, s.n_head_kv = 4, s.n_ff = 18432;
+        s.n_vocab = 49152, s.n_ctx_train = 16384, s.rope_theta = 1000000.0f, s.norm_eps = 1e-5f, s.tied_output = true;
+        v.push_back(s);
+        s = {};
+        s.name = "starcoder2-15b", s.arch = "starcoder2", s.n_embd = 6144, s.n_layer = 40, s.n_head = 48, s.n_head_kv = 4, s.n_ff = 24576;
+        s.n_vocab = 49152, s.n_ctx_train = 16384, s.rope_theta = 100000.0f, s.norm_eps = 1e-5f, s.tied_output = false;
+        v.push_back(s);
         // Not a real model: small enough for unit tests (256 is one K-quant super-block, so every type applies),
         // with GQA, llama3 scaling and an untied head to exercise the same paths as the big shapes.
         s = {};
@@ -377,6 +395,11 @@ const std::vector<SyntheticShape> &synthetic_shapes() {
         s.name = "tiny-phi4", s.arch = "phi3", s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
         s.sliding_window = 0, s.longrope_original_ctx = 512, s.rope_dim = 48, s.tied_output = true;
         s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 10000.0f, s.norm_eps = 1e-5f;
+        v.push_back(s);
+        // starcoder2's graph small: LayerNorms (weights around one) and biases, a GELU MLP, GQA, an untied head.
+        s = {};
+        s.name = "tiny-starcoder2", s.arch = "starcoder2", s.n_embd = 256, s.n_layer = 3, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
+        s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 100000.0f, s.norm_eps = 1e-5f, s.tied_output = false;
         v.push_back(s);
         return v;
     }();
@@ -457,6 +480,7 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &s, int32_t 
 
     matrix("token_embd.weight", -1, d, n_vocab);
     vector("output_norm.weight", -1, d);
+    if (s.arch == "starcoder2") vector("output_norm.bias", -1, d);
     if (!s.tied_output) matrix("output.weight", -1, d, n_vocab);
     if (s.llama3_factor > 0) vector("rope_freqs.weight", -1, s.head_dim() / 2);
     if (s.longrope_original_ctx > 0) {
@@ -467,6 +491,22 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &s, int32_t 
     for (int32_t il = 0; il < n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         vector(p + "attn_norm.weight", il, d);
+        if (s.arch == "starcoder2") {  // LayerNorms with biases, biases on every projection, no gate
+            vector(p + "attn_norm.bias", il, d);
+            for (const char *m : {"attn_q", "attn_k", "attn_v"}) {
+                matrix(p + m + ".weight", il, d, std::string(m) == "attn_q" ? q : kv);
+                vector(p + m + ".bias", il, std::string(m) == "attn_q" ? q : kv);
+            }
+            matrix(p + "attn_output.weight", il, q, d);
+            vector(p + "attn_output.bias", il, d);
+            vector(p + "ffn_norm.weight", il, d);
+            vector(p + "ffn_norm.bias", il, d);
+            matrix(p + "ffn_up.weight", il, d, f);
+            vector(p + "ffn_up.bias", il, f);
+            matrix(p + "ffn_down.weight", il, f, d);
+            vector(p + "ffn_down.bias", il, d);
+            continue;
+        }
         if (s.arch == "phi3") {  // fused Q/K/V and gate/up matrices, no biases
             matrix(p + "attn_qkv.weight", il, d, q + 2 * kv);
             matrix(p + "attn_output.weight", il, q, d);
@@ -581,7 +621,8 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
     w.set_u32(a + "attention.head_count", uint32_t(shape.n_head));
     w.set_u32(a + "attention.head_count_kv", uint32_t(shape.n_head_kv));
     w.set_f32(a + "rope.freq_base", shape.rope_theta);
-    w.set_f32(a + "attention.layer_norm_rms_epsilon", shape.norm_eps);
+    if (shape.arch == "starcoder2") w.set_f32(a + "attention.layer_norm_epsilon", shape.norm_eps);  // LayerNorms
+    else w.set_f32(a + "attention.layer_norm_rms_epsilon", shape.norm_eps);
     if (shape.arch == "gemma3") {
         w.set_u32(a + "attention.sliding_window", uint32_t(shape.sliding_window));
         if (shape.rope_linear_factor > 0) {
@@ -648,7 +689,7 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
         const uint64_t tensor_seed = mix64(options.seed ^ fnv1a(t.name));
         const uint32_t type = t.type;
         const int64_t cols = t.dims[0];
-        const Fill fill = fill_of(t.name);
+        const Fill fill = fill_of(t.name, shape.arch);
         const std::vector<float> *freqs = fill == Fill::LongRopeShort ? &longrope_short : fill == Fill::LongRopeLong ? &longrope_long : &rope_freqs;
         w.add_streamed_tensor(t.name, type, t.dims, [=, &report](int64_t first_row, int64_t n_rows, size_t row_bytes, uint8_t *dst) {
             for (int64_t r = 0; r < n_rows; ++r) {

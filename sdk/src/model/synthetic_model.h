@@ -18,7 +18,7 @@ namespace specula::internal {
 
 struct SyntheticShape {
     std::string name;        // "llama-3.2-1b"
-    std::string arch;        // "llama", "qwen2", "qwen3", "gemma2", "gemma3" or "phi3"
+    std::string arch;        // "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" or "starcoder2"
     int32_t n_embd = 0;
     int32_t n_layer = 0;
     int32_t n_head = 0;
@@ -54,9 +54,10 @@ struct SyntheticShape {
 };
 
 // The built-in shapes: llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, qwen3-8b, gemma2-2b,
-// gemma2-9b, gemma3-1b, gemma3-4b, phi3-mini, phi3.5-mini, phi4-mini, phi4 (the published configs), tiny-llama,
-// tiny-qwen3 (256 wide, 2 layers), tiny-gemma2 and tiny-gemma3 (256 wide, windows of 16: local and global layers),
-// tiny-phi3 (a window of 16 on every layer, LongRoPE) and tiny-phi4 (partial rotation, tied head) for tests.
+// gemma2-9b, gemma3-1b, gemma3-4b, phi3-mini, phi3.5-mini, phi4-mini, phi4, starcoder2-3b, starcoder2-7b,
+// starcoder2-15b (the published configs), tiny-llama, tiny-qwen3 (256 wide, 2 layers), tiny-gemma2 and tiny-gemma3
+// (256 wide, windows of 16: local and global layers), tiny-phi3 (a window of 16 on every layer, LongRoPE),
+// tiny-phi4 (partial rotation, tied head) and tiny-starcoder2 for tests.
 const std::vector<SyntheticShape> &synthetic_shapes();
 // A built-in shape by name, or nullptr.
 const SyntheticShape *find_synthetic_shape(const std::string &name);

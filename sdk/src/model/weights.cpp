@@ -57,6 +57,8 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
 
     w.token_embd = bind_tensor(file, "token_embd.weight", hp.n_embd, hp.n_vocab, false);
     w.output_norm = bind_tensor(file, "output_norm.weight", hp.n_embd, 1, true);
+    const bool starcoder2 = hp.arch == Architecture::Starcoder2;
+    if (starcoder2) w.output_norm_b = bind_tensor(file, "output_norm.bias", hp.n_embd, 1, true);
     w.output = bind_tensor(file, "output.weight", hp.n_embd, hp.n_vocab, false, /*optional=*/true);
     if (!w.output) {
         w.output = w.token_embd;
@@ -93,6 +95,12 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights l;
         l.attn_norm = bind_tensor(file, p + "attn_norm.weight", hp.n_embd, 1, true);
+        if (starcoder2) {  // LayerNorm biases, and biases on the output projection and both MLP matrices (required)
+            l.attn_norm_b = bind_tensor(file, p + "attn_norm.bias", hp.n_embd, 1, true);
+            l.ffn_norm_b = bind_tensor(file, p + "ffn_norm.bias", hp.n_embd, 1, true);
+            l.ffn_up_b = bind_tensor(file, p + "ffn_up.bias", hp.n_ff, 1, true);
+            l.ffn_down_b = bind_tensor(file, p + "ffn_down.bias", hp.n_embd, 1, true);
+        }
         // phi3 fuses Q, K and V into one matrix (attn_qkv: Q's rows, then K's, then V's): three views of its rows.
         const WeightView qkv = hp.arch == Architecture::Phi3 ? bind_tensor(file, p + "attn_qkv.weight", hp.n_embd, q + 2 * kv, false, true) : WeightView{};
         if (qkv) {
@@ -110,7 +118,7 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
         l.bq = bind_tensor(file, p + "attn_q.bias", q, 1, true, !hp.has_qkv_bias);
         l.bk = bind_tensor(file, p + "attn_k.bias", kv, 1, true, !hp.has_qkv_bias);
         l.bv = bind_tensor(file, p + "attn_v.bias", kv, 1, true, !hp.has_qkv_bias);
-        l.bo = bind_tensor(file, p + "attn_output.bias", hp.n_embd, 1, true, true);
+        l.bo = bind_tensor(file, p + "attn_output.bias", hp.n_embd, 1, true, !starcoder2);
         if (hp.has_qk_norm) {
             l.q_norm = bind_tensor(file, p + "attn_q_norm.weight", hp.head_dim, 1, true);
             l.k_norm = bind_tensor(file, p + "attn_k_norm.weight", hp.head_dim, 1, true);
@@ -126,7 +134,7 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
             l.ffn_gate = gate_up.rows_view(0, hp.n_ff);
             l.ffn_up = gate_up.rows_view(hp.n_ff, hp.n_ff);
         } else {
-            l.ffn_gate = bind_tensor(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false);
+            if (!starcoder2) l.ffn_gate = bind_tensor(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false);
             l.ffn_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff, false);
         }
         l.ffn_down = bind_tensor(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd, false);

@@ -32,6 +32,7 @@ struct WeightView {
 
 struct LayerWeights {
     WeightView attn_norm;
+    WeightView attn_norm_b, ffn_norm_b;  // starcoder2: the LayerNorms' biases
     WeightView wq, wk, wv, wo;
     WeightView bq, bk, bv;  // qwen2's; optional in llama
     WeightView bo;          // optional (llama)
@@ -39,12 +40,14 @@ struct LayerWeights {
     WeightView attn_post_norm;  // gemma: the RMSNorm of the attention's output, before the residual add
     WeightView ffn_norm;
     WeightView ffn_post_norm;   // gemma: the RMSNorm of the FFN's output, before the residual add
-    WeightView ffn_gate, ffn_up, ffn_down;
+    WeightView ffn_gate, ffn_up, ffn_down;  // ffn_gate absent in starcoder2 (a GELU MLP)
+    WeightView ffn_up_b, ffn_down_b;        // starcoder2
 };
 
 struct ModelWeights {
     WeightView token_embd;
     WeightView output_norm;
+    WeightView output_norm_b;  // starcoder2: the final LayerNorm's bias
     WeightView output;       // == token_embd when the output is tied
     bool tied_output = false;
     std::vector<float> rope_freq_factors;  // empty, or rope_dim/2 divisors of the rotation frequencies (llama3;
