@@ -95,7 +95,8 @@ struct WeightSource {
 struct Graph {
     std::string name;                        // "llama", "qwen2", "longspec", ... (messages)
     HParams hp;                              // heads, head_dim and RoPE settings the operations use
-    std::vector<float> rope_freq_factors;    // RoPE's per-frequency divisors (llama3), or empty
+    std::vector<float> rope_freq_factors;    // RoPE's per-frequency divisors (llama3; phi3: LongRoPE's for the
+                                             // session's context), or empty
     float attention_scale = 1.0f;            // softmax scale of every Attention
     HParams hp_sliding;                      // the RoPE settings of sliding-window layers (Op::sliding)
     int32_t sliding_window = 0;              // keys a sliding layer's row sees (0: no such layer); runners plan
