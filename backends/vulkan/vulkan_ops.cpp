@@ -54,25 +54,24 @@ void embed(Stream &s, const Matrix &table, View tokens, uint32_t n, View out) {
     s.dispatch(k, {table.buffer, tokens.buffer, out.buffer}, Push{table.cols, table.row_stride, 0, tokens.offset, out.offset}, n);
 }
 
-void rmsnorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, View out) {
+namespace {
+
+// shaders/rmsnorm.comp and layernorm.comp take the same bindings and push constants: one workgroup per row.
+void row_norm(Stream &s, const char *shader, View x, View weight, uint32_t n, uint32_t d, float eps, View out) {
     struct Push {
         uint32_t d;
         float eps;
         uint32_t x_off, w_off, out_off;
     };
-    const Kernel &k = s.device().kernel("rmsnorm", 3, sizeof(Push));
+    const Kernel &k = s.device().kernel(shader, 3, sizeof(Push));
     s.dispatch(k, {x.buffer, weight.buffer, out.buffer}, Push{d, eps, x.offset, weight.offset, out.offset}, n);
 }
 
-void layernorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, View out) {
-    struct Push {
-        uint32_t d;
-        float eps;
-        uint32_t x_off, w_off, out_off;
-    };
-    const Kernel &k = s.device().kernel("layernorm", 3, sizeof(Push));
-    s.dispatch(k, {x.buffer, weight.buffer, out.buffer}, Push{d, eps, x.offset, weight.offset, out.offset}, n);
-}
+}  // namespace
+
+void rmsnorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, View out) { row_norm(s, "rmsnorm", x, weight, n, d, eps, out); }
+
+void layernorm(Stream &s, View x, View weight, uint32_t n, uint32_t d, float eps, View out) { row_norm(s, "layernorm", x, weight, n, d, eps, out); }
 
 void add(Stream &s, View x, View y, uint32_t count) { elementwise(s, 0, x, y, count, 1); }
 void add_bias(Stream &s, View x, View bias, uint32_t n, uint32_t d) {

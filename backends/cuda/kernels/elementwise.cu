@@ -20,21 +20,29 @@ __global__ void embed_kernel(const void *__restrict__ table, MatType type, int64
                                                           : __half2float(static_cast<const __half *>(table)[base + c]);
 }
 
-// One block per row; squares summed in double, as the CPU reference (and ggml) do, by a fixed tree.
+// The norms' row sums: one block per row, each thread's share summed in double, then the block's shares by a fixed
+// tree. Every thread gets the total; `partial` may be reused after it returns.
 constexpr int kNormThreads = 256;
+__device__ double block_sum(double *partial, double share) {
+    partial[threadIdx.x] = share;
+    __syncthreads();
+    for (int s = kNormThreads / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+        __syncthreads();
+    }
+    const double total = partial[0];
+    __syncthreads();
+    return total;
+}
+
+// Squares summed in double, as the CPU reference (and ggml) do.
 __global__ void rmsnorm_kernel(const float *__restrict__ x, const float *__restrict__ weight, int32_t d, float eps,
                                float *__restrict__ out) {
     __shared__ double partial[kNormThreads];
     const float *row = x + int64_t(blockIdx.x) * d;
     double sum = 0.0;
     for (int i = threadIdx.x; i < d; i += kNormThreads) sum += double(row[i] * row[i]);
-    partial[threadIdx.x] = sum;
-    __syncthreads();
-    for (int s = kNormThreads / 2; s > 0; s /= 2) {
-        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-        __syncthreads();
-    }
-    const float scale = 1.0f / sqrtf(float(partial[0] / double(d)) + eps);
+    const float scale = 1.0f / sqrtf(float(block_sum(partial, sum) / double(d)) + eps);
     float *o = out + int64_t(blockIdx.x) * d;
     for (int i = threadIdx.x; i < d; i += kNormThreads) o[i] = (row[i] * scale) * weight[i];
 }
@@ -47,26 +55,13 @@ __global__ void layernorm_kernel(const float *__restrict__ x, const float *__res
     const float *row = x + int64_t(blockIdx.x) * d;
     double sum = 0.0;
     for (int i = threadIdx.x; i < d; i += kNormThreads) sum += double(row[i]);
-    partial[threadIdx.x] = sum;
-    __syncthreads();
-    for (int s = kNormThreads / 2; s > 0; s /= 2) {
-        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-        __syncthreads();
-    }
-    const float mean = float(partial[0] / double(d));
-    __syncthreads();
+    const float mean = float(block_sum(partial, sum) / double(d));
     double sum2 = 0.0;
     for (int i = threadIdx.x; i < d; i += kNormThreads) {
         const float v = row[i] - mean;
         sum2 += double(v * v);
     }
-    partial[threadIdx.x] = sum2;
-    __syncthreads();
-    for (int s = kNormThreads / 2; s > 0; s /= 2) {
-        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-        __syncthreads();
-    }
-    const float scale = 1.0f / sqrtf(float(partial[0] / double(d)) + eps);
+    const float scale = 1.0f / sqrtf(float(block_sum(partial, sum2) / double(d)) + eps);
     float *o = out + int64_t(blockIdx.x) * d;
     for (int i = threadIdx.x; i < d; i += kNormThreads) o[i] = ((row[i] - mean) * scale) * weight[i];
 }
