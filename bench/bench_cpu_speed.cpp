@@ -107,13 +107,20 @@ double read_bandwidth(int n_threads) {
 // ---- the model -------------------------------------------------------------------------------------------
 
 // Bytes of weights one decode step reads: every matrix of every layer plus the output head (the embedding
-// contributes one row, which is negligible).
+// contributes one row, which is negligible); with experts, the router, n_expert_used experts' three matrices (all
+// experts are the same size) and the shared expert.
 double weight_bytes_per_token(const Model &model) {
     const ModelWeights &w = model.weights();
+    const HParams &hp = model.hparams();
     auto bytes = [](const WeightView &v) { return v ? double(v.row_bytes) * double(v.rows) : 0.0; };
     double total = bytes(w.output);
-    for (const LayerWeights &l : w.layers)
-        for (const WeightView *v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) total += bytes(*v);
+    for (const LayerWeights &l : w.layers) {
+        for (const WeightView *v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp, &l.ffn_gate_inp_shexp,
+                                    &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp})
+            total += bytes(*v);
+        if (hp.is_moe())
+            total += double(hp.n_expert_used) * (bytes(l.ffn_gate_exps[0]) + bytes(l.ffn_up_exps[0]) + bytes(l.ffn_down_exps[0]));
+    }
     return total;
 }
 

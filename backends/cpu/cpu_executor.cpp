@@ -23,6 +23,23 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, T
                 SPECULA_ERR_INTERNAL, "CPU: the graph reads a runner's cache it was not given");
         return m;
     });
+    expert_matrices_ = per_op<std::vector<CpuMatrix>>(g, [&](const Op &op) {
+        std::vector<CpuMatrix> experts;
+        for (int32_t e = 0; e < op.n_experts; ++e)
+            for (size_t i = 0; i < g.sources.size(); ++i)
+                if (g.sources[i].holds(op.experts[e])) experts.push_back(weights_[i]->matrix(op.experts[e]));
+        require(int32_t(experts.size()) == op.n_experts, SPECULA_ERR_INTERNAL, "CPU: an expert's matrix lies in none of the graph's files");
+        return experts;
+    });
+    int64_t expert_width = 0;  // the widest input or output of an expert (reserved below for fixed batches)
+    int32_t top_k = 0, n_experts = 0;
+    for (const std::vector<Op> &stage : g.stages)
+        for (const Op &op : stage)
+            if (op.kind == OpKind::ExpertMatMul) {
+                expert_width = std::max({expert_width, op.experts[0].cols, op.experts[0].rows});
+                top_k = std::max(top_k, op.top_k);
+                n_experts = std::max(n_experts, op.n_experts);
+            }
     for (const GraphTensor &t : g.tensors) tensors_.push_back(Tensor{{}, t.width});
     if (g.local_kv_slots > 0) local_kv_.emplace(0, 1, g.local_kv_slots, g.hp.n_embd_kv(), KvType::F32);
     // Attention scratch, one per thread and built in place: a copy would not keep the reservations its constructor
@@ -32,6 +49,13 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, T
     for (int t = 0; t < pool_.size(); ++t) block_attention_.emplace_back(g.hp.head_dim);
     if (fixed_rows_) {
         ensure_rows(max_rows);
+        if (top_k > 0) {
+            const size_t slots = size_t(max_rows) * size_t(top_k);
+            expert_slots_.reserve(slots);
+            expert_start_.reserve(size_t(n_experts) + 1);
+            expert_in_.reserve(slots * size_t(expert_width));
+            expert_out_.reserve(slots * size_t(expert_width));
+        }
         for (auto &q : queries_) q.reserve(size_t(max_rows) * size_t(group));
         for (BlockAttention &b : block_attention_) {
             b.reserve_rows(size_t(max_rows) * size_t(group));
@@ -114,6 +138,16 @@ bool CpuExecutor::run_rows(int32_t stage, const BatchRows &rows, int32_t first, 
         case OpKind::LayerNorm:
             for (int32_t r = first; r < end; ++r) layernorm(row(op.dst, r), row(op.src, r), op.weight->floats(), tensor(op.dst).width, op.eps);
             break;
+        case OpKind::Route:
+            for (int32_t r = first; r < end; ++r) route_experts(row(op.dst, r), row(op.src, r), tensor(op.src).width, op.top_k, op.norm_weights);
+            break;
+        case OpKind::ExpertMatMul: expert_matmul(op, expert_matrices_[size_t(stage)][o], first, count); break;
+        case OpKind::MixExperts:
+            for (int32_t r = first; r < end; ++r) mix_experts(row(op.dst, r), row(op.src, r), row(op.src2, r), op.top_k, tensor(op.dst).width);
+            break;
+        case OpKind::SigmoidGate:
+            for (int32_t r = first; r < end; ++r) sigmoid_gate(row(op.dst, r), row(op.src, r)[0], tensor(op.dst).width);
+            break;
         case OpKind::Gelu: {
             // tanh costs ~10 ns an element (as GeGlu's): the rows' elements are split over the pool.
             float *x = row(op.dst, first);
@@ -171,6 +205,48 @@ void CpuExecutor::attention(const Op &op, const BatchRows &rows, int32_t first, 
     }
 }
 
+// The rows' slots grouped by expert (a counting sort, slots in row order within an expert), then one matrix
+// product per selected expert over its gathered inputs: each expert's weights are read once per batch, however many
+// of a tree's rows chose it. A slot's arithmetic is MatMul's for one row (batch invariant), so grouping changes no bit.
+void CpuExecutor::expert_matmul(const Op &op, const std::vector<CpuMatrix> &experts, int32_t first, int32_t count) {
+    const int32_t k = op.top_k, n_experts = op.n_experts;
+    const int64_t cols = op.experts[0].cols, out_rows = op.experts[0].rows;
+    const bool per_slot = int64_t(tensor(op.src).width) == int64_t(k) * cols;  // else one input for every slot
+    const int32_t slots = count * k;
+    expert_start_.assign(size_t(n_experts) + 1, 0);
+    for (int32_t r = first; r < first + count; ++r)
+        for (int32_t j = 0; j < k; ++j) {
+            const int32_t e = int32_t(row(op.src2, r)[j]);
+            require(e >= 0 && e < n_experts, SPECULA_ERR_INTERNAL, "CPU: a route names no expert");
+            ++expert_start_[size_t(e) + 1];
+        }
+    for (int32_t e = 0; e < n_experts; ++e) expert_start_[size_t(e) + 1] += expert_start_[size_t(e)];
+    expert_slots_.resize(size_t(slots));
+    {
+        std::vector<int32_t> &next = expert_start_;  // filled in place, then shifted back below
+        for (int32_t r = first; r < first + count; ++r)
+            for (int32_t j = 0; j < k; ++j) expert_slots_[size_t(next[size_t(row(op.src2, r)[j])]++)] = (r - first) * k + j;
+        for (int32_t e = n_experts; e > 0; --e) next[size_t(e)] = next[size_t(e) - 1];
+        next[0] = 0;
+    }
+    auto input = [&](int32_t slot) { return row(op.src, first + slot / k) + (per_slot ? int64_t(slot % k) * cols : 0); };
+    auto output = [&](int32_t slot) { return row(op.dst, first + slot / k) + int64_t(slot % k) * out_rows; };
+    for (int32_t e = 0; e < n_experts; ++e) {
+        const int32_t a = expert_start_[size_t(e)], n = expert_start_[size_t(e) + 1] - a;
+        if (n == 0) continue;
+        if (n == 1) {  // a decode step's usual case: straight from the input to the output
+            matmul(pool_, experts[size_t(e)], input(expert_slots_[size_t(a)]), 1, output(expert_slots_[size_t(a)]), quant_scratch_);
+            continue;
+        }
+        expert_in_.resize(size_t(n) * size_t(cols));
+        expert_out_.resize(size_t(n) * size_t(out_rows));
+        for (int32_t i = 0; i < n; ++i) std::memcpy(expert_in_.data() + int64_t(i) * cols, input(expert_slots_[size_t(a + i)]), size_t(cols) * sizeof(float));
+        matmul(pool_, experts[size_t(e)], expert_in_.data(), n, expert_out_.data(), quant_scratch_);
+        for (int32_t i = 0; i < n; ++i)
+            std::memcpy(output(expert_slots_[size_t(a + i)]), expert_out_.data() + int64_t(i) * out_rows, size_t(out_rows) * sizeof(float));
+    }
+}
+
 void CpuExecutor::run(int32_t stage, const BatchRows &rows, float *logits, bool replay) {
     (void)replay;
     if (logits != nullptr) bind(graph_->logits, logits, 0);
@@ -189,7 +265,9 @@ void CpuExecutor::write_local_kv(KvPart part, int32_t first, int32_t n, const vo
 }
 
 size_t CpuExecutor::allocated_bytes() const {
-    size_t total = quant_scratch_.capacity() + (local_kv_ ? local_kv_->bytes() : 0);
+    size_t total = quant_scratch_.capacity() + (local_kv_ ? local_kv_->bytes() : 0) +
+                   (expert_start_.capacity() + expert_slots_.capacity()) * sizeof(int32_t) +
+                   (expert_in_.capacity() + expert_out_.capacity()) * sizeof(float);
     for (const Tensor &t : tensors_) total += t.data.capacity() * sizeof(float);
     for (const BlockAttention &b : block_attention_) total += b.bytes();
     for (const auto &q : queries_) total += q.capacity() * sizeof(AttentionQuery);

@@ -55,10 +55,12 @@ private:
     void ensure_rows(int32_t rows);
     KvCache &store(const Op &op) { return op.store == KvStore::Model ? *model_kv_ : *local_kv_; }
     void attention(const Op &op, const BatchRows &rows, int32_t first, int32_t count);
+    void expert_matmul(const Op &op, const std::vector<CpuMatrix> &experts, int32_t first, int32_t count);
 
     std::shared_ptr<const Graph> graph_;
     std::vector<std::shared_ptr<const CpuWeights>> weights_;  // the packed stores the matrices below point into
     PerOp<CpuMatrix> matrices_;                               // the MatMuls' matrices
+    PerOp<std::vector<CpuMatrix>> expert_matrices_;           // the ExpertMatMuls' experts
     ThreadPool &pool_;
     KvCache *model_kv_;
     std::optional<KvCache> local_kv_;
@@ -68,6 +70,10 @@ private:
     std::vector<BlockAttention> block_attention_;              // per thread
     std::vector<std::vector<AttentionQuery>> queries_;        // per thread
     std::vector<uint8_t> quant_scratch_;
+    // ExpertMatMul: the batch's slots grouped by expert (slot = row * top_k + j), and their gathered inputs and
+    // outputs.
+    std::vector<int32_t> expert_start_, expert_slots_;
+    std::vector<float> expert_in_, expert_out_;
     const std::vector<float> no_factors_;  // a sliding layer's RoPE has no frequency factors
 };
 

@@ -71,6 +71,46 @@ void geglu(float *gate, const float *up, int64_t n) {
     }
 }
 
+void route_experts(float *route, const float *logits, int32_t n, int32_t k, bool norm) {
+    // ggml_soft_max: the exponentials of x - max as floats, summed in double, scaled by the float of 1 / sum.
+    float p[256];
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n; ++i) max = std::max(max, logits[i]);
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; ++i) {
+        p[i] = std::exp(logits[i] - max);
+        sum += double(p[i]);
+    }
+    const float inv = float(1.0 / sum);
+    for (int32_t i = 0; i < n; ++i) p[i] *= inv;
+    // ggml_top_k (argsort descending): the largest first; ties (equal floats) keep the lower index first.
+    int32_t order[256];
+    for (int32_t i = 0; i < n; ++i) order[i] = i;
+    std::partial_sort(order, order + k, order + n, [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    double total = 0.0;  // ggml_sum_rows sums in double and stores a float
+    for (int32_t j = 0; j < k; ++j) {
+        route[j] = float(order[j]);
+        route[k + j] = p[order[j]];
+        total += double(route[k + j]);
+    }
+    if (norm) {
+        const float t = float(total);
+        for (int32_t j = 0; j < k; ++j) route[k + j] = route[k + j] / t;
+    }
+}
+
+void mix_experts(float *out, const float *slots, const float *route, int32_t k, int64_t n) {
+    const float *w = route + k;
+    for (int64_t i = 0; i < n; ++i) out[i] = slots[i] * w[0];
+    for (int32_t j = 1; j < k; ++j)
+        for (int64_t i = 0; i < n; ++i) out[i] += slots[int64_t(j) * n + i] * w[j];
+}
+
+void sigmoid_gate(float *x, float g, int64_t n) {
+    const float s = g / (1.0f + std::exp(-g)) / g;  // llama.cpp: ggml_div(ggml_silu(g), g)
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 void scale(float *x, float factor, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] *= factor;
 }

@@ -37,6 +37,15 @@ void softcap(float *x, float cap, int64_t n);
 
 void add(float *x, const float *y, int64_t n);
 
+// Mixture of experts (graph.h's Route, MixExperts, SigmoidGate), in ggml's arithmetic:
+// route = the k largest of softmax(logits[0..n)) as k expert indices (floats) then their k weights, renormalized
+// to sum 1 when norm; n <= 256.
+void route_experts(float *route, const float *logits, int32_t n, int32_t k, bool norm);
+// out[i] = sum over j < k, in order, of route's weight j * slots[j * n + i].
+void mix_experts(float *out, const float *slots, const float *route, int32_t k, int64_t n);
+// x[i] *= sigmoid(g), the sigmoid as llama.cpp's qwen2moe computes it (silu(g) / g).
+void sigmoid_gate(float *x, float g, int64_t n);
+
 // Y[m][r] = dot(W row r, X[m]) for m < n_rows_x, r < W.rows. X rows have W.cols floats, Y rows W.rows floats.
 // Activations are first converted to the weight type's dot type (scratch holds them), as ggml does. The packed
 // SIMD kernel runs when m has a packed copy (cpu_weights.h) and the active level a kernel for it; otherwise the

@@ -74,6 +74,10 @@ bool CudaExecutor::supports(const Op &op) {
     case OpKind::SoftCap:
     case OpKind::LayerNorm:
     case OpKind::Gelu: return true;
+    case OpKind::Route:  // mixture of experts: the CPU's for now (the session falls back to it with this reason)
+    case OpKind::ExpertMatMul:
+    case OpKind::MixExperts:
+    case OpKind::SigmoidGate: return false;
     }
     return false;
 }
@@ -244,6 +248,10 @@ bool CudaExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first, 
         case OpKind::SoftCap: soft_cap(row(op.dst, first), op.value, int64_t(count) * w, st); break;
         case OpKind::LayerNorm: layernorm(row(op.src, first), vectors_[size_t(stage)][o], count, w, op.eps, row(op.dst, first), st); break;
         case OpKind::Gelu: gelu(row(op.dst, first), int64_t(count) * w, st); break;
+        case OpKind::Route:
+        case OpKind::ExpertMatMul:
+        case OpKind::MixExperts:
+        case OpKind::SigmoidGate: break;  // refused when the executor is made (supports)
         }
     }
     return true;

@@ -61,6 +61,10 @@ bool VulkanExecutor::supports(const Op &op) {
     case OpKind::LayerNorm:
     case OpKind::Gelu:
     case OpKind::Attention: return true;
+    case OpKind::Route:  // mixture of experts: the CPU's for now (the session falls back to it with this reason)
+    case OpKind::ExpertMatMul:
+    case OpKind::MixExperts:
+    case OpKind::SigmoidGate: return false;
     }
     return false;
 }
@@ -213,6 +217,10 @@ bool VulkanExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first
         case OpKind::SoftCap: soft_cap(st, row(op.dst, F), op.value, C * w); break;
         case OpKind::LayerNorm: layernorm(st, row(op.src, F), View{vectors_[size_t(stage)][o], 0}, C, w, op.eps, row(op.dst, F)); break;
         case OpKind::Gelu: gelu(st, row(op.dst, F), C * w); break;
+        case OpKind::Route:
+        case OpKind::ExpertMatMul:
+        case OpKind::MixExperts:
+        case OpKind::SigmoidGate: break;  // refused when the executor is made (supports)
         }
     }
     return true;

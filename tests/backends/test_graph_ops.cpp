@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <unistd.h>
@@ -393,6 +394,102 @@ TEST_CASE("graph ops: layer_norm (then its bias) and gelu, row by row (starcoder
         // GELU rounds its input and result to F16 as ggml's CPU does (about 2^-12 relative each): hence 1e-6 against
         // the exact loops; the backends round the same way.
         check_all(run_everywhere(g, {&rows}), 1e-9, &want, 1e-6, "layer_norm, add_bias, gelu width " + std::to_string(width));
+    }
+}
+
+// Mixture of experts (llama.cpp's build_moe_ffn): route, expert_mat_mul (one input for every slot, then one input
+// per slot), mix_experts and sigmoid_gate against straight loops; a row's bits are those of the same row alone
+// (the CPU groups a batch's rows by expert: grouping must change nothing). GPU backends refuse the graph by name.
+TEST_CASE("graph ops: route, expert_mat_mul, mix_experts and sigmoid_gate (mixture of experts), rows grouped by expert", "[graph-ops]") {
+    struct Variant {
+        uint32_t type;
+        int32_t n_expert, top_k;
+        bool norm;
+    };
+    const Variant variants[] = {{uint32_t(TensorType::F32), 8, 2, true}, {uint32_t(TensorType::Q8_0), 16, 4, false}, {uint32_t(TensorType::Q4_K), 6, 3, true}};
+    const int32_t d = 256, f = 256;
+    for (const Variant &v : variants) {
+        const std::string what = std::string(tensor_type_name(v.type)) + ", " + std::to_string(v.top_k) + " of " + std::to_string(v.n_expert) + " experts";
+        WeightFile file;
+        const size_t table = file.add(uint32_t(TensorType::F32), kTableRows, d, 0, [&](int64_t i) { return table_value(41, i) * 1.5f; });
+        // Router rows far apart, so the straight loops' choice is the backends' (no near-ties).
+        const size_t router = file.add(uint32_t(TensorType::F32), v.n_expert, d, 0, [&](int64_t i) { return table_value(43 + i / d, i) * 0.4f; });
+        const size_t shared = file.add(uint32_t(TensorType::F32), 1, d, 0, [&](int64_t i) { return table_value(47, i) * 0.1f; });
+        const size_t gates = file.add(v.type, int64_t(v.n_expert) * f, d, 51 + v.type), ups = file.add(v.type, int64_t(v.n_expert) * f, d, 53 + v.type);
+        const size_t downs = file.add(v.type, int64_t(v.n_expert) * d, f, 57 + v.type);
+        file.seal();
+        std::vector<WeightView> gate_exps, up_exps, down_exps;  // expert e: rows [e * f, (e + 1) * f) of the stack
+        for (int32_t e = 0; e < v.n_expert; ++e) {
+            gate_exps.push_back(file.view(gates).rows_view(int64_t(e) * f, f));
+            up_exps.push_back(file.view(ups).rows_view(int64_t(e) * f, f));
+            down_exps.push_back(file.view(downs).rows_view(int64_t(e) * d, d));
+        }
+        auto g = test_graph(file);
+        const TensorId x = g->add_tensor("x", d), logits = g->add_tensor("router", v.n_expert), route = g->add_tensor("route", 2 * v.top_k);
+        const TensorId eg = g->add_tensor("gate", v.top_k * f), eu = g->add_tensor("up", v.top_k * f), ed = g->add_tensor("down", v.top_k * d);
+        const TensorId sg = g->add_tensor("shared_gate", 1);
+        g->logits = g->add_tensor("y", d);
+        GraphBuilder b(*g, 0);
+        b.embed(x, file.view(table));
+        b.matmul(logits, x, file.view(router));
+        b.route(route, logits, v.top_k, v.norm);
+        b.expert_matmul(eg, x, route, gate_exps, v.top_k);
+        b.expert_matmul(eu, x, route, up_exps, v.top_k);
+        b.swiglu(eg, eu);
+        b.expert_matmul(ed, eg, route, down_exps, v.top_k);
+        b.mix_experts(g->logits, ed, route, v.top_k);
+        b.matmul(sg, x, file.view(shared));
+        b.sigmoid_gate(g->logits, sg);
+        // 24 rows from 97 table rows: experts are shared between rows, some by many.
+        const BatchRows rows = plain_rows(24, kTableRows, 5 + uint32_t(v.n_expert));
+
+        std::vector<float> want;
+        auto dot = [](const std::vector<float> &a, const std::vector<float> &w) {
+            double acc = 0;
+            for (size_t i = 0; i < a.size(); ++i) acc += double(a[i]) * double(w[i]);
+            return acc;
+        };
+        for (int32_t i = 0; i < rows.n; ++i) {
+            const std::vector<float> xr = file.row(table, rows.tokens()[i]);
+            std::vector<double> p(size_t(v.n_expert));
+            double mx = -1e300, sum = 0;
+            for (int32_t e = 0; e < v.n_expert; ++e) mx = std::max(mx, p[size_t(e)] = dot(xr, file.row(router, e)));
+            for (double &q : p) sum += (q = std::exp(q - mx));
+            std::vector<int32_t> order(size_t(v.n_expert));
+            std::iota(order.begin(), order.end(), 0);
+            std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t c) { return p[size_t(a)] > p[size_t(c)]; });
+            double chosen = 0;
+            for (int32_t j = 0; j < v.top_k; ++j) chosen += p[size_t(order[size_t(j)])] / sum;
+            std::vector<double> y(size_t(d), 0.0);
+            for (int32_t j = 0; j < v.top_k; ++j) {
+                const int32_t e = order[size_t(j)];
+                const double wgt = p[size_t(e)] / sum / (v.norm ? chosen : 1.0);
+                std::vector<float> h(static_cast<size_t>(f));
+                for (int32_t r = 0; r < f; ++r) {
+                    const double gv = dot(xr, file.row(gates, int64_t(e) * f + r)), uv = dot(xr, file.row(ups, int64_t(e) * f + r));
+                    h[size_t(r)] = float(gv / (1.0 + std::exp(-gv)) * uv);
+                }
+                for (int32_t r = 0; r < d; ++r) y[size_t(r)] += wgt * dot(h, file.row(downs, int64_t(e) * d + r));
+            }
+            const double gate = 1.0 / (1.0 + std::exp(-dot(xr, file.row(shared, 0))));
+            for (double yv : y) want.push_back(float(yv * gate));
+        }
+        const bool quantized = v.type != uint32_t(TensorType::F32);
+        const std::vector<Result> results = run_everywhere(g, {&rows}, {}, /*not_yet=*/true);
+        // Quantized: two products in a row, each with its activations quantized to 8 bits (mat_mul's 1e-4 each).
+        check_all(results, quantized ? 2e-4 : 2e-6, &want, quantized ? 5e-4 : 1e-10, what);
+        // Each row alone: the same bits as in the batch (its experts' products did not depend on who shared them).
+        const Result &cpu = results.front();
+        REQUIRE(cpu.reference);
+        for (int32_t i = 0; i < rows.n; ++i) {
+            BatchRows one;
+            one.reset(1);
+            one.tokens_mut()[0] = rows.tokens()[i];
+            one.positions_mut()[0] = i;
+            const std::vector<Result> alone = run_everywhere(g, {&one}, {}, true);
+            INFO(what << ": row " << i << " alone");
+            CHECK(std::memcmp(alone.front().values.data(), cpu.values.data() + size_t(i) * size_t(d), size_t(d) * sizeof(float)) == 0);
+        }
     }
 }
 

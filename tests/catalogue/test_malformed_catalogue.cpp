@@ -359,14 +359,15 @@ TEST_CASE("GGUF model files", "[catalogue][files]") {
 namespace {
 
 // The architectures' own metadata and tensors, damaged in synthetic models of their shapes (phi3: fused Q/K/V,
-// LongRoPE factors, its attention factor; starcoder2: LayerNorm biases and epsilon): each a clear error at load.
+// LongRoPE factors, its attention factor; starcoder2: LayerNorm biases and epsilon; mixtures of experts: counts,
+// stacked expert tensors, the shared expert): each a clear error at load.
 std::vector<Entry> arch_entries(const test_fixtures::TempDir &dir) {
     specula_synthetic_options so;
     specula_synthetic_options_init(&so);
     so.weight_type = "f32";
     const std::string vocab = std::string(SPECULA_SOURCE_DIR) + "/models/stories260K.gguf";
     std::map<std::string, std::shared_ptr<const Bytes>> bases;
-    for (const char *shape : {"tiny-phi3", "tiny-starcoder2"}) {
+    for (const char *shape : {"tiny-phi3", "tiny-starcoder2", "tiny-mixtral", "tiny-qwen2moe"}) {
         const std::string path = dir.file(std::string(shape) + ".gguf");
         REQUIRE(specula_synthetic_model_write(shape, vocab.c_str(), path.c_str(), &so, nullptr) == SPECULA_OK);
         bases[shape] = std::make_shared<const Bytes>(read_bytes(path));
@@ -381,7 +382,7 @@ std::vector<Entry> arch_entries(const test_fixtures::TempDir &dir) {
             };
         };
     };
-    const auto mutated = of("tiny-phi3"), starcoder2 = of("tiny-starcoder2");
+    const auto mutated = of("tiny-phi3"), starcoder2 = of("tiny-starcoder2"), mixtral = of("tiny-mixtral"), qwen2moe = of("tiny-qwen2moe");
     return {
         {"gguf-phi3-one-rope-factor", "a phi3 file with rope_factors_long but not rope_factors_short (renamed)", SPECULA_ERR_FORMAT,
          "both rope_factors_long and rope_factors_short",
@@ -405,12 +406,31 @@ std::vector<Entry> arch_entries(const test_fixtures::TempDir &dir) {
          starcoder2("gguf-starcoder2-eps", [](Bytes &b) {
              rename_string(b, "starcoder2.attention.layer_norm_epsilon", "starcoder2.attention.layer_norm_epsiloX");
          })},
+        {"gguf-moe-used-above-count", "a Mixtral file whose expert_used_count (9) exceeds expert_count (8)", SPECULA_ERR_FORMAT,
+         "expert_used_count 9 is outside [1, expert_count = 8]",
+         mixtral("gguf-moe-used-above-count", [](Bytes &b) { put_u32(b, after_string(b, "llama.expert_used_count") + 4, 9); })},
+        {"gguf-moe-count-huge", "a Mixtral file with expert_count 100000 (llama.cpp's limit is 256)", SPECULA_ERR_FORMAT, "expert_count",
+         mixtral("gguf-moe-count-huge", [](Bytes &b) { put_u32(b, after_string(b, "llama.expert_count") + 4, 100000); })},
+        {"gguf-moe-experts-shape", "a stack of expert matrices with one expert fewer than expert_count", SPECULA_ERR_FORMAT,
+         "'blk.0.ffn_up_exps.weight' has shape",
+         mixtral("gguf-moe-experts-shape", [](Bytes &b) {
+             const size_t at = tensor_dim_at(b, "blk.0.ffn_up_exps.weight", 2);
+             put_u64(b, at, get_u64(b, at) - 1);
+         })},
+        {"gguf-moe-experts-missing", "a Mixtral file without blk.1.ffn_down_exps.weight (renamed)", SPECULA_ERR_FORMAT,
+         "'blk.1.ffn_down_exps.weight' is missing",
+         mixtral("gguf-moe-experts-missing", [](Bytes &b) { rename_string(b, "blk.1.ffn_down_exps.weight", "blk.1.ffn_down_exps.weighX"); })},
+        {"gguf-qwen2moe-no-experts", "a qwen2moe file without expert_count (renamed)", SPECULA_ERR_FORMAT, "needs expert_count",
+         qwen2moe("gguf-qwen2moe-no-experts", [](Bytes &b) { rename_string(b, "qwen2moe.expert_count", "qwen2moe.expert_counX"); })},
+        {"gguf-qwen2moe-shared-gate", "a qwen2moe file without its shared expert's gate (renamed)", SPECULA_ERR_FORMAT,
+         "'blk.0.ffn_gate_inp_shexp.weight' is missing",
+         qwen2moe("gguf-qwen2moe-shared-gate", [](Bytes &b) { rename_string(b, "blk.0.ffn_gate_inp_shexp.weight", "blk.0.ffn_gate_inp_shexp.weighX"); })},
     };
 }
 
 }  // namespace
 
-TEST_CASE("GGUF model files of the phi3 and starcoder2 architectures", "[catalogue][files][phi3][starcoder2]") {
+TEST_CASE("GGUF model files of the phi3, starcoder2 and mixture-of-experts architectures", "[catalogue][files][phi3][starcoder2][moe]") {
     test_fixtures::TempDir dir("specula-catalogue-arch");
     run_table(arch_entries(dir));
 }

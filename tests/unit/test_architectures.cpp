@@ -129,3 +129,23 @@ TEST_CASE("starcoder2: greedy speculative decoding equals plain greedy with n-gr
           "[arch][starcoder2][lossless]") {
     check_lossless("tiny-starcoder2");
 }
+
+// Mixture of experts (graph/llama_graph.cpp, the route and expert operations of graph.h): Mixtral (llama with 8
+// experts, 2 a token), qwen2moe (6 experts, 2 a token, a shared expert behind a sigmoid gate) and qwen3moe (16
+// experts, 4 a token, per-head norms). A tree's rows are grouped by expert when verified: a node's logits must stay
+// those of decoding its path, so speculation stays lossless. The LongSpec draft's FFN is dense (its own weights,
+// the target's n_ff); it cross-attends the target's last layer, whose attention is as a dense model's.
+TEST_CASE("mixtral: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a mixtral draft model",
+          "[arch][moe][lossless]") {
+    check_lossless("tiny-mixtral");
+}
+
+TEST_CASE("qwen2moe: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a qwen2moe draft model",
+          "[arch][moe][lossless]") {
+    check_lossless("tiny-qwen2moe");
+}
+
+TEST_CASE("qwen3moe: greedy speculative decoding equals plain greedy with n-grams, a LongSpec draft and a qwen3moe draft model",
+          "[arch][moe][lossless]") {
+    check_lossless("tiny-qwen3moe");
+}

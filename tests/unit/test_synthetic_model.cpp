@@ -103,6 +103,10 @@ TEST_CASE("synthetic shapes have the published parameter counts", "[synthetic]")
     CHECK(params("qwen2.5-0.5b", 151936) == 494032768ull);
     CHECK(params("qwen2.5-7b", 152064) == 7615616512ull);
     CHECK(params("qwen3-8b", 151936) == 8190735360ull);  // per-head q/k norms, heads of 128 over a width of 4096
+    // Mixtures of experts: every expert counted (the 46.7B, 14.3B and 30.5B of their model cards).
+    CHECK(params("mixtral-8x7b", 32000) == 46702792704ull);
+    CHECK(params("qwen1.5-moe-a2.7b", 151936) == 14315784192ull);
+    CHECK(params("qwen3-30b-a3b", 151936) == 30532122624ull);
     CHECK(shape("llama-3.2-1b").head_dim() == 64);
     CHECK(shape("llama-3.1-8b").head_dim() == 128);
     CHECK(shape("qwen2.5-0.5b").head_dim() == 64);
@@ -144,6 +148,22 @@ TEST_CASE("synthetic Q4_K_M and Q4_0 follow llama.cpp's tensor-type mix", "[synt
     CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "output.weight", 2048, -1, 16, false) == q6_k);
     CHECK(synthetic_weight_type(SyntheticType::Q4_0, "output.weight", 2048, -1, 16, false) == q6_k);
     CHECK(synthetic_weight_type(SyntheticType::Q8_0, "output.weight", 2048, -1, 16, false) == uint32_t(TensorType::Q8_0));
+    // Mixtures of experts (checked tensor by tensor against llama.cpp 2025-02-20's llama_model_quantize on 16-layer
+    // tiny-mixtral and tiny-qwen2moe in Q4_0, Q8_0 and Q4_K_M: the same type for all 163 and 275 tensors, in the same
+    // order): routers stay F32; 8-expert models get Q8_0 attn_k and attn_v in every mix and a Q5_K attn_output in
+    // Q4_K_M; stacked ffn_down experts (and qwen2moe's shared one) follow ffn_down's layer rule.
+    const auto q8_0 = uint32_t(TensorType::Q8_0), q5_k = uint32_t(TensorType::Q5_K);
+    CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "blk.3.ffn_gate_inp.weight", 4096, 3, 32, false, 8) == uint32_t(TensorType::F32));
+    CHECK(synthetic_weight_type(SyntheticType::F16, "blk.3.ffn_gate_inp.weight", 4096, 3, 32, false, 8) == uint32_t(TensorType::F32));
+    CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "blk.3.attn_v.weight", 4096, 3, 32, false, 8) == q8_0);
+    CHECK(synthetic_weight_type(SyntheticType::Q4_0, "blk.3.attn_k.weight", 4096, 3, 32, false, 8) == q8_0);
+    CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "blk.3.attn_output.weight", 4096, 3, 32, false, 8) == q5_k);
+    CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "blk.3.attn_output.weight", 2048, 3, 24, false, 60) == q4_k);
+    CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "blk.3.attn_k.weight", 2048, 3, 24, false, 60) == q4_k);
+    CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "blk.0.ffn_down_exps.weight", 1408, 0, 24, false, 60) == uint32_t(TensorType::Q8_0));
+    CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "blk.0.ffn_down_exps.weight", 14336, 0, 32, false, 8) == q6_k);
+    CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "blk.5.ffn_down_exps.weight", 14336, 5, 32, false, 8) == q4_k);
+    CHECK(synthetic_weight_type(SyntheticType::Q4_K_M, "blk.0.ffn_down_shexp.weight", 5632, 0, 24, false, 60) == q6_k);
     // Rows no block divides: llama.cpp refuses, and so do we.
     CHECK_THROWS_AS(synthetic_weight_type(SyntheticType::Q8_0, "blk.0.attn_q.weight", 100, 0, 1, false), Error);
 }

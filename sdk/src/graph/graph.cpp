@@ -21,6 +21,10 @@ const char *op_kind_name(OpKind kind) {
     case OpKind::SoftCap: return "soft_cap";
     case OpKind::LayerNorm: return "layer_norm";
     case OpKind::Gelu: return "gelu";
+    case OpKind::Route: return "route";
+    case OpKind::ExpertMatMul: return "expert_mat_mul";
+    case OpKind::MixExperts: return "mix_experts";
+    case OpKind::SigmoidGate: return "sigmoid_gate";
     }
     return "?";
 }
@@ -52,6 +56,11 @@ std::vector<Graph::WeightUse> Graph::weights() const {
     std::unordered_map<const uint8_t *, size_t> at;
     for (const std::vector<Op> &stage : stages)
         for (const Op &op : stage) {
+            for (int32_t e = 0; e < op.n_experts; ++e) {  // an expert's matrix: multiplied, never gathered
+                const auto [it, fresh] = at.emplace(op.experts[e].data, out.size());
+                if (fresh) out.push_back(WeightUse{&op.experts[e], true, true, false});
+                out[it->second].matrix = out[it->second].multiplied = true;
+            }
             if (op.weight == nullptr || !*op.weight) continue;
             const bool matrix = op.kind == OpKind::MatMul || op.kind == OpKind::Embed;
             const auto [it, fresh] = at.emplace(op.weight->data, out.size());

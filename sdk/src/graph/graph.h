@@ -56,15 +56,26 @@ enum class OpKind : uint8_t {
     LayerNorm,  // dst = (src - mean(src)) / sqrt(var(src) + eps) * weight (ggml's norm then mul: sums in double;
                 // a bias is an AddBias after it: starcoder2)
     Gelu,       // dst = gelu(dst), the tanh approximation with ggml's CPU roundings to F16 (starcoder2's MLP)
+    // Mixture of experts (as llama.cpp's build_moe_ffn): a row's route is its top_k experts and their weights.
+    Route,      // dst = the route of src's router logits: softmax over the n experts (ggml's: exponentials summed in
+                // double), the top_k largest (ties: the lower index first) as top_k expert indices (exact floats),
+                // then their top_k probabilities, divided by their sum when norm_weights
+    ExpertMatMul,  // dst's top_k slots = experts[route index j] . src (src: one input for every slot, or top_k
+                   // inputs, one per slot); src2: the route. A backend groups a batch's rows by expert, so each
+                   // selected expert's weights are read once per batch; a slot's arithmetic is MatMul's
+    MixExperts, // dst = sum over j in order of weight_j * src's slot j (ggml's mul, then adds from slot 0 on);
+                // src2: the route
+    SigmoidGate,  // dst *= sigmoid(src[0]), one gate value per row (qwen2moe's shared expert), computed as
+                  // llama.cpp does: silu(g) / g
 };
-constexpr int kOpKinds = 14;
+constexpr int kOpKinds = 18;
 const char *op_kind_name(OpKind kind);
 
 struct Op {
     OpKind kind = OpKind::Add;
     TensorId dst = -1;
     TensorId src = -1;
-    TensorId src2 = -1;                  // StoreKv: the values
+    TensorId src2 = -1;                  // StoreKv: the values; ExpertMatMul, MixExperts: the route
     const WeightView *weight = nullptr;  // Embed: table; RmsNorm, LayerNorm: scale; MatMul: matrix; AddBias: bias
     float eps = 0.0f;                    // RmsNorm, LayerNorm
     int32_t n_heads = 0;                 // Rope: heads per row; RmsNorm: parts normed apart (0: the row)
@@ -78,6 +89,12 @@ struct Op {
     // Attention reads a windowed key list (each row's run starts at its window: BatchRows::run_from). A backend
     // that has not implemented these says so in its supports(op).
     bool sliding = false;
+    // ExpertMatMul: the experts' matrices (n_experts of them, same shape); Route, ExpertMatMul, MixExperts: the
+    // experts a row uses; Route: whether the chosen weights are renormalized to sum 1.
+    const WeightView *experts = nullptr;
+    int32_t n_experts = 0;
+    int32_t top_k = 0;
+    bool norm_weights = false;
 };
 
 // A file the graph's weights are views into: backends keep what they derive from its weights (the CPU's packed
@@ -232,6 +249,27 @@ public:
         push(op);
     }
     void add(TensorId dst, TensorId src) { push(Op{OpKind::Add, dst, src}); }
+    // Mixture of experts: route (2 * top_k floats a row) from router logits; each slot's expert times the input;
+    // the weighted sum of the slots; qwen2moe's sigmoid gate.
+    void route(TensorId dst, TensorId logits, int32_t top_k, bool norm_weights) {
+        Op op{OpKind::Route, dst, logits};
+        op.top_k = top_k;
+        op.norm_weights = norm_weights;
+        push(op);
+    }
+    void expert_matmul(TensorId dst, TensorId src, TensorId route, const std::vector<WeightView> &experts, int32_t top_k) {
+        Op op{OpKind::ExpertMatMul, dst, src, route};
+        op.experts = experts.data();
+        op.n_experts = int32_t(experts.size());
+        op.top_k = top_k;
+        push(op);
+    }
+    void mix_experts(TensorId dst, TensorId src, TensorId route, int32_t top_k) {
+        Op op{OpKind::MixExperts, dst, src, route};
+        op.top_k = top_k;
+        push(op);
+    }
+    void sigmoid_gate(TensorId dst, TensorId gate) { push(Op{OpKind::SigmoidGate, dst, gate}); }
 
 private:
     static Op attention_op(TensorId dst, TensorId q, KvStore store, int32_t layer, int32_t keys, float softcap) {

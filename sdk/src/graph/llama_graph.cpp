@@ -5,6 +5,10 @@
 //   x = embed(tokens)
 //   per layer: x += Wo · attention(rope([qnorm] (Wq·norm(x) [+bq])), rope([knorm] (Wk·norm(x) [+bk])), Wv·norm(x) [+bv]) [+bo]
 //              x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
+//   (mixture of experts: Mixtral, qwen2moe, qwen3moe, as llama.cpp's build_moe_ffn)
+//              h = norm(x);  route = top_k(softmax(Wrouter·h))   (weights renormalized but in qwen2moe)
+//              x += sum_j w_j · Wdown[e_j] · (silu(Wgate[e_j]·h) * Wup[e_j]·h)
+//                   [+ sigmoid(wshared·h) · Wdown_s · (silu(Wgate_s·h) * Wup_s·h)]   (qwen2moe's shared expert)
 //   hidden = norm(x);  logits = Wout · hidden
 #include "graph/batch_rows.h"
 #include "graph/model_graph.h"
@@ -24,7 +28,18 @@ void build_llama_graph(const Model &model, Graph &g) {
     // qwen3 norms each head of the projections: they are projected into their own tensors first.
     const TensorId q_proj = hp.has_qk_norm ? g.add_tensor("q_proj", hp.n_embd_q()) : q;
     const TensorId k_proj = hp.has_qk_norm ? g.add_tensor("k_proj", hp.n_embd_kv()) : k;
-    const TensorId gate = g.add_tensor("ffn_gate", hp.n_ff), up = g.add_tensor("ffn_up", hp.n_ff);
+    const bool moe = hp.is_moe(), shared = hp.n_ff_shexp > 0;
+    const int32_t top_k = hp.n_expert_used;
+    const TensorId gate = moe ? -1 : g.add_tensor("ffn_gate", hp.n_ff), up = moe ? -1 : g.add_tensor("ffn_up", hp.n_ff);
+    const TensorId router = moe ? g.add_tensor("ffn_moe_logits", hp.n_expert) : -1;
+    const TensorId route = moe ? g.add_tensor("ffn_moe_route", 2 * top_k) : -1;
+    const TensorId exp_gate = moe ? g.add_tensor("ffn_moe_gate", top_k * hp.n_ff_exp) : -1;
+    const TensorId exp_up = moe ? g.add_tensor("ffn_moe_up", top_k * hp.n_ff_exp) : -1;
+    const TensorId exp_down = moe ? g.add_tensor("ffn_moe_down", top_k * hp.n_embd) : -1;
+    const TensorId moe_out = moe ? g.add_tensor("ffn_moe_out", hp.n_embd) : -1;
+    const TensorId sh_gate_inp = shared ? g.add_tensor("ffn_shexp_gate_inp", 1) : -1;
+    const TensorId sh_gate = shared ? g.add_tensor("ffn_shexp_gate", hp.n_ff_shexp) : -1;
+    const TensorId sh_up = shared ? g.add_tensor("ffn_shexp_up", hp.n_ff_shexp) : -1;
     g.hidden = g.add_tensor("hidden", hp.n_embd);
     g.logits = g.add_tensor("logits", hp.n_vocab);
 
@@ -54,8 +69,29 @@ void build_llama_graph(const Model &model, Graph &g) {
         b.matmul(xb, att, l.wo);
         b.add_bias(xb, l.bo);
         b.add(x, xb);
-        // Feed-forward block (SwiGLU).
         b.rmsnorm(xb, x, l.ffn_norm, hp.norm_eps);
+        if (moe) {
+            // Mixture of experts: the route, then each row's top_k experts (SwiGLU), mixed by their weights.
+            b.matmul(router, xb, l.ffn_gate_inp);
+            b.route(route, router, top_k, hp.expert_weights_norm);
+            b.expert_matmul(exp_gate, xb, route, l.ffn_gate_exps, top_k);
+            b.expert_matmul(exp_up, xb, route, l.ffn_up_exps, top_k);
+            b.swiglu(exp_gate, exp_up);
+            b.expert_matmul(exp_down, exp_gate, route, l.ffn_down_exps, top_k);
+            b.mix_experts(moe_out, exp_down, route, top_k);
+            if (shared) {  // qwen2moe's shared expert, gated by sigmoid(wshared · h)
+                b.matmul(sh_gate_inp, xb, l.ffn_gate_inp_shexp);
+                b.matmul(sh_gate, xb, l.ffn_gate_shexp);
+                b.matmul(sh_up, xb, l.ffn_up_shexp);
+                b.swiglu(sh_gate, sh_up);
+                b.matmul(xb, sh_gate, l.ffn_down_shexp);
+                b.sigmoid_gate(xb, sh_gate_inp);
+                b.add(moe_out, xb);
+            }
+            b.add(x, moe_out);
+            continue;
+        }
+        // Feed-forward block (SwiGLU).
         b.matmul(gate, xb, l.ffn_gate);
         b.matmul(up, xb, l.ffn_up);
         b.swiglu(gate, up);

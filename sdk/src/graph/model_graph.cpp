@@ -25,6 +25,8 @@ std::shared_ptr<const Graph> build_model_graph(const std::shared_ptr<const Model
     case Architecture::Llama:
     case Architecture::Qwen2:
     case Architecture::Qwen3:
+    case Architecture::Qwen2Moe:
+    case Architecture::Qwen3Moe:
     case Architecture::Phi3: build_llama_graph(*model, *g); break;
     case Architecture::Gemma2:
     case Architecture::Gemma3: build_gemma_graph(*model, *g); break;

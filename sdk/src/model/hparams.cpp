@@ -24,6 +24,40 @@ float optional_float(const GgufFile &file, const std::string &key, float fallbac
     return v ? float(*v) : fallback;
 }
 
+// Mixture-of-experts keys, as llama.cpp reads them: expert_count and expert_used_count for every architecture
+// (llama with experts is Mixtral), expert_feed_forward_length (qwen2moe: optional, default n_ff / n_expert_used;
+// qwen3moe: required), expert_shared_feed_forward_length (qwen2moe: optional, default n_ff). The top experts'
+// weights are renormalized in Mixtral and qwen3moe (llama.cpp's norm_w; transformers' norm_topk_prob), not in
+// qwen2moe.
+void read_experts(const GgufFile &file, HParams &hp) {
+    const std::string a = hp.arch_name + ".";
+    constexpr int32_t kMaxExperts = 256;  // llama.cpp's LLAMA_MAX_EXPERTS
+    hp.n_expert = optional_int(file, a + "expert_count", 0, 0, kMaxExperts);
+    hp.n_expert_used = optional_int(file, a + "expert_used_count", 0, 0, kMaxExperts);
+    const bool moe_arch = hp.arch == Architecture::Qwen2Moe || hp.arch == Architecture::Qwen3Moe;
+    if (moe_arch) require(hp.n_expert > 0 && hp.n_expert_used > 0, SPECULA_ERR_FORMAT,
+                          "model: " + hp.arch_name + " needs expert_count and expert_used_count > 0");
+    if (hp.n_expert == 0) {
+        require(hp.n_expert_used == 0, SPECULA_ERR_FORMAT, "model: expert_used_count > 0 without experts");
+        return;
+    }
+    require(hp.arch == Architecture::Llama || moe_arch, SPECULA_ERR_UNSUPPORTED,
+            "model: experts in a " + hp.arch_name + " model are not supported (llama, qwen2moe and qwen3moe have them)");
+    require(hp.n_expert_used >= 1 && hp.n_expert_used <= hp.n_expert, SPECULA_ERR_FORMAT,
+            "model: expert_used_count " + std::to_string(hp.n_expert_used) + " is outside [1, expert_count = " + std::to_string(hp.n_expert) + "]");
+    constexpr int64_t kBig = int64_t(1) << 24;
+    if (hp.arch == Architecture::Llama) hp.n_ff_exp = hp.n_ff;
+    else if (hp.arch == Architecture::Qwen3Moe) hp.n_ff_exp = required_int(file, a + "expert_feed_forward_length", 1, kBig);
+    else hp.n_ff_exp = optional_int(file, a + "expert_feed_forward_length", 0, 0, kBig);
+    if (hp.n_ff_exp == 0) hp.n_ff_exp = hp.n_ff / hp.n_expert_used;  // qwen2moe: 0 or absent
+    require(hp.n_ff_exp >= 1, SPECULA_ERR_FORMAT, "model: the experts' feed-forward length is 0");
+    if (hp.arch == Architecture::Qwen2Moe) {
+        hp.n_ff_shexp = optional_int(file, a + "expert_shared_feed_forward_length", 0, 0, kBig);
+        if (hp.n_ff_shexp == 0) hp.n_ff_shexp = hp.n_ff;
+    }
+    hp.expert_weights_norm = hp.arch != Architecture::Qwen2Moe;
+}
+
 }  // namespace
 
 HParams read_hparams(const GgufFile &file) {
@@ -54,13 +88,21 @@ HParams read_hparams(const GgufFile &file) {
     } else if (hp.arch_name == "phi3") {
         hp.arch = Architecture::Phi3;
         hp.rope_type = RopeType::Neox;
+    } else if (hp.arch_name == "qwen2moe") {
+        hp.arch = Architecture::Qwen2Moe;
+        hp.rope_type = RopeType::Neox;
+        hp.has_qkv_bias = true;
+    } else if (hp.arch_name == "qwen3moe") {
+        hp.arch = Architecture::Qwen3Moe;
+        hp.rope_type = RopeType::Neox;
+        hp.has_qk_norm = true;
     } else if (hp.arch_name == "starcoder2") {
         hp.arch = Architecture::Starcoder2;
         hp.rope_type = RopeType::Neox;
         hp.has_qkv_bias = true;
     } else {
         throw Error(SPECULA_ERR_UNSUPPORTED,
-                    "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, starcoder2)");
+                    "model: architecture '" + hp.arch_name + "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, starcoder2, qwen2moe, qwen3moe)");
     }
     const std::string a = hp.arch_name + ".";
     constexpr int64_t kBig = int64_t(1) << 24;
@@ -162,6 +204,7 @@ HParams read_hparams(const GgufFile &file) {
         hp.rope_original_ctx = optional_int(file, a + "rope.scaling.original_context_length", hp.n_ctx_train, 1, int64_t(1) << 30);
         require(hp.rope_scaling != RopeScaling::Llama3, SPECULA_ERR_UNSUPPORTED, "model: phi3 with llama3 RoPE scaling is not supported");
     }
+    read_experts(file, hp);
     return hp;
 }
 

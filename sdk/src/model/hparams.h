@@ -8,7 +8,7 @@
 
 namespace specula::internal {
 
-enum class Architecture { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, Starcoder2 };
+enum class Architecture { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, Starcoder2, Qwen2Moe, Qwen3Moe };
 
 // How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]) (llama), NEOX rotates (x[i], x[i + d/2]) (qwen2).
 enum class RopeType { Norm, Neox };
@@ -57,6 +57,15 @@ struct HParams {
     bool swa_own_rope = false;
     float rope_freq_base_swa = 10000.0f;
     float rope_freq_scale_swa = 1.0f;
+    // Mixture of experts (Mixtral: llama with expert_count; qwen2moe; qwen3moe): each layer's FFN is n_expert
+    // SwiGLU experts of n_ff_exp rows, of which a router picks n_expert_used per token (softmax over all experts,
+    // the top n_expert_used, their weights renormalized to sum 1 where expert_weights_norm); qwen2moe adds a shared
+    // expert of n_ff_shexp rows gated by a sigmoid. 0 experts: a dense FFN of n_ff rows.
+    int32_t n_expert = 0;
+    int32_t n_expert_used = 0;
+    int32_t n_ff_exp = 0;
+    int32_t n_ff_shexp = 0;     // > 0: the shared expert (qwen2moe)
+    bool expert_weights_norm = false;
 
     bool is_swa_layer(int32_t il) const { return n_swa > 0 && (swa_pattern == 0 || il % swa_pattern < swa_pattern - 1); }
     // Whether layer il's keys were rotated with sliding_rope()'s settings rather than the global ones.
@@ -71,6 +80,7 @@ struct HParams {
         return h;
     }
 
+    bool is_moe() const { return n_expert > 0; }
     int32_t n_embd_q() const { return n_head * head_dim; }
     int32_t n_embd_kv() const { return n_head_kv * head_dim; }
 };

@@ -196,8 +196,13 @@ bool use_more_bits(int32_t i, int32_t n) { return i < n / 8 || i >= 7 * n / 8 ||
 
 void check_shape(const SyntheticShape &s, int32_t n_layer) {
     if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "phi3" &&
-        s.arch != "starcoder2")
-        invalid("architecture '" + s.arch + "' is not llama, qwen2, qwen3, gemma2, gemma3, phi3 or starcoder2");
+        s.arch != "starcoder2" && s.arch != "qwen2moe" && s.arch != "qwen3moe")
+        invalid("architecture '" + s.arch + "' is not llama, qwen2, qwen3, gemma2, gemma3, phi3, starcoder2, qwen2moe or qwen3moe");
+    const bool moe_arch = s.arch == "qwen2moe" || s.arch == "qwen3moe";
+    if (s.n_expert < 0 || s.n_expert > 256 || s.n_expert_used < 0 || s.n_expert_used > s.n_expert || (s.n_expert > 0) != (s.n_expert_used > 0) ||
+        (moe_arch && s.n_expert == 0) || (s.n_expert > 0 && s.arch != "llama" && !moe_arch) || s.n_ff_exp < 0 || s.n_ff_shexp < 0 ||
+        (s.n_ff_shexp > 0 && s.arch != "qwen2moe"))
+        invalid("shape '" + s.name + "': experts need 1 <= used <= count <= 256, on llama, qwen2moe or qwen3moe (a shared expert: qwen2moe)");
     if (s.n_embd <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_vocab < 0 || s.n_ctx_train <= 0)
         invalid("shape '" + s.name + "' has a size <= 0");
     if (n_layer < 1 || n_layer > 4096) invalid("layer count " + std::to_string(n_layer) + " is outside [1, 4096]");
@@ -234,12 +239,16 @@ Value padded(const std::string &key, const Value &v, size_t n_tokens, size_t n_v
 }
 
 // What a tensor holds: random values, ones (norm weights), or the llama3 frequency factors.
-enum class Fill { Random, Ones, NearOne, RopeFreqs, LongRopeShort, LongRopeLong };
+enum class Fill { Random, Ones, NearOne, RopeFreqs, LongRopeShort, LongRopeLong, Router };
 
 Fill fill_of(const std::string &name, const std::string &arch) {
     // starcoder2's LayerNorm weights vary around one (tests tell them from no weight; other shapes keep their bytes).
     if (arch == "starcoder2" && name.find("norm.weight") != std::string::npos) return Fill::NearOne;
     if (name == "rope_freqs.weight") return Fill::RopeFreqs;
+    // A router of the weights' spread would give near-uniform probabilities, whose near-ties between the k-th and
+    // the next expert flip with any rounding difference (two implementations then pick other experts); trained
+    // routers are peaked. Logits of standard deviation ~4 set a row's top experts apart by margins far above rounding.
+    if (name.find("ffn_gate_inp.weight") != std::string::npos) return Fill::Router;
     if (name == "rope_factors_short.weight") return Fill::LongRopeShort;
     if (name == "rope_factors_long.weight") return Fill::LongRopeLong;
     // The per-head query/key norms vary around one, so that a test tells them apart (and from no norm weight).
@@ -401,6 +410,43 @@ const std::vector<SyntheticShape> &synthetic_shapes() {
         s.name = "tiny-starcoder2", s.arch = "starcoder2", s.n_embd = 256, s.n_layer = 3, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
         s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 100000.0f, s.norm_eps = 1e-5f, s.tied_output = false;
         v.push_back(s);
+        // Mixture of experts (the published configs): Mixtral 8x7B (llama with 8 experts, 2 a token); Qwen1.5-MoE-A2.7B
+        // (qwen2moe: 60 experts of 1408 rows, 4 a token, a shared expert of 5632); Qwen3-30B-A3B and
+        // Qwen3-Coder-30B-A3B (qwen3moe: 128 experts of 768 rows, 8 a token, heads of 128, untied).
+        s = {};
+        s.name = "mixtral-8x7b", s.arch = "llama", s.n_embd = 4096, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 14336;
+        s.n_vocab = 32000, s.n_ctx_train = 32768, s.rope_theta = 1000000.0f, s.norm_eps = 1e-5f;
+        s.n_expert = 8, s.n_expert_used = 2;
+        v.push_back(s);
+        s = {};
+        s.name = "qwen1.5-moe-a2.7b", s.arch = "qwen2moe", s.n_embd = 2048, s.n_layer = 24, s.n_head = 16, s.n_head_kv = 16, s.n_ff = 5632;
+        s.qkv_bias = true, s.n_vocab = 151936, s.n_ctx_train = 8192, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f;
+        s.n_expert = 60, s.n_expert_used = 4, s.n_ff_exp = 1408, s.n_ff_shexp = 5632;
+        v.push_back(s);
+        s = {};
+        s.name = "qwen3-30b-a3b", s.arch = "qwen3moe", s.n_embd = 2048, s.n_layer = 48, s.n_head = 32, s.n_head_kv = 4, s.n_ff = 6144;
+        s.key_length = 128, s.qk_norm = true, s.n_vocab = 151936, s.n_ctx_train = 40960, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f;
+        s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768;
+        v.push_back(s);
+        s.name = "qwen3-coder-30b-a3b", s.n_ctx_train = 262144, s.rope_theta = 10000000.0f;
+        v.push_back(s);
+        // The three MoE graphs small: 8 experts (Mixtral's count, which llama.cpp's quantization rules single out),
+        // 6 with a shared expert, 16 with 4 a token; expert rows of 256 (one K-quant super-block).
+        s = {};
+        s.name = "tiny-mixtral", s.arch = "llama", s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 256;
+        s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 1000000.0f, s.norm_eps = 1e-5f;
+        s.n_expert = 8, s.n_expert_used = 2;
+        v.push_back(s);
+        s = {};
+        s.name = "tiny-qwen2moe", s.arch = "qwen2moe", s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
+        s.qkv_bias = true, s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f;
+        s.n_expert = 6, s.n_expert_used = 2, s.n_ff_exp = 256, s.n_ff_shexp = 512;
+        v.push_back(s);
+        s = {};
+        s.name = "tiny-qwen3moe", s.arch = "qwen3moe", s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
+        s.key_length = 128, s.qk_norm = true, s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f;
+        s.n_expert = 16, s.n_expert_used = 4, s.n_ff_exp = 256;
+        v.push_back(s);
         return v;
     }();
     return shapes;
@@ -435,7 +481,9 @@ const char *synthetic_type_name(SyntheticType type) {
 }
 
 uint32_t synthetic_weight_type(SyntheticType type, const std::string &name, int64_t row_length, int32_t layer, int32_t n_layer,
-                               bool tied) {
+                               bool tied, int32_t n_expert) {
+    // The converter writes routers F32 (convert_hf_to_gguf.py: FFN_GATE_INP), and llama-quantize leaves them so.
+    if (name.find("ffn_gate_inp.weight") != std::string::npos) return uint32_t(TensorType::F32);
     // F32 / F16 files are what the converter writes (--outtype f32 / f16): every matrix in that type.
     if (type == SyntheticType::F32) return uint32_t(TensorType::F32);
     if (type == SyntheticType::F16) return uint32_t(TensorType::F16);
@@ -454,8 +502,13 @@ uint32_t synthetic_weight_type(SyntheticType type, const std::string &name, int6
         if (type == SyntheticType::Q4_K_M) t = TensorType::Q5_K;  // llama.cpp's Q4_K_M: fused Q/K/V in Q5_K
     } else if (name.find("attn_v.weight") != std::string::npos || name.find("ffn_down") != std::string::npos) {
         // Q4_K_M: attn_v and ffn_down of the use_more_bits layers are Q6_K (llama.cpp counts these tensors in
-        // layer order, so the counter is the layer index).
+        // layer order, so the counter is the layer index; with experts it reads the layer from the name, the same).
         if (type == SyntheticType::Q4_K_M && use_more_bits(layer, n_layer)) t = TensorType::Q6_K;
+        if (n_expert == 8 && name.find("attn_v.weight") != std::string::npos) t = TensorType::Q8_0;  // "trades just ~128MB"
+    } else if (name.find("attn_k.weight") != std::string::npos) {
+        if (n_expert == 8) t = TensorType::Q8_0;
+    } else if (name.find("attn_output.weight") != std::string::npos) {
+        if (n_expert == 8 && type == SyntheticType::Q4_K_M) t = TensorType::Q5_K;
     }
 
     if (row_length % block_size(t) != 0) {
@@ -474,7 +527,10 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &s, int32_t 
     const int64_t d = s.n_embd, q = int64_t(s.n_head) * s.head_dim(), kv = int64_t(s.n_head_kv) * s.head_dim(), f = s.n_ff;
     std::vector<SyntheticTensor> tensors;
     auto matrix = [&](const std::string &name, int32_t layer, int64_t cols, int64_t rows) {
-        tensors.push_back({name, layer, synthetic_weight_type(type, name, cols, layer, n_layer, s.tied_output), {cols, rows}});
+        tensors.push_back({name, layer, synthetic_weight_type(type, name, cols, layer, n_layer, s.tied_output, s.n_expert), {cols, rows}});
+    };
+    auto experts = [&](const std::string &name, int32_t layer, int64_t cols, int64_t rows) {  // stacked {cols, rows, n_expert}
+        tensors.push_back({name, layer, synthetic_weight_type(type, name, cols, layer, n_layer, s.tied_output, s.n_expert), {cols, rows, s.n_expert}});
     };
     auto vector = [&](const std::string &name, int32_t layer, int64_t n) { tensors.push_back({name, layer, uint32_t(TensorType::F32), {n}}); };
 
@@ -534,6 +590,20 @@ std::vector<SyntheticTensor> synthetic_tensors(const SyntheticShape &s, int32_t 
             vector(p + "post_ffw_norm.weight", il, d);
         }
         vector(p + "ffn_norm.weight", il, d);
+        if (s.n_expert > 0) {  // the router, the stacked experts, qwen2moe's shared expert and its gate
+            const int64_t fe = s.n_ff_exp > 0 ? s.n_ff_exp : f, fs = s.n_ff_shexp;
+            matrix(p + "ffn_gate_inp.weight", il, d, s.n_expert);
+            experts(p + "ffn_gate_exps.weight", il, d, fe);
+            experts(p + "ffn_up_exps.weight", il, d, fe);
+            experts(p + "ffn_down_exps.weight", il, fe, d);
+            if (fs > 0) {
+                vector(p + "ffn_gate_inp_shexp.weight", il, d);
+                matrix(p + "ffn_gate_shexp.weight", il, d, fs);
+                matrix(p + "ffn_up_shexp.weight", il, d, fs);
+                matrix(p + "ffn_down_shexp.weight", il, fs, d);
+            }
+            continue;
+        }
         matrix(p + "ffn_gate.weight", il, d, f);
         matrix(p + "ffn_up.weight", il, d, f);
         matrix(p + "ffn_down.weight", il, f, d);
@@ -645,7 +715,13 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
             w.set_f32(a + "rope.scaling.attn_factor", float(attn));
         }
     }
-    if (shape.arch == "qwen3" || shape.arch == "gemma2" || shape.arch == "gemma3") {  // the head size is its own (128 for every Qwen3, 256 in Gemma 3)
+    if (shape.n_expert > 0) {  // as the converters write them (Mixtral: no expert_feed_forward_length)
+        w.set_u32(a + "expert_count", uint32_t(shape.n_expert));
+        w.set_u32(a + "expert_used_count", uint32_t(shape.n_expert_used));
+        if (shape.n_ff_exp > 0) w.set_u32(a + "expert_feed_forward_length", uint32_t(shape.n_ff_exp));
+        if (shape.n_ff_shexp > 0) w.set_u32(a + "expert_shared_feed_forward_length", uint32_t(shape.n_ff_shexp));
+    }
+    if (shape.arch == "qwen3" || shape.arch == "qwen3moe" || shape.arch == "gemma2" || shape.arch == "gemma3") {  // the head size is its own (128 for every Qwen3, 256 in Gemma 3)
         w.set_u32(a + "attention.key_length", uint32_t(shape.head_dim()));
         w.set_u32(a + "attention.value_length", uint32_t(shape.head_dim()));
     }
@@ -701,6 +777,13 @@ SyntheticResult write_synthetic_model(const SyntheticShape &shape, const std::st
                     Rng rng(mix64(tensor_seed + uint64_t(first_row + r)));
                     for (int64_t i = 0; i < cols; ++i) {
                         const float v = 1.0f + 0.25f * rng.symmetric();
+                        std::memcpy(row + 4 * i, &v, 4);
+                    }
+                } else if (fill == Fill::Router) {  // F32, uniform with standard deviation 4 / sqrt(n_embd)
+                    Rng rng(mix64(tensor_seed + uint64_t(first_row + r)));
+                    const float a = float(4.0 * std::sqrt(3.0) / std::sqrt(double(cols)));
+                    for (int64_t i = 0; i < cols; ++i) {
+                        const float v = a * rng.symmetric();
                         std::memcpy(row + 4 * i, &v, 4);
                     }
                 } else if (fill == Fill::RopeFreqs || fill == Fill::LongRopeShort || fill == Fill::LongRopeLong) {

@@ -18,7 +18,7 @@ namespace specula::internal {
 
 struct SyntheticShape {
     std::string name;        // "llama-3.2-1b"
-    std::string arch;        // "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" or "starcoder2"
+    std::string arch;        // "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "starcoder2", "qwen2moe", "qwen3moe"
     int32_t n_embd = 0;
     int32_t n_layer = 0;
     int32_t n_head = 0;
@@ -48,6 +48,12 @@ struct SyntheticShape {
     // the converter's attention factor; 0 = none (Phi-3-mini-4k).
     int32_t longrope_original_ctx = 0;
     int32_t rope_dim = 0;  // rotated leading dimensions of a head when fewer than all (Phi-4-mini: 96 of 128); 0 = all
+    // Mixture of experts (Mixtral: llama; qwen2moe; qwen3moe): n_expert experts of n_ff_exp rows (Mixtral: n_ff), of
+    // which n_expert_used run per token; qwen2moe's shared expert of n_ff_shexp rows. 0 experts: a dense FFN.
+    int32_t n_expert = 0;
+    int32_t n_expert_used = 0;
+    int32_t n_ff_exp = 0;
+    int32_t n_ff_shexp = 0;
 
     int32_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
     int32_t rotated_dims() const { return rope_dim > 0 ? rope_dim : head_dim(); }
@@ -55,9 +61,9 @@ struct SyntheticShape {
 
 // The built-in shapes: llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, qwen3-8b, gemma2-2b,
 // gemma2-9b, gemma3-1b, gemma3-4b, phi3-mini, phi3.5-mini, phi4-mini, phi4, starcoder2-3b, starcoder2-7b,
-// starcoder2-15b (the published configs), tiny-llama, tiny-qwen3 (256 wide, 2 layers), tiny-gemma2 and tiny-gemma3
+// starcoder2-15b, mixtral-8x7b, qwen1.5-moe-a2.7b, qwen3-30b-a3b, qwen3-coder-30b-a3b (the published configs), tiny-llama, tiny-qwen3 (256 wide, 2 layers), tiny-gemma2 and tiny-gemma3
 // (256 wide, windows of 16: local and global layers), tiny-phi3 (a window of 16 on every layer, LongRoPE),
-// tiny-phi4 (partial rotation, tied head) and tiny-starcoder2 for tests.
+// tiny-phi4 (partial rotation, tied head), tiny-starcoder2, tiny-mixtral, tiny-qwen2moe and tiny-qwen3moe for tests.
 const std::vector<SyntheticShape> &synthetic_shapes();
 // A built-in shape by name, or nullptr.
 const SyntheticShape *find_synthetic_shape(const std::string &name);
@@ -75,8 +81,10 @@ const char *synthetic_type_name(SyntheticType type);
 // output.weight (token_embd is then also the LM head and quantized like it). Norms and biases are always F32 and
 // never pass through here. Throws Error(INVALID_ARGUMENT) where llama.cpp refuses (a row length that no block
 // of the chosen type divides).
+// n_expert: the model's expert count (llama.cpp gives 8-expert models' attn_k and attn_v Q8_0, and their attn_output
+// Q5_K in Q4_K_M); the routers (ffn_gate_inp) stay F32 as the converter writes them.
 uint32_t synthetic_weight_type(SyntheticType type, const std::string &name, int64_t row_length, int32_t layer, int32_t n_layer,
-                               bool tied);
+                               bool tied, int32_t n_expert = 0);
 
 // One tensor of a synthetic model.
 struct SyntheticTensor {

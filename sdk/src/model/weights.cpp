@@ -44,6 +44,43 @@ WeightView bind_tensor(const GgufFile &file, const std::string &name, int64_t co
     return w;
 }
 
+// A stacked tensor of n experts' matrices, shape {cols, rows, n} (llama.cpp's ffn_*_exps): one view per expert.
+std::vector<WeightView> bind_experts(const GgufFile &file, const std::string &name, int64_t cols, int64_t rows, int32_t n) {
+    const TensorInfo *t = file.find_tensor(name);
+    require(t != nullptr, SPECULA_ERR_FORMAT, "model: tensor '" + name + "' is missing");
+    require(t->n_dims == 3 && t->dims[0] == cols && t->dims[1] == rows && t->dims[2] == n, SPECULA_ERR_FORMAT,
+            "model: tensor '" + name + "' has shape " + shape_text(*t) + ", expected [" + std::to_string(cols) + ", " +
+                std::to_string(rows) + ", " + std::to_string(n) + "]");
+    require(find_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
+            "model: tensor '" + name + "' has type " + tensor_type_name(t->type) + ", which the CPU backend does not support yet");
+    WeightView all;
+    all.data = t->data;
+    all.type = t->type;
+    all.cols = cols;
+    all.rows = rows * n;
+    all.row_bytes = size_t(t->n_bytes / uint64_t(all.rows));
+    std::vector<WeightView> experts;
+    for (int32_t e = 0; e < n; ++e) experts.push_back(all.rows_view(int64_t(e) * rows, rows));
+    return experts;
+}
+
+// A one-row matrix stored as a vector {cols} (qwen2moe's ffn_gate_inp_shexp), or as {cols, 1}.
+WeightView bind_row_matrix(const GgufFile &file, const std::string &name, int64_t cols) {
+    const TensorInfo *t = file.find_tensor(name);
+    require(t != nullptr, SPECULA_ERR_FORMAT, "model: tensor '" + name + "' is missing");
+    require(t->dims[0] == cols && (t->n_dims == 1 || (t->n_dims == 2 && t->dims[1] == 1)), SPECULA_ERR_FORMAT,
+            "model: tensor '" + name + "' has shape " + shape_text(*t) + ", expected [" + std::to_string(cols) + "]");
+    require(find_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
+            "model: tensor '" + name + "' has type " + tensor_type_name(t->type) + ", which the CPU backend does not support yet");
+    WeightView w;
+    w.data = t->data;
+    w.type = t->type;
+    w.cols = cols;
+    w.rows = 1;
+    w.row_bytes = size_t(t->n_bytes);
+    return w;
+}
+
 }  // namespace
 
 ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
@@ -128,7 +165,21 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
             l.attn_post_norm = bind_tensor(file, p + "post_attention_norm.weight", hp.n_embd, 1, true);
             l.ffn_post_norm = bind_tensor(file, p + "post_ffw_norm.weight", hp.n_embd, 1, true);
         }
-        if (hp.arch == Architecture::Phi3) {
+        if (hp.is_moe()) {
+            // As llama.cpp's llama (Mixtral), qwen2moe and qwen3moe: the router, the stacked experts, and qwen2moe's
+            // shared expert with its gate.
+            const int32_t n = hp.n_expert;
+            l.ffn_gate_inp = bind_tensor(file, p + "ffn_gate_inp.weight", hp.n_embd, n, false);
+            l.ffn_gate_exps = bind_experts(file, p + "ffn_gate_exps.weight", hp.n_embd, hp.n_ff_exp, n);
+            l.ffn_up_exps = bind_experts(file, p + "ffn_up_exps.weight", hp.n_embd, hp.n_ff_exp, n);
+            l.ffn_down_exps = bind_experts(file, p + "ffn_down_exps.weight", hp.n_ff_exp, hp.n_embd, n);
+            if (hp.n_ff_shexp > 0) {
+                l.ffn_gate_inp_shexp = bind_row_matrix(file, p + "ffn_gate_inp_shexp.weight", hp.n_embd);
+                l.ffn_gate_shexp = bind_tensor(file, p + "ffn_gate_shexp.weight", hp.n_embd, hp.n_ff_shexp, false);
+                l.ffn_up_shexp = bind_tensor(file, p + "ffn_up_shexp.weight", hp.n_embd, hp.n_ff_shexp, false);
+                l.ffn_down_shexp = bind_tensor(file, p + "ffn_down_shexp.weight", hp.n_ff_shexp, hp.n_embd, false);
+            }
+        } else if (hp.arch == Architecture::Phi3) {
             // ffn_up holds the gate's rows, then the up projection's (llama.cpp's LLM_FFN_SWIGLU splits it in halves).
             const WeightView gate_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, 2 * int64_t(hp.n_ff), false);
             l.ffn_gate = gate_up.rows_view(0, hp.n_ff);
@@ -137,7 +188,7 @@ ModelWeights bind_weights(const GgufFile &file, HParams &hp) {
             if (!starcoder2) l.ffn_gate = bind_tensor(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false);
             l.ffn_up = bind_tensor(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff, false);
         }
-        l.ffn_down = bind_tensor(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd, false);
+        if (!hp.is_moe()) l.ffn_down = bind_tensor(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd, false);
         w.layers.push_back(l);
     }
     return w;

@@ -42,6 +42,12 @@ struct LayerWeights {
     WeightView ffn_post_norm;   // gemma: the RMSNorm of the FFN's output, before the residual add
     WeightView ffn_gate, ffn_up, ffn_down;  // ffn_gate absent in starcoder2 (a GELU MLP)
     WeightView ffn_up_b, ffn_down_b;        // starcoder2
+    // Mixture of experts (hparams.h): the router's matrix (n_embd -> n_expert logits), and each expert's gate, up
+    // and down matrices as views into the stacked 3-D tensors (expert e's rows are the e-th slab); qwen2moe's shared
+    // expert and the one-row matrix of its sigmoid gate.
+    WeightView ffn_gate_inp;
+    std::vector<WeightView> ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+    WeightView ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
 };
 
 struct ModelWeights {
