@@ -88,8 +88,11 @@ double tolerance_for(const std::string &weight_type) {
 }
 
 // Teacher-forced comparison of our greedy steps with the reference's, on the model at model_file (`rel` names the
-// reference in messages and in kKnownBad).
-void compare_with_reference(const Reference &ref, const std::string &model_file, const std::string &rel, int32_t kv_type) {
+// reference in messages and in kKnownBad). route_flips: the model routes tokens to experts and the cache is not the
+// reference's F32: a rounded key or value moves a router's logits by ~1e-3, enough to swap near-tied experts, after
+// which the logits are another expert's (measured and reported, not asserted).
+void compare_with_reference(const Reference &ref, const std::string &model_file, const std::string &rel, int32_t kv_type,
+                            bool route_flips = false) {
     const char *kv_name = kv_type == SPECULA_KV_F32 ? "F32" : kv_type == SPECULA_KV_F16 ? "F16" : "Q8_0";
     specula_model *model = nullptr;
     specula_error *err = nullptr;
@@ -125,7 +128,7 @@ void compare_with_reference(const Reference &ref, const std::string &model_file,
     specula_generate_options_init(&go);
     go.max_tokens = -1;
     go.stop_at_eog = 0;  // llama.cpp's reference runs keep decoding through EOS
-    const bool known_bad = kKnownBad.count(rel) != 0;
+    const bool known_bad = kKnownBad.count(rel) != 0 || route_flips;
     double worst = 0.0;
     int near_ties = 0, token_mismatches = 0;
     for (size_t i = 0; i < ref.tokens.size(); ++i) {
@@ -156,7 +159,10 @@ void compare_with_reference(const Reference &ref, const std::string &model_file,
         REQUIRE(specula_session_rewind(session, n - 1, nullptr) == SPECULA_OK);
         REQUIRE(specula_session_append_tokens(session, &ref.tokens[i], 1, nullptr) == SPECULA_OK);
     }
-    if (known_bad) {
+    if (route_flips) {
+        WARN(rel << " with a " << kv_name << " cache (experts may route apart: not asserted): " << ref.tokens.size() - size_t(token_mismatches)
+                  << "/" << ref.tokens.size() << " greedy tokens equal, worst top-5 logit deviation " << worst);
+    } else if (known_bad) {
         WARN("KNOWN-BAD REFERENCE " << rel << " (not asserted): " << kKnownBad.at(rel) << ". Measured: " << token_mismatches
                                     << " of " << ref.tokens.size() << " greedy tokens differ, worst top-5 deviation " << worst);
     } else {
@@ -193,7 +199,7 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
     }
 }
 
-// The architectures the fixtures have no model of (gemma2, phi3, starcoder2), against llama.cpp 2025-02-20's outputs on synthetic
+// The architectures the fixtures have no model of (gemma2, phi3, starcoder2, mixtral, qwen2moe), against llama.cpp 2025-02-20's outputs on synthetic
 // models that the test writes again, byte for byte, from the reference's shape, type, seed and layer count.
 // gemma2: tiny-gemma2 (256 wide, a window of 16, scores capped at 0.15 and logits at 0.5, so that both caps bend
 // random weights' values) with 26 layers, the count llama.cpp needs to take a gemma2 file for a 2B (it refuses
@@ -201,6 +207,9 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
 // phi3: tiny-phi3 (a window of 16 on every layer, fused Q/K/V and gate/up, LongRoPE past 512 positions) in sessions
 // of the reference's n_ctx, 512 (short factors) or 1024 (long ones); docs/parity.md says how they were made.
 // starcoder2: tiny-starcoder2 (3 layers: LayerNorms and biases, a GELU MLP).
+// Mixture of experts: tiny-mixtral (llama with 8 experts, 2 a token, weights renormalized) and tiny-qwen2moe (6
+// experts, 2 a token, not renormalized, a shared expert behind a sigmoid gate); with an F16 cache their values are
+// reported, not asserted (compare_with_reference: route_flips).
 TEST_CASE("greedy tokens and top-5 logits match llama.cpp on the in-repo references of synthetic models", "[parity][model]") {
     const fs::path dir = fs::path(SPECULA_SOURCE_DIR) / "tests/api/data/llama_cpp";
     std::vector<fs::path> files;
@@ -222,7 +231,8 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on the in-repo referen
             so.n_layer = ref.synth_layers;
             const std::string vocab = (fs::path(SPECULA_SOURCE_DIR) / "models/stories260K.gguf").string();
             REQUIRE(specula_synthetic_model_write(ref.synth_shape.c_str(), vocab.c_str(), model_file.c_str(), &so, nullptr) == SPECULA_OK);
-            compare_with_reference(ref, model_file.string(), rel, kv_type);
+            const bool experts = ref.synth_shape.find("moe") != std::string::npos || ref.synth_shape.find("mixtral") != std::string::npos;
+            compare_with_reference(ref, model_file.string(), rel, kv_type, experts && kv_type != SPECULA_KV_F32);
             fs::remove(model_file);
         }
     }

@@ -10,8 +10,11 @@ keys q - k < sliding_window), modeling_gemma2.py (the same blocks without Q/K no
 with one RoPE, attn_logit_softcapping on the scaled scores, final_logit_softcapping on the logits) and
 modeling_phi3.py (qkv_proj split into Q, K, V and gate_up_proj into gate and up by rows; partial_rotary_factor: RoPE
 on the first rotary_ndims dimensions of each head, rotate_half pairs; LongRoPE's short_factor / long_factor divide
-the inverse frequencies and attention_factor scales cos and sin; every layer sliding), and checked against
-llama.cpp's logits on the architectures both cover (tests/test_gguf.py).
+the inverse frequencies and attention_factor scales cos and sin; every layer sliding), modeling_qwen3_moe.py
+(Qwen3MoeSparseMoeBlock: the router's softmax in float32 over all experts, torch.topk, norm_topk_prob dividing the
+top weights by their sum, each expert's SwiGLU MLP, weighted and summed), which modeling_mixtral.py's block is too,
+and modeling_qwen2_moe.py (no renormalization; a shared expert scaled by sigmoid(shared_expert_gate)), and checked
+against llama.cpp's logits on the architectures both cover (tests/test_gguf.py).
 
 Weights are dequantized once at load with the SDK's own block formats (gguf.py), so a Q4_K_M target trains its
 draft against the same numbers it will run with.
@@ -27,7 +30,7 @@ import torch.nn.functional as F
 from .gguf import GgufError, GgufReader
 from .rope import RopeConfig, apply_rope, rope_angles
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mistral")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mistral", "qwen2moe", "qwen3moe")
 
 
 @dataclass
@@ -48,6 +51,9 @@ class TargetConfig:
     query_scale: Optional[float] = None      # softmax scale; None: head_dim ** -0.5
     attn_softcap: float = 0.0                # gemma2: scores -> cap * tanh(scores / cap)
     final_softcap: float = 0.0               # gemma2: logits -> cap * tanh(logits / cap)
+    n_expert: int = 0                        # mixture of experts (Mixtral, qwen2moe, qwen3moe): experts per layer
+    n_expert_used: int = 0                   # experts a token runs (transformers' num_experts_per_tok)
+    norm_topk_prob: bool = False             # the top experts' weights renormalized to sum 1 (not qwen2moe)
 
     def is_sliding(self, i: int) -> bool:
         if self.sliding_window <= 0:
@@ -81,8 +87,13 @@ class TargetConfig:
         if token_embd is None:
             raise GgufError(f"{r.path}: tensor 'token_embd.weight' is missing")
         n_layer = int(r.require(a + "block_count"))
-        neox = arch in ("qwen2", "qwen3", "gemma2", "gemma3", "phi3")
+        neox = arch in ("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen2moe", "qwen3moe")
         extra = {}
+        n_expert = int(r.get(a + "expert_count", 0))
+        if n_expert > 0:
+            extra_moe = dict(n_expert=n_expert, n_expert_used=int(r.require(a + "expert_used_count")), norm_topk_prob=arch != "qwen2moe")
+        else:
+            extra_moe = {}
         attn_factor = float(r.get(a + "rope.scaling.attn_factor", 1.0))
         if arch == "phi3":
             extra = dict(sliding_window=int(r.get(a + "attention.sliding_window", 0)))
@@ -106,7 +117,7 @@ class TargetConfig:
             n_ctx_train=int(r.get(a + "context_length", 2048)),
             norm_eps=float(r.get(a + "attention.layer_norm_rms_epsilon", 1e-5)),
             rope=RopeConfig(rope_dim=rope_dim, freq_base=float(r.get(a + "rope.freq_base", 10000.0)), freq_scale=freq_scale,
-                            neox=neox, freq_factors=factors, attn_factor=attn_factor), **extra)
+                            neox=neox, freq_factors=factors, attn_factor=attn_factor), **extra, **extra_moe)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -170,7 +181,13 @@ class TargetModel(torch.nn.Module):
             for i in range(self.cfg.n_layer):
                 p = f"blk.{i}."
                 fused = p + "attn_qkv.weight" in r.tensors  # phi3: qkv_proj and gate_up_proj, split by rows
-                names = ("attn_norm", "attn_output", "ffn_norm", "ffn_down") + (() if fused else ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"))
+                moe = self.cfg.n_expert > 0
+                names = ("attn_norm", "attn_output", "ffn_norm") + (() if moe else ("ffn_down",)) + (() if fused else ("attn_q", "attn_k", "attn_v"))
+                names += () if fused or moe else ("ffn_gate", "ffn_up")
+                if moe:  # the router [E, D], stacked experts [E, F, D] / [E, D, F]; qwen2moe's shared expert
+                    names += ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+                    if p + "ffn_gate_inp_shexp.weight" in r.tensors:
+                        names += ("ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp")
                 layer = {n: t(p + n + ".weight") for n in names}
                 if fused:
                     q_rows, kv_rows = self.cfg.n_head * self.cfg.head_dim, self.cfg.n_head_kv * self.cfg.head_dim
@@ -199,6 +216,31 @@ class TargetModel(torch.nn.Module):
 
     def lm_head(self, h: torch.Tensor) -> torch.Tensor:
         return h @ self.output.t().to(h.dtype)
+
+    def moe(self, h: torch.Tensor, w: dict) -> torch.Tensor:
+        """The sparse MoE block (Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock) on
+        h [B, L, D]: softmax over the router's logits in float32, the top n_expert_used, renormalized unless qwen2moe,
+        each chosen expert's SwiGLU MLP weighted by its probability and summed; qwen2moe adds its shared expert
+        times sigmoid(shared_expert_gate(h))."""
+        c = self.cfg
+        x = h.reshape(-1, h.shape[-1])
+        probs = F.softmax((x @ w["ffn_gate_inp"].t()).float(), dim=-1)
+        weights, chosen = torch.topk(probs, c.n_expert_used, dim=-1)
+        if c.norm_topk_prob:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(x.dtype)
+        out = torch.zeros_like(x)
+        for e in range(c.n_expert):
+            rows, slot = torch.where(chosen == e)
+            if rows.numel() == 0:
+                continue
+            xe = x[rows]
+            ye = (F.silu(xe @ w["ffn_gate_exps"][e].t()) * (xe @ w["ffn_up_exps"][e].t())) @ w["ffn_down_exps"][e].t()
+            out.index_add_(0, rows, ye * weights[rows, slot, None])
+        if "ffn_gate_inp_shexp" in w:
+            shared = (F.silu(x @ w["ffn_gate_shexp"].t()) * (x @ w["ffn_up_shexp"].t())) @ w["ffn_down_shexp"].t()
+            out = out + torch.sigmoid(x @ w["ffn_gate_inp_shexp"].reshape(-1, 1)) * shared
+        return out.view(h.shape)
 
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, want_logits: bool = True,
@@ -245,7 +287,9 @@ class TargetModel(torch.nn.Module):
                 a = rms_norm(a, w["post_attention_norm"], c.norm_eps)
             x = x + a
             h = rms_norm(x, w["ffn_norm"], c.norm_eps)
-            if c.arch in ("gemma2", "gemma3"):  # gelu_pytorch_tanh
+            if c.n_expert > 0:
+                f = self.moe(h, w)
+            elif c.arch in ("gemma2", "gemma3"):  # gelu_pytorch_tanh
                 f = (F.gelu(h @ w["ffn_gate"].t(), approximate="tanh") * (h @ w["ffn_up"].t())) @ w["ffn_down"].t()
             else:
                 f = (F.silu(h @ w["ffn_gate"].t()) * (h @ w["ffn_up"].t())) @ w["ffn_down"].t()

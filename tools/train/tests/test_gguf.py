@@ -1,12 +1,13 @@
 """GGUF reader/writer: round trips, hostile files, and dequantization against llama.cpp's own numbers."""
 import json
+import os
 import struct
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import model_path, reference_path
+from conftest import REPO, model_path, reference_path
 from specula_train.gguf import BF16, F16, F32, GgufError, GgufReader, GgufWriter, T_ARRAY, T_INT32, T_STRING
 from specula_train.target import TargetModel
 
@@ -97,3 +98,17 @@ def test_dequantized_targets_reproduce_llama_cpp(name):
     # products and the trainer does not, so near-ties may flip; a wrong block layout would miss by far more.
     _reference_check(model_path(f"synth-llama-{name}.gguf"), reference_path(f"synth-llama-{name}/a.json"),
                      3e-2, 0.9)
+
+
+@pytest.mark.parametrize("ref", ["mixtral-tiny-f32-a.json", "mixtral-tiny-f32-b.json", "qwen2moe-tiny-f32-a.json",
+                                 "qwen2moe-tiny-f32-b.json", "mixtral-tiny-f16-a.json", "qwen2moe-tiny-f16-a.json"])
+def test_moe_target_reproduces_llama_cpp(sdk, tmp_path, ref):
+    # The torch MoE block (the reference of qwen3moe, which llama.cpp's snapshot predates) against llama.cpp
+    # 2025-02-20 itself on the MoE architectures both run: the in-repo references of synthetic Mixtral and qwen2moe
+    # models, written again here byte for byte from the reference's shape, type, seed and layer count.
+    ref_path = os.path.join(REPO, "tests", "api", "data", "llama_cpp", ref)
+    synth = json.load(open(ref_path))["synthetic"]
+    path = str(tmp_path / "moe.gguf")
+    sdk.write_synthetic_model(synth["shape"], os.path.join(REPO, "models", "stories260K.gguf"), path, synth["type"],
+                              seed=synth["seed"], n_layer=synth["n_layer"])
+    _reference_check(path, ref_path, 1e-3, 1.0)
