@@ -74,19 +74,45 @@ bool CudaExecutor::supports(const Op &op) {
     case OpKind::SoftCap:
     case OpKind::LayerNorm:
     case OpKind::Gelu: return true;
-    case OpKind::Route:  // mixture of experts: the CPU's for now (the session falls back to it with this reason)
+    case OpKind::Route:
     case OpKind::ExpertMatMul:
     case OpKind::MixExperts:
-    case OpKind::SigmoidGate: return false;
+    case OpKind::SigmoidGate: return true;
     }
     return false;
 }
+
+bool CudaExecutor::replayable(const Graph &graph) {
+    for (const std::vector<Op> &stage : graph.stages)
+        for (const Op &op : stage)
+            if (op.kind == OpKind::ExpertMatMul) return false;
+    return true;
+}
+
+namespace {
+// ExpertMatMul's scratch: the gathered inputs and outputs of one expert (at most max_rows slots: a row picks an
+// expert once), as floats, and the slots' grouping.
+size_t expert_scratch_floats(const Graph &g, int32_t max_rows) {
+    int64_t widest = 0;
+    for (const std::vector<Op> &stage : g.stages)
+        for (const Op &op : stage)
+            if (op.kind == OpKind::ExpertMatMul) widest = std::max({widest, op.experts[0].cols, op.experts[0].rows});
+    return size_t(max_rows) * size_t(widest);
+}
+int32_t max_top_k(const Graph &g) {
+    int32_t k = 0;
+    for (const std::vector<Op> &stage : g.stages)
+        for (const Op &op : stage) k = std::max(k, op.top_k);
+    return k;
+}
+}  // namespace
 
 size_t CudaExecutor::bytes_needed(const Graph &g, int32_t max_rows, const CudaContext &ctx) {
     const int32_t local_chunk = fixed_split_chunk(std::max(1, g.local_kv_slots));
     return g.activation_bytes(max_rows) + gemm_bytes(g, max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
            size_t(max_rows) * size_t(g.hp.n_head) * size_t(g.hp.head_dim + 2) * 4 + kIntsBytes +
-           2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2;
+           2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2 + 2 * expert_scratch_floats(g, max_rows) * 4 +
+           size_t(max_rows) * size_t(max_top_k(g)) * 4;
 }
 
 CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, const CudaContext &context)
@@ -111,6 +137,24 @@ CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows,
         return shared ? shared : own_.floats(*op.weight);
     });
 
+    expert_matrices_ = per_op<std::vector<DeviceMatrix>>(g, [&](const Op &op) {
+        std::vector<DeviceMatrix> experts;
+        for (int32_t e = 0; e < op.n_experts; ++e) {
+            const DeviceMatrix *shared = ctx_.weights ? ctx_.weights->matrix(op.experts[e]) : nullptr;
+            experts.push_back(shared ? *shared : own_.matrix(op.experts[e]));
+        }
+        return experts;
+    });
+    if (const size_t floats = expert_scratch_floats(g, max_rows_); floats > 0) {
+        const size_t slots = size_t(max_rows_) * size_t(max_top_k(g));
+        moe_in_ = DeviceBuffer(floats * 4);
+        moe_out_ = DeviceBuffer(floats * 4);
+        moe_slots_ = DeviceBuffer(slots * 4);
+        host_route_.reserve(slots * 2 * 4);
+        host_slots_.reserve(slots * 4);
+        moe_start_.reserve(size_t(g.hp.n_expert) + 1);
+        ctx_.graphs = false;  // its stages read routes back mid-stage: never captured (replayable())
+    }
     for (const GraphTensor &t : g.tensors) {
         tensors_.emplace_back(size_t(max_rows_) * size_t(t.width) * 4);
         widths_.push_back(t.width);
@@ -248,10 +292,10 @@ bool CudaExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first, 
         case OpKind::SoftCap: soft_cap(row(op.dst, first), op.value, int64_t(count) * w, st); break;
         case OpKind::LayerNorm: layernorm(row(op.src, first), vectors_[size_t(stage)][o], count, w, op.eps, row(op.dst, first), st); break;
         case OpKind::Gelu: gelu(row(op.dst, first), int64_t(count) * w, st); break;
-        case OpKind::Route:
-        case OpKind::ExpertMatMul:
-        case OpKind::MixExperts:
-        case OpKind::SigmoidGate: break;  // refused when the executor is made (supports)
+        case OpKind::Route: route_experts(row(op.src, first), count, widths_[size_t(op.src)], op.top_k, op.norm_weights, row(op.dst, first), st); break;
+        case OpKind::ExpertMatMul: expert_matmul(op, expert_matrices_[size_t(stage)][o], first, count); break;
+        case OpKind::MixExperts: mix_experts(row(op.src, first), row(op.src2, first), count, op.top_k, w, row(op.dst, first), st); break;
+        case OpKind::SigmoidGate: sigmoid_gate(row(op.dst, first), row(op.src, first), count, w, st); break;
         }
     }
     return true;
@@ -304,6 +348,42 @@ void CudaExecutor::attention(const Op &op, const BatchRows &rows, int32_t first,
     }
     attention_chunks(q, kc, vc, dkv, ar, shape, partials_.as<float>(), st);
     attention_merge(partials_.as<float>(), nullptr, ar, shape, out, nullptr, st);
+}
+
+// The routes come back to the host (one wait per expert operation: such a graph is never captured), which sorts the
+// batch's slots by expert, then each selected expert multiplies its gathered slots once: gather, the batch-invariant
+// gemm, scatter. A slot's arithmetic is gemm's for one row wherever it lands, so grouping changes no bit.
+void CudaExecutor::expert_matmul(const Op &op, const std::vector<DeviceMatrix> &experts, int32_t first, int32_t count) {
+    cudaStream_t st = ctx_.stream;
+    const int32_t k = op.top_k, n_experts = op.n_experts, slots = count * k;
+    const int32_t cols = int32_t(op.experts[0].cols), out_rows = int32_t(op.experts[0].rows);
+    const int32_t src_width = widths_[size_t(op.src)], dst_width = widths_[size_t(op.dst)];
+    const bool per_slot = src_width == k * cols;
+    float *route = host_route_.as<float>();
+    check(cudaMemcpyAsync(route, row(op.src2, first), size_t(slots) * 2 * 4, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (routes)");
+    check(cudaStreamSynchronize(st), "expert routes");
+    moe_start_.assign(size_t(n_experts) + 1, 0);
+    for (int32_t r = 0; r < count; ++r)
+        for (int32_t j = 0; j < k; ++j) {
+            const int32_t e = int32_t(route[size_t(r) * 2 * size_t(k) + size_t(j)]);
+            require(e >= 0 && e < n_experts, SPECULA_ERR_INTERNAL, "CUDA: a route names no expert");
+            ++moe_start_[size_t(e) + 1];
+        }
+    for (int32_t e = 0; e < n_experts; ++e) moe_start_[size_t(e) + 1] += moe_start_[size_t(e)];
+    int32_t *grouped = host_slots_.as<int32_t>();
+    for (int32_t r = 0; r < count; ++r)
+        for (int32_t j = 0; j < k; ++j) grouped[moe_start_[size_t(route[size_t(r) * 2 * size_t(k) + size_t(j)])]++] = r * k + j;
+    for (int32_t e = n_experts; e > 0; --e) moe_start_[size_t(e)] = moe_start_[size_t(e) - 1];
+    moe_start_[0] = 0;
+    int32_t *d_slots = moe_slots_.as<int32_t>();
+    check(cudaMemcpyAsync(d_slots, grouped, size_t(slots) * 4, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (expert slots)");
+    for (int32_t e = 0; e < n_experts; ++e) {
+        const int32_t a = moe_start_[size_t(e)], n = moe_start_[size_t(e) + 1] - a;
+        if (n == 0) continue;
+        gather_slots(row(op.src, first), src_width, d_slots + a, n, k, per_slot, cols, moe_in_.as<float>(), st);
+        gemm(experts[size_t(e)], moe_in_.as<float>(), n, moe_out_.as<float>(), gemm_scratch_.as(), st);
+        scatter_slots(moe_out_.as<float>(), d_slots + a, n, k, out_rows, row(op.dst, first), dst_width, st);
+    }
 }
 
 void CudaExecutor::enqueue_stage(int32_t stage, const BatchRows &rows, int32_t k, bool replay) {

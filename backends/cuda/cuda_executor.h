@@ -48,6 +48,9 @@ public:
 
     // Whether the kernels implement the operation (the registry's supports_op).
     static bool supports(const Op &op);
+    // Whether the graph's stages may be captured as CUDA graphs: not with experts (the host groups each batch's rows
+    // by the experts they chose, which it reads back mid-stage).
+    static bool replayable(const Graph &graph);
     // Device bytes the executor will allocate for a graph (tensors, scratch, its own store), before it does.
     static size_t bytes_needed(const Graph &graph, int32_t max_rows, const CudaContext &context);
 
@@ -79,6 +82,7 @@ private:
     // Enqueues the stage (and, for k > 0, the rows' top-k), captured and replayed as a graph when asked for.
     void enqueue_stage(int32_t stage, const BatchRows &rows, int32_t k, bool replay);
     void attention(const Op &op, const BatchRows &rows, int32_t first, int32_t count, const Enqueue &how);
+    void expert_matmul(const Op &op, const std::vector<DeviceMatrix> &experts, int32_t first, int32_t count);
 
     std::shared_ptr<const Graph> graph_;
     CudaContext ctx_;
@@ -87,6 +91,7 @@ private:
     // Per stage and op: the resolved weight (a matrix, or a vector's device pointer).
     PerOp<DeviceMatrix> matrices_;
     PerOp<const float *> vectors_;
+    PerOp<std::vector<DeviceMatrix>> expert_matrices_;  // ExpertMatMul: one matrix per expert
     std::vector<DeviceBuffer> tensors_;
     std::vector<int32_t> widths_;
     DeviceBuffer local_k_, local_v_;  // [local_kv_slots][n_embd_kv] F16
@@ -95,6 +100,11 @@ private:
     int32_t local_chunk_ = 64;
     DeviceBuffer gemm_scratch_, partials_, tree_partials_, ints_, mask_, topk_;
     PinnedBuffer host_ints_, host_mask_, host_out_;
+    // ExpertMatMul: the routes come back to the host, which groups the batch's slots by expert (as ggml's
+    // mul_mat_id), sends the grouping down, and multiplies each selected expert once over its gathered slots.
+    DeviceBuffer moe_slots_, moe_in_, moe_out_;
+    PinnedBuffer host_route_, host_slots_;
+    std::vector<int32_t> moe_start_;
     size_t ints_capacity_ = 0, host_out_bytes_ = 0;
     bool device_topk_ = true;  // SPECULA_CUDA_DEVICE_TOPK=0: rows come back whole
     std::map<uint32_t, cudaGraphExec_t> replays_;  // by stage and topology (enqueue_stage's key)

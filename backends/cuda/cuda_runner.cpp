@@ -35,6 +35,7 @@ CudaRunner::CudaRunner(std::shared_ptr<const Model> model, int32_t n_ctx, int de
     if (!graph) graph = build_model_graph(model_, n_ctx);
     check(cudaSetDevice(device_), "cudaSetDevice");
     if (const char *env = std::getenv("SPECULA_CUDA_GRAPHS")) use_graphs_ = std::strcmp(env, "0") != 0;
+    if (!CudaExecutor::replayable(*graph)) use_graphs_ = false;  // experts: the host groups rows mid-stage
     if (const char *env = std::getenv("SPECULA_CUDA_DEVICE_VERIFY")) device_verify_ = std::strcmp(env, "0") != 0;
     chunk_ = fixed_split_chunk(n_ctx);
 

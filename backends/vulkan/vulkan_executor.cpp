@@ -61,19 +61,38 @@ bool VulkanExecutor::supports(const Op &op) {
     case OpKind::LayerNorm:
     case OpKind::Gelu:
     case OpKind::Attention: return true;
-    case OpKind::Route:  // mixture of experts: the CPU's for now (the session falls back to it with this reason)
+    case OpKind::Route:
     case OpKind::ExpertMatMul:
     case OpKind::MixExperts:
-    case OpKind::SigmoidGate: return false;
+    case OpKind::SigmoidGate: return true;
     }
     return false;
 }
+
+namespace {
+// ExpertMatMul's scratch: one expert's gathered inputs and outputs (at most max_rows slots: a row picks an expert
+// once), as floats.
+size_t expert_scratch_floats(const Graph &g, int32_t max_rows) {
+    int64_t widest = 0;
+    for (const std::vector<Op> &stage : g.stages)
+        for (const Op &op : stage)
+            if (op.kind == OpKind::ExpertMatMul) widest = std::max({widest, op.experts[0].cols, op.experts[0].rows});
+    return size_t(max_rows) * size_t(widest);
+}
+int32_t max_top_k(const Graph &g) {
+    int32_t k = 0;
+    for (const std::vector<Op> &stage : g.stages)
+        for (const Op &op : stage) k = std::max(k, op.top_k);
+    return k;
+}
+}  // namespace
 
 size_t VulkanExecutor::bytes_needed(const Graph &g, int32_t max_rows, const VulkanContext &ctx) {
     const uint32_t local_chunk = shape_of(g, uint32_t(fixed_split_chunk(std::max(1, g.local_kv_slots)))).chunk;
     return g.activation_bytes(max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
            size_t(max_rows) * size_t(g.hp.n_head) * size_t(g.hp.head_dim + 2) * 4 + 2 * (size_t(64) << 10) +
-           2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2;
+           2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2 + 2 * expert_scratch_floats(g, max_rows) * 4 +
+           size_t(max_rows) * size_t(max_top_k(g)) * 4;
 }
 
 VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, const VulkanContext &context)
@@ -97,6 +116,23 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
         const Buffer *shared = ctx_.weights ? ctx_.weights->floats(*op.weight) : nullptr;
         return shared ? shared : own_.floats(*op.weight);
     });
+    expert_matrices_ = per_op<std::vector<Matrix>>(g, [&](const Op &op) {
+        std::vector<Matrix> experts;
+        for (int32_t e = 0; e < op.n_experts; ++e) {
+            const Matrix *shared = ctx_.weights ? ctx_.weights->matrix(op.experts[e]) : nullptr;
+            experts.push_back(shared ? *shared : own_.matrix(op.experts[e]));
+        }
+        return experts;
+    });
+    if (const size_t floats = expert_scratch_floats(g, max_rows_); floats > 0) {
+        const size_t slots = size_t(max_rows_) * size_t(max_top_k(g));
+        moe_in_ = buf(floats * 4, "expert scratch");
+        moe_out_ = buf(floats * 4, "expert scratch");
+        moe_slots_ = buf(slots * 4, "expert scratch");
+        host_route_.reserve(slots * 2);
+        host_slots_.reserve(slots);
+        moe_start_.reserve(size_t(g.hp.n_expert) + 1);
+    }
     for (const GraphTensor &t : g.tensors) {
         tensors_.push_back(buf(size_t(max_rows_) * size_t(t.width) * 4, "graph tensors"));
         widths_.push_back(t.width);
@@ -217,13 +253,49 @@ bool VulkanExecutor::enqueue(int32_t stage, const BatchRows &rows, int32_t first
         case OpKind::SoftCap: soft_cap(st, row(op.dst, F), op.value, C * w); break;
         case OpKind::LayerNorm: layernorm(st, row(op.src, F), View{vectors_[size_t(stage)][o], 0}, C, w, op.eps, row(op.dst, F)); break;
         case OpKind::Gelu: gelu(st, row(op.dst, F), C * w); break;
-        case OpKind::Route:
-        case OpKind::ExpertMatMul:
-        case OpKind::MixExperts:
-        case OpKind::SigmoidGate: break;  // refused when the executor is made (supports)
+        case OpKind::Route: route_experts(st, row(op.src, F), C, uint32_t(widths_[size_t(op.src)]), uint32_t(op.top_k), op.norm_weights, row(op.dst, F)); break;
+        case OpKind::ExpertMatMul: expert_matmul(op, expert_matrices_[size_t(stage)][o], F, C); break;
+        case OpKind::MixExperts: mix_experts(st, row(op.src, F), row(op.src2, F), C, uint32_t(op.top_k), w, row(op.dst, F)); break;
+        case OpKind::SigmoidGate: sigmoid_gate(st, row(op.dst, F), row(op.src, F), C, w); break;
         }
     }
     return true;
+}
+
+// The routes come back to the host (the recorded work is submitted and waited for), which sorts the batch's slots by
+// expert; then each selected expert multiplies its gathered slots once: gather, matmul, scatter. A slot's arithmetic
+// is matmul's for one row wherever it lands, so grouping changes no bit.
+void VulkanExecutor::expert_matmul(const Op &op, const std::vector<Matrix> &experts, uint32_t first, uint32_t count) {
+    Stream &st = *ctx_.stream;
+    const uint32_t k = uint32_t(op.top_k), n_experts = uint32_t(op.n_experts), slots = count * k;
+    const uint32_t cols = uint32_t(op.experts[0].cols), out_rows = uint32_t(op.experts[0].rows);
+    const uint32_t src_width = uint32_t(widths_[size_t(op.src)]), dst_width = uint32_t(widths_[size_t(op.dst)]);
+    const bool per_slot = src_width == k * cols;
+    host_route_.resize(size_t(slots) * 2);
+    const View route = row(op.src2, first);
+    st.download(*route.buffer, size_t(route.offset) * 4, host_route_.data(), host_route_.size() * 4);
+    st.finish();
+    moe_start_.assign(size_t(n_experts) + 1, 0);
+    for (uint32_t r = 0; r < count; ++r)
+        for (uint32_t j = 0; j < k; ++j) {
+            const int32_t e = int32_t(host_route_[size_t(r) * 2 * k + j]);
+            require(e >= 0 && uint32_t(e) < n_experts, SPECULA_ERR_INTERNAL, "Vulkan: a route names no expert");
+            ++moe_start_[size_t(e) + 1];
+        }
+    for (uint32_t e = 0; e < n_experts; ++e) moe_start_[size_t(e) + 1] += moe_start_[size_t(e)];
+    host_slots_.resize(slots);
+    for (uint32_t r = 0; r < count; ++r)
+        for (uint32_t j = 0; j < k; ++j) host_slots_[size_t(moe_start_[size_t(host_route_[size_t(r) * 2 * k + j])]++)] = int32_t(r * k + j);
+    for (uint32_t e = n_experts; e > 0; --e) moe_start_[e] = moe_start_[e - 1];
+    moe_start_[0] = 0;
+    st.upload(moe_slots_, 0, host_slots_.data(), size_t(slots) * 4);
+    for (uint32_t e = 0; e < n_experts; ++e) {
+        const uint32_t a = uint32_t(moe_start_[e]), n = uint32_t(moe_start_[e + 1]) - a;
+        if (n == 0) continue;
+        gather_slots(st, row(op.src, first), src_width, View{&moe_slots_, a}, n, k, per_slot, cols, View{&moe_in_, 0});
+        matmul(st, experts[e], View{&moe_in_, 0}, n, View{&moe_out_, 0});
+        scatter_slots(st, View{&moe_out_, 0}, View{&moe_slots_, a}, n, k, out_rows, row(op.dst, first), dst_width);
+    }
 }
 
 // Split-K attention over each row's key list (vulkan_ops.h: AttentionRows), merged by log-sum-exp in chunk order.

@@ -64,6 +64,7 @@ public:
 
 private:
     void attention(const Op &op, const BatchRows &rows, uint32_t first, uint32_t count, const Enqueue &how);
+    void expert_matmul(const Op &op, const std::vector<Matrix> &experts, uint32_t first, uint32_t count);
     void ensure(Buffer &b, size_t bytes, const char *what);
 
     std::shared_ptr<const Graph> graph_;
@@ -72,6 +73,7 @@ private:
     Uploads own_;  // the graph's weights the runner's model does not hold (a draft's layer)
     PerOp<Matrix> matrices_;
     PerOp<const Buffer *> vectors_;
+    PerOp<std::vector<Matrix>> expert_matrices_;  // ExpertMatMul: one matrix per expert
     std::vector<Buffer> tensors_;
     std::vector<int32_t> widths_;
     Buffer local_k_, local_v_;  // [local_kv_slots][n_embd_kv] F16
@@ -79,6 +81,11 @@ private:
     Buffer sliding_cos_, sliding_sin_;  // the sliding-window layers' RoPE tables (Graph::hp_sliding), when it has any
     uint32_t local_chunk_ = 64;
     Buffer partials_, tree_partials_, ints_, mask_;
+    // ExpertMatMul: the routes come back to the host (a submit and wait), which groups the batch's slots by expert
+    // and sends the grouping down; each selected expert then multiplies its gathered slots once.
+    Buffer moe_slots_, moe_in_, moe_out_;
+    std::vector<float> host_route_;
+    std::vector<int32_t> host_slots_, moe_start_;
 };
 
 }  // namespace specula::internal::vulkan

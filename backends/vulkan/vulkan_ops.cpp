@@ -106,6 +106,48 @@ void store_kv(Stream &s, View k, View v, uint32_t n_values, const Buffer &k_cach
     s.dispatch(kk, {k.buffer, v.buffer, &k_cache, &v_cache}, Push{n_values, k.offset, dst_offset}, gx, gy);
 }
 
+void route_experts(Stream &s, View logits, uint32_t n, uint32_t n_expert, uint32_t k, bool norm, View route) {
+    if (n == 0) return;
+    struct Push {
+        uint32_t n, n_expert, k, norm, x_off, r_off;
+    };
+    const Kernel &kr = s.device().kernel("route", 2, sizeof(Push));
+    s.dispatch(kr, {logits.buffer, route.buffer}, Push{n, n_expert, k, norm ? 1u : 0u, logits.offset, route.offset}, (n + 63) / 64);
+}
+
+namespace {
+
+struct ExpertsPush {
+    uint32_t count, op, w, k, per_slot, width, dst_off, src_off, ints_off, route_off;
+};
+
+// shaders/experts.comp's operations: 0 gather, 1 scatter, 2 mix, 3 sigmoid gate. Unused bindings get dst's buffer.
+void experts_op(Stream &s, uint32_t op, View dst, View src, View ints, View route, uint32_t count, uint32_t w, uint32_t k, bool per_slot,
+                uint32_t width) {
+    if (count == 0) return;
+    const Kernel &kk = s.device().kernel("experts", 4, sizeof(ExpertsPush));
+    uint32_t gx, gy;
+    split_groups((uint64_t(count) + 255) / 256, gx, gy);
+    s.dispatch(kk, {dst.buffer, src.buffer, ints.buffer ? ints.buffer : dst.buffer, route.buffer ? route.buffer : dst.buffer},
+               ExpertsPush{count, op, w, k, per_slot ? 1u : 0u, width, dst.offset, src.offset, ints.offset, route.offset}, gx, gy);
+}
+
+}  // namespace
+
+void gather_slots(Stream &s, View src, uint32_t src_width, View slots, uint32_t n, uint32_t k, bool per_slot, uint32_t cols, View out) {
+    experts_op(s, 0, out, src, slots, View{}, n * cols, cols, k, per_slot, src_width);
+}
+
+void scatter_slots(Stream &s, View in, View slots, uint32_t n, uint32_t k, uint32_t out_rows, View dst, uint32_t dst_width) {
+    experts_op(s, 1, dst, in, slots, View{}, n * out_rows, out_rows, k, false, dst_width);
+}
+
+void mix_experts(Stream &s, View slots, View route, uint32_t n, uint32_t k, uint32_t width, View out) {
+    experts_op(s, 2, out, slots, View{}, route, n * width, width, k, false, 0);
+}
+
+void sigmoid_gate(Stream &s, View x, View gate, uint32_t n, uint32_t width) { experts_op(s, 3, x, gate, View{}, View{}, n * width, width, 1, false, 0); }
+
 void copy_slots(Stream &s, const Buffer &k_cache, const Buffer &v_cache, View moves, uint32_t n, uint32_t dkv) {
     if (n == 0) return;
     struct Push {

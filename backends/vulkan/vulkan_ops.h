@@ -37,6 +37,15 @@ void rope(Stream &s, View x, uint32_t n, uint32_t n_heads, uint32_t head_dim, ui
           const Buffer &sin_t);
 // Writes n_values floats of k and v as F16 into the caches at element dst_offset.
 void store_kv(Stream &s, View k, View v, uint32_t n_values, const Buffer &k_cache, const Buffer &v_cache, uint32_t dst_offset);
+// Mixture of experts (the CUDA backend's kernels.h says what each does): the route of n rows of router logits;
+// gather the inputs of slots `slots` (n of them, cols floats each) from rows of src_width floats; scatter n outputs of
+// out_rows floats to their slots in rows of dst_width floats; mix n rows' k slots of width floats by their weights;
+// scale n rows of width floats by sigmoid(gate[r]).
+void route_experts(Stream &s, View logits, uint32_t n, uint32_t n_expert, uint32_t k, bool norm, View route);
+void gather_slots(Stream &s, View src, uint32_t src_width, View slots, uint32_t n, uint32_t k, bool per_slot, uint32_t cols, View out);
+void scatter_slots(Stream &s, View in, View slots, uint32_t n, uint32_t k, uint32_t out_rows, View dst, uint32_t dst_width);
+void mix_experts(Stream &s, View slots, View route, uint32_t n, uint32_t k, uint32_t width, View out);
+void sigmoid_gate(Stream &s, View x, View gate, uint32_t n, uint32_t width);
 // For each pair (from, to) of `moves` (n pairs) in order: slot from -> slot to in one layer's caches.
 void copy_slots(Stream &s, const Buffer &k_cache, const Buffer &v_cache, View moves, uint32_t n, uint32_t dkv);
 

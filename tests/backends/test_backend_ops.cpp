@@ -525,12 +525,29 @@ TEST_CASE("backend ops: greedy speculative decoding with n-grams equals plain gr
     check_lossless_on_backends("tiny-starcoder2", 24, false);
 }
 
+// Mixtures of experts: route, expert_mat_mul (rows grouped by expert), mix_experts and sigmoid_gate on every backend;
+// a tree path's nodes have decoding's bits.
+TEST_CASE("backend ops: mixtures of experts (Mixtral, qwen2moe's shared expert, qwen3moe) on every backend", "[backend-ops][graph][moe]") {
+    for (const char *shape : {"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe"}) {
+        const auto model = synthetic(shape);
+        REQUIRE(model->hparams().is_moe());
+        check_on_every_backend(model, shape);
+    }
+}
+
+TEST_CASE("backend ops: greedy speculative decoding with n-grams equals plain greedy on every backend for the mixtures of experts",
+          "[backend-ops][lossless][moe]") {
+    check_lossless_on_backends("tiny-qwen3moe", 24, false);
+    check_lossless_on_backends("tiny-mixtral", 24, false);
+}
+
 // Every drafter and more tokens: ~10 minutes on the CUDA emulator, so not registered with ctest
 // (`specula_backend_ops_tests "[slow]"` runs it).
 TEST_CASE("backend ops: greedy speculative decoding with every drafter equals plain greedy on every backend for qwen3, gemma3, "
-          "gemma2, phi3 and starcoder2",
+          "gemma2, phi3, starcoder2 and the mixtures of experts",
           "[backend-ops][lossless][slow]") {
-    for (const char *shape : {"tiny-qwen3", "tiny-gemma3", "tiny-gemma2", "tiny-phi3", "tiny-starcoder2"}) check_lossless_on_backends(shape, 48, true);
+    for (const char *shape : {"tiny-qwen3", "tiny-gemma3", "tiny-gemma2", "tiny-phi3", "tiny-starcoder2", "tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe"})
+        check_lossless_on_backends(shape, 48, true);
 }
 
 TEST_CASE("backend ops: a wide tree (48 nodes, 4 children each) at position 60 has decoding's bits on every backend "

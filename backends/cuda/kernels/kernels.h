@@ -80,6 +80,20 @@ void store_kv(const float *k, const float *v, int32_t n, int32_t n_embd_kv, __ha
 // In every layer, copies slot `from` to slot `to` (K and V); layer_stride = halves between layers.
 void copy_kv_slot(__half *k_cache, __half *v_cache, int32_t n_layer, size_t layer_stride, int32_t n_embd_kv, int32_t from,
                   int32_t to, cudaStream_t stream);
+// ---- mixture of experts (graph.h) -------------------------------------------------------------------------------
+// route[r] = the k largest of softmax(logits[r]) as k expert indices (floats) then their k weights, renormalized when
+// norm (n_expert <= 256).
+void route_experts(const float *logits, int32_t n, int32_t n_expert, int32_t k, bool norm, float *route, cudaStream_t stream);
+// out[i] = the input of slot slots[i]: row slots[i] / k of src (src_width floats a row), at its own part when per_slot.
+void gather_slots(const float *src, int32_t src_width, const int32_t *slots, int32_t n, int32_t k, bool per_slot, int32_t cols, float *out,
+                  cudaStream_t stream);
+// The part of slot slots[i] in dst (dst_width floats a row, out_rows a slot) = in[i].
+void scatter_slots(const float *in, const int32_t *slots, int32_t n, int32_t k, int32_t out_rows, float *dst, int32_t dst_width, cudaStream_t stream);
+// out[r] = sum over j in order of route[r]'s weight j * slots[r]'s part j (width floats each).
+void mix_experts(const float *slots, const float *route, int32_t n, int32_t k, int32_t width, float *out, cudaStream_t stream);
+// x[r] *= sigmoid(gate[r]) (llama.cpp's silu(g) / g).
+void sigmoid_gate(float *x, const float *gate, int32_t n, int32_t width, cudaStream_t stream);
+
 // Index of the largest of n values (ties: the lowest index) into *out.
 void argmax(const float *values, int32_t n, int32_t *out, cudaStream_t stream);
 
