@@ -13,7 +13,10 @@ on the first rotary_ndims dimensions of each head, rotate_half pairs; LongRoPE's
 the inverse frequencies and attention_factor scales cos and sin; every layer sliding), modeling_qwen3_moe.py
 (Qwen3MoeSparseMoeBlock: the router's softmax in float32 over all experts, torch.topk, norm_topk_prob dividing the
 top weights by their sum, each expert's SwiGLU MLP, weighted and summed), which modeling_mixtral.py's block is too,
-and modeling_qwen2_moe.py (no renormalization; a shared expert scaled by sigmoid(shared_expert_gate)), and checked
+and modeling_qwen2_moe.py (no renormalization; a shared expert scaled by sigmoid(shared_expert_gate)),
+modeling_starcoder2.py (nn.LayerNorm with bias before attention, before the MLP and at the end; biases on q/k/v/o
+and on the MLP's c_fc and c_proj; gelu_pytorch_tanh without a gate: here with ggml's CPU roundings of its input and
+result to F16, which llama.cpp and the SDK apply, so that a draft trains on the numbers it will run with), and checked
 against llama.cpp's logits on the architectures both cover (tests/test_gguf.py).
 
 Weights are dequantized once at load with the SDK's own block formats (gguf.py), so a Q4_K_M target trains its
@@ -30,7 +33,7 @@ import torch.nn.functional as F
 from .gguf import GgufError, GgufReader
 from .rope import RopeConfig, apply_rope, rope_angles
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mistral", "qwen2moe", "qwen3moe")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mistral", "qwen2moe", "qwen3moe", "starcoder2")
 
 
 @dataclass
@@ -87,7 +90,7 @@ class TargetConfig:
         if token_embd is None:
             raise GgufError(f"{r.path}: tensor 'token_embd.weight' is missing")
         n_layer = int(r.require(a + "block_count"))
-        neox = arch in ("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen2moe", "qwen3moe")
+        neox = arch in ("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen2moe", "qwen3moe", "starcoder2")
         extra = {}
         n_expert = int(r.get(a + "expert_count", 0))
         if n_expert > 0:
@@ -115,9 +118,21 @@ class TargetConfig:
             arch=arch, n_layer=n_layer, n_embd=n_embd, n_ff=int(r.require(a + "feed_forward_length")),
             n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, n_vocab=int(token_embd.dims[1]),
             n_ctx_train=int(r.get(a + "context_length", 2048)),
-            norm_eps=float(r.get(a + "attention.layer_norm_rms_epsilon", 1e-5)),
+            norm_eps=float(r.get(a + ("attention.layer_norm_epsilon" if arch == "starcoder2" else "attention.layer_norm_rms_epsilon"), 1e-5)),
             rope=RopeConfig(rope_dim=rope_dim, freq_base=float(r.get(a + "rope.freq_base", 10000.0)), freq_scale=freq_scale,
                             neox=neox, freq_factors=factors, attn_factor=attn_factor), **extra, **extra_moe)
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    """nn.LayerNorm over the last dimension in float32 (StarCoder2)."""
+    return F.layer_norm(x.float(), (x.shape[-1],), weight.float(), bias.float(), eps).to(x.dtype)
+
+
+def gelu_ggml(x: torch.Tensor) -> torch.Tensor:
+    """gelu_pytorch_tanh as ggml's CPU computes it (GGML_GELU_FP16): the input and the result rounded to F16, 0 at or
+    below -10 and x at or above 10."""
+    y = F.gelu(x.half().float(), approximate="tanh").half().float()
+    return torch.where(x <= -10, torch.zeros_like(x), torch.where(x >= 10, x, y)).to(x.dtype)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -177,13 +192,14 @@ class TargetModel(torch.nn.Module):
             self.tied_output = out is None
             self.register_buffer("output", self.token_embd if out is None else out)  # [V, D]
             self.register_buffer("output_norm", t("output_norm.weight"))
+            self.register_buffer("output_norm_b", t("output_norm.bias", optional=True))  # starcoder2's final LayerNorm
             self._layer_names = []
             for i in range(self.cfg.n_layer):
                 p = f"blk.{i}."
                 fused = p + "attn_qkv.weight" in r.tensors  # phi3: qkv_proj and gate_up_proj, split by rows
                 moe = self.cfg.n_expert > 0
                 names = ("attn_norm", "attn_output", "ffn_norm") + (() if moe else ("ffn_down",)) + (() if fused else ("attn_q", "attn_k", "attn_v"))
-                names += () if fused or moe else ("ffn_gate", "ffn_up")
+                names += () if fused or moe else ("ffn_up",) if self.cfg.arch == "starcoder2" else ("ffn_gate", "ffn_up")
                 if moe:  # the router [E, D], stacked experts [E, F, D] / [E, D, F]; qwen2moe's shared expert
                     names += ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
                     if p + "ffn_gate_inp_shexp.weight" in r.tensors:
@@ -193,8 +209,8 @@ class TargetModel(torch.nn.Module):
                     q_rows, kv_rows = self.cfg.n_head * self.cfg.head_dim, self.cfg.n_head_kv * self.cfg.head_dim
                     layer["attn_q"], layer["attn_k"], layer["attn_v"] = torch.split(t(p + "attn_qkv.weight"), [q_rows, kv_rows, kv_rows])
                     layer["ffn_gate"], layer["ffn_up"] = torch.split(t(p + "ffn_up.weight"), [self.cfg.n_ff, self.cfg.n_ff])
-                for n in ("attn_q", "attn_k", "attn_v"):
-                    layer[n + ".bias"] = t(p + n + ".bias", optional=True)
+                for n in ("attn_q", "attn_k", "attn_v", "attn_output", "attn_norm", "ffn_norm", "ffn_up", "ffn_down"):
+                    layer[n + ".bias"] = t(p + n + ".bias", optional=True)  # qwen2's q/k/v; starcoder2's all
                 for n in ("attn_q_norm", "attn_k_norm"):  # Qwen3, Gemma 3: one RMSNorm weight per head size
                     layer[n] = t(p + n + ".weight", optional=True)
                 for n in ("post_attention_norm", "post_ffw_norm"):  # Gemma: norms of the blocks' outputs
@@ -260,7 +276,9 @@ class TargetModel(torch.nn.Module):
         keep_k = keep_v = None
         for i in range(c.n_layer):
             w = self.layer(i)
-            h = rms_norm(x, w["attn_norm"], c.norm_eps)
+            norm = (lambda v, n: layer_norm(v, w[n], w[n + ".bias"], c.norm_eps)) if c.arch == "starcoder2" else \
+                (lambda v, n: rms_norm(v, w[n], c.norm_eps))
+            h = norm(x, "attn_norm")
 
             def proj(name):
                 y = h @ w[name].t()
@@ -283,11 +301,15 @@ class TargetModel(torch.nn.Module):
                     break
             a = attention(q, k, v, mask_local if sliding else mask, c.query_scale, c.attn_softcap).reshape(B, L, c.n_head * c.head_dim)
             a = a @ w["attn_output"].t()
+            if "attn_output.bias" in w:
+                a = a + w["attn_output.bias"]
             if "post_attention_norm" in w:
                 a = rms_norm(a, w["post_attention_norm"], c.norm_eps)
             x = x + a
-            h = rms_norm(x, w["ffn_norm"], c.norm_eps)
-            if c.n_expert > 0:
+            h = norm(x, "ffn_norm")
+            if c.arch == "starcoder2":  # c_fc, GELU, c_proj, with biases
+                f = gelu_ggml(h @ w["ffn_up"].t() + w["ffn_up.bias"]) @ w["ffn_down"].t() + w["ffn_down.bias"]
+            elif c.n_expert > 0:
                 f = self.moe(h, w)
             elif c.arch in ("gemma2", "gemma3"):  # gelu_pytorch_tanh
                 f = (F.gelu(h @ w["ffn_gate"].t(), approximate="tanh") * (h @ w["ffn_up"].t())) @ w["ffn_down"].t()
@@ -296,7 +318,8 @@ class TargetModel(torch.nn.Module):
             if "post_ffw_norm" in w:
                 f = rms_norm(f, w["post_ffw_norm"], c.norm_eps)
             x = x + f
-        logits = self.lm_head(rms_norm(x, self.output_norm, c.norm_eps)) if want_logits else None
+        final = layer_norm(x, self.output_norm, self.output_norm_b, c.norm_eps) if c.arch == "starcoder2" else rms_norm(x, self.output_norm, c.norm_eps)
+        logits = self.lm_head(final) if want_logits else None
         if logits is not None and c.final_softcap > 0:  # Gemma 2's final_logit_softcapping
             logits = torch.tanh(logits / c.final_softcap) * c.final_softcap
         return logits, keep_k, keep_v

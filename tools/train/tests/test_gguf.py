@@ -101,10 +101,11 @@ def test_dequantized_targets_reproduce_llama_cpp(name):
 
 
 @pytest.mark.parametrize("ref", ["mixtral-tiny-f32-a.json", "mixtral-tiny-f32-b.json", "qwen2moe-tiny-f32-a.json",
-                                 "qwen2moe-tiny-f32-b.json", "mixtral-tiny-f16-a.json", "qwen2moe-tiny-f16-a.json"])
-def test_moe_target_reproduces_llama_cpp(sdk, tmp_path, ref):
-    # The torch MoE block (the reference of qwen3moe, which llama.cpp's snapshot predates) against llama.cpp
-    # 2025-02-20 itself on the MoE architectures both run: the in-repo references of synthetic Mixtral and qwen2moe
+                                 "qwen2moe-tiny-f32-b.json", "mixtral-tiny-f16-a.json", "qwen2moe-tiny-f16-a.json",
+                                 "starcoder2-tiny-f32-a.json", "starcoder2-tiny-f32-b.json", "starcoder2-tiny-f16-a.json"])
+def test_target_reproduces_llama_cpp_on_synthetic_references(sdk, tmp_path, ref):
+    # The torch MoE block (the reference of qwen3moe, which llama.cpp's snapshot predates) and StarCoder2 against
+    # llama.cpp 2025-02-20 itself: the in-repo references of synthetic Mixtral and qwen2moe
     # models, written again here byte for byte from the reference's shape, type, seed and layer count.
     ref_path = os.path.join(REPO, "tests", "api", "data", "llama_cpp", ref)
     synth = json.load(open(ref_path))["synthetic"]

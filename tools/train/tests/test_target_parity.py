@@ -95,3 +95,12 @@ def test_moe_logits_match_the_torch_reference(sdk, tmp_path, shape, weight_type,
     qwen2moe (tiny-qwen2moe: 6 experts, 2 a token, not renormalized, a sigmoid-gated shared expert), which llama.cpp
     checks too (tests/api/test_parity.cpp), so that the torch reference's MoE block is itself checked where both run."""
     check_against_reference(sdk, tmp_path, shape, weight_type, 9, rel_tol, min_match)
+
+
+@pytest.mark.parametrize("weight_type,rel_tol,min_match", CASES)
+def test_starcoder2_logits_match_the_torch_reference(sdk, tmp_path, weight_type, rel_tol, min_match):
+    """StarCoder2 on tiny-starcoder2 (3 layers: LayerNorms with weights around 1 and random biases, biases on every
+    projection, a GELU MLP without a gate, GQA): what the trainer needs to train drafts for StarCoder2 targets. The
+    torch GELU rounds as ggml's CPU does (target.py: gelu_ggml); llama.cpp checks the same model in
+    tests/api/test_parity.cpp."""
+    check_against_reference(sdk, tmp_path, "tiny-starcoder2", weight_type, 11, rel_tol, min_match)
