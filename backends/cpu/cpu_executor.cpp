@@ -3,6 +3,7 @@
 #include "backends/cpu/cpu_executor.h"
 
 #include "backends/cpu/ops.h"
+#include "graph/expert_slots.h"
 #include "core/error.h"
 
 #include <algorithm>
@@ -31,15 +32,7 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, T
         require(int32_t(experts.size()) == op.n_experts, SPECULA_ERR_INTERNAL, "CPU: an expert's matrix lies in none of the graph's files");
         return experts;
     });
-    int64_t expert_width = 0;  // the widest input or output of an expert (reserved below for fixed batches)
-    int32_t top_k = 0, n_experts = 0;
-    for (const std::vector<Op> &stage : g.stages)
-        for (const Op &op : stage)
-            if (op.kind == OpKind::ExpertMatMul) {
-                expert_width = std::max({expert_width, op.experts[0].cols, op.experts[0].rows});
-                top_k = std::max(top_k, op.top_k);
-                n_experts = std::max(n_experts, op.n_experts);
-            }
+    const ExpertShape experts = expert_shape(g);  // reserved below for fixed batches
     for (const GraphTensor &t : g.tensors) tensors_.push_back(Tensor{{}, t.width});
     if (g.local_kv_slots > 0) local_kv_.emplace(0, 1, g.local_kv_slots, g.hp.n_embd_kv(), KvType::F32);
     // Attention scratch, one per thread and built in place: a copy would not keep the reservations its constructor
@@ -49,12 +42,12 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, T
     for (int t = 0; t < pool_.size(); ++t) block_attention_.emplace_back(g.hp.head_dim);
     if (fixed_rows_) {
         ensure_rows(max_rows);
-        if (top_k > 0) {
-            const size_t slots = size_t(max_rows) * size_t(top_k);
+        if (experts.top_k > 0) {
+            const size_t slots = size_t(max_rows) * size_t(experts.top_k);
             expert_slots_.reserve(slots);
-            expert_start_.reserve(size_t(n_experts) + 1);
-            expert_in_.reserve(slots * size_t(expert_width));
-            expert_out_.reserve(slots * size_t(expert_width));
+            expert_start_.reserve(size_t(experts.n_experts) + 1);
+            expert_in_.reserve(slots * size_t(experts.widest));
+            expert_out_.reserve(slots * size_t(experts.widest));
         }
         for (auto &q : queries_) q.reserve(size_t(max_rows) * size_t(group));
         for (BlockAttention &b : block_attention_) {
@@ -205,7 +198,7 @@ void CpuExecutor::attention(const Op &op, const BatchRows &rows, int32_t first, 
     }
 }
 
-// The rows' slots grouped by expert (a counting sort, slots in row order within an expert), then one matrix
+// The rows' slots grouped by expert (graph/expert_slots.h, slots in row order within an expert), then one matrix
 // product per selected expert over its gathered inputs: each expert's weights are read once per batch, however many
 // of a tree's rows chose it. A slot's arithmetic is MatMul's for one row (batch invariant), so grouping changes no bit.
 void CpuExecutor::expert_matmul(const Op &op, const std::vector<CpuMatrix> &experts, int32_t first, int32_t count) {
@@ -213,22 +206,8 @@ void CpuExecutor::expert_matmul(const Op &op, const std::vector<CpuMatrix> &expe
     const int64_t cols = op.experts[0].cols, out_rows = op.experts[0].rows;
     const bool per_slot = int64_t(tensor(op.src).width) == int64_t(k) * cols;  // else one input for every slot
     const int32_t slots = count * k;
-    expert_start_.assign(size_t(n_experts) + 1, 0);
-    for (int32_t r = first; r < first + count; ++r)
-        for (int32_t j = 0; j < k; ++j) {
-            const int32_t e = int32_t(row(op.src2, r)[j]);
-            require(e >= 0 && e < n_experts, SPECULA_ERR_INTERNAL, "CPU: a route names no expert");
-            ++expert_start_[size_t(e) + 1];
-        }
-    for (int32_t e = 0; e < n_experts; ++e) expert_start_[size_t(e) + 1] += expert_start_[size_t(e)];
     expert_slots_.resize(size_t(slots));
-    {
-        std::vector<int32_t> &next = expert_start_;  // filled in place, then shifted back below
-        for (int32_t r = first; r < first + count; ++r)
-            for (int32_t j = 0; j < k; ++j) expert_slots_[size_t(next[size_t(row(op.src2, r)[j])]++)] = (r - first) * k + j;
-        for (int32_t e = n_experts; e > 0; --e) next[size_t(e)] = next[size_t(e) - 1];
-        next[0] = 0;
-    }
+    group_slots_by_expert(row(op.src2, first), count, k, n_experts, expert_start_, expert_slots_.data());
     auto input = [&](int32_t slot) { return row(op.src, first + slot / k) + (per_slot ? int64_t(slot % k) * cols : 0); };
     auto output = [&](int32_t slot) { return row(op.dst, first + slot / k) + int64_t(slot % k) * out_rows; };
     for (int32_t e = 0; e < n_experts; ++e) {

@@ -7,6 +7,7 @@
 #include "backends/cuda/graph_replay.h"
 #include "backends/cuda/kernels/topk.h"
 #include "core/error.h"
+#include "graph/expert_slots.h"
 #include "model/rope.h"
 
 #include <algorithm>
@@ -89,30 +90,11 @@ bool CudaExecutor::replayable(const Graph &graph) {
     return true;
 }
 
-namespace {
-// ExpertMatMul's scratch: the gathered inputs and outputs of one expert (at most max_rows slots: a row picks an
-// expert once), as floats, and the slots' grouping.
-size_t expert_scratch_floats(const Graph &g, int32_t max_rows) {
-    int64_t widest = 0;
-    for (const std::vector<Op> &stage : g.stages)
-        for (const Op &op : stage)
-            if (op.kind == OpKind::ExpertMatMul) widest = std::max({widest, op.experts[0].cols, op.experts[0].rows});
-    return size_t(max_rows) * size_t(widest);
-}
-int32_t max_top_k(const Graph &g) {
-    int32_t k = 0;
-    for (const std::vector<Op> &stage : g.stages)
-        for (const Op &op : stage) k = std::max(k, op.top_k);
-    return k;
-}
-}  // namespace
-
 size_t CudaExecutor::bytes_needed(const Graph &g, int32_t max_rows, const CudaContext &ctx) {
     const int32_t local_chunk = fixed_split_chunk(std::max(1, g.local_kv_slots));
     return g.activation_bytes(max_rows) + gemm_bytes(g, max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
            size_t(max_rows) * size_t(g.hp.n_head) * size_t(g.hp.head_dim + 2) * 4 + kIntsBytes +
-           2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2 + 2 * expert_scratch_floats(g, max_rows) * 4 +
-           size_t(max_rows) * size_t(max_top_k(g)) * 4;
+           2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2 + expert_scratch_bytes(g, max_rows);
 }
 
 CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, const CudaContext &context)
@@ -145,14 +127,15 @@ CudaExecutor::CudaExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows,
         }
         return experts;
     });
-    if (const size_t floats = expert_scratch_floats(g, max_rows_); floats > 0) {
-        const size_t slots = size_t(max_rows_) * size_t(max_top_k(g));
+    if (const ExpertShape shape = expert_shape(g); shape.top_k > 0) {
+        // One expert's gathered inputs and outputs (at most max_rows slots: a row picks an expert once).
+        const size_t floats = size_t(max_rows_) * size_t(shape.widest), slots = size_t(max_rows_) * size_t(shape.top_k);
         moe_in_ = DeviceBuffer(floats * 4);
         moe_out_ = DeviceBuffer(floats * 4);
         moe_slots_ = DeviceBuffer(slots * 4);
         host_route_.reserve(slots * 2 * 4);
         host_slots_.reserve(slots * 4);
-        moe_start_.reserve(size_t(g.hp.n_expert) + 1);
+        moe_start_.reserve(size_t(shape.n_experts) + 1);
         ctx_.graphs = false;  // its stages read routes back mid-stage: never captured (replayable())
     }
     for (const GraphTensor &t : g.tensors) {
@@ -362,19 +345,8 @@ void CudaExecutor::expert_matmul(const Op &op, const std::vector<DeviceMatrix> &
     float *route = host_route_.as<float>();
     check(cudaMemcpyAsync(route, row(op.src2, first), size_t(slots) * 2 * 4, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (routes)");
     check(cudaStreamSynchronize(st), "expert routes");
-    moe_start_.assign(size_t(n_experts) + 1, 0);
-    for (int32_t r = 0; r < count; ++r)
-        for (int32_t j = 0; j < k; ++j) {
-            const int32_t e = int32_t(route[size_t(r) * 2 * size_t(k) + size_t(j)]);
-            require(e >= 0 && e < n_experts, SPECULA_ERR_INTERNAL, "CUDA: a route names no expert");
-            ++moe_start_[size_t(e) + 1];
-        }
-    for (int32_t e = 0; e < n_experts; ++e) moe_start_[size_t(e) + 1] += moe_start_[size_t(e)];
     int32_t *grouped = host_slots_.as<int32_t>();
-    for (int32_t r = 0; r < count; ++r)
-        for (int32_t j = 0; j < k; ++j) grouped[moe_start_[size_t(route[size_t(r) * 2 * size_t(k) + size_t(j)])]++] = r * k + j;
-    for (int32_t e = n_experts; e > 0; --e) moe_start_[size_t(e)] = moe_start_[size_t(e) - 1];
-    moe_start_[0] = 0;
+    group_slots_by_expert(route, count, k, n_experts, moe_start_, grouped);
     int32_t *d_slots = moe_slots_.as<int32_t>();
     check(cudaMemcpyAsync(d_slots, grouped, size_t(slots) * 4, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (expert slots)");
     for (int32_t e = 0; e < n_experts; ++e) {

@@ -4,6 +4,7 @@
 
 #include "backend/attention_split.h"
 #include "core/error.h"
+#include "graph/expert_slots.h"
 #include "model/rope.h"
 
 #include <algorithm>
@@ -69,30 +70,11 @@ bool VulkanExecutor::supports(const Op &op) {
     return false;
 }
 
-namespace {
-// ExpertMatMul's scratch: one expert's gathered inputs and outputs (at most max_rows slots: a row picks an expert
-// once), as floats.
-size_t expert_scratch_floats(const Graph &g, int32_t max_rows) {
-    int64_t widest = 0;
-    for (const std::vector<Op> &stage : g.stages)
-        for (const Op &op : stage)
-            if (op.kind == OpKind::ExpertMatMul) widest = std::max({widest, op.experts[0].cols, op.experts[0].rows});
-    return size_t(max_rows) * size_t(widest);
-}
-int32_t max_top_k(const Graph &g) {
-    int32_t k = 0;
-    for (const std::vector<Op> &stage : g.stages)
-        for (const Op &op : stage) k = std::max(k, op.top_k);
-    return k;
-}
-}  // namespace
-
 size_t VulkanExecutor::bytes_needed(const Graph &g, int32_t max_rows, const VulkanContext &ctx) {
     const uint32_t local_chunk = shape_of(g, uint32_t(fixed_split_chunk(std::max(1, g.local_kv_slots)))).chunk;
     return g.activation_bytes(max_rows) + partials_bytes(g, max_rows, ctx, local_chunk) +
            size_t(max_rows) * size_t(g.hp.n_head) * size_t(g.hp.head_dim + 2) * 4 + 2 * (size_t(64) << 10) +
-           2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2 + 2 * expert_scratch_floats(g, max_rows) * 4 +
-           size_t(max_rows) * size_t(max_top_k(g)) * 4;
+           2 * size_t(g.local_kv_slots) * size_t(g.hp.n_embd_kv()) * 2 + expert_scratch_bytes(g, max_rows);
 }
 
 VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, const VulkanContext &context)
@@ -124,14 +106,15 @@ VulkanExecutor::VulkanExecutor(std::shared_ptr<const Graph> graph, int32_t max_r
         }
         return experts;
     });
-    if (const size_t floats = expert_scratch_floats(g, max_rows_); floats > 0) {
-        const size_t slots = size_t(max_rows_) * size_t(max_top_k(g));
+    if (const ExpertShape shape = expert_shape(g); shape.top_k > 0) {
+        // One expert's gathered inputs and outputs (at most max_rows slots: a row picks an expert once).
+        const size_t floats = size_t(max_rows_) * size_t(shape.widest), slots = size_t(max_rows_) * size_t(shape.top_k);
         moe_in_ = buf(floats * 4, "expert scratch");
         moe_out_ = buf(floats * 4, "expert scratch");
         moe_slots_ = buf(slots * 4, "expert scratch");
         host_route_.reserve(slots * 2);
         host_slots_.reserve(slots);
-        moe_start_.reserve(size_t(g.hp.n_expert) + 1);
+        moe_start_.reserve(size_t(shape.n_experts) + 1);
     }
     for (const GraphTensor &t : g.tensors) {
         tensors_.push_back(buf(size_t(max_rows_) * size_t(t.width) * 4, "graph tensors"));
@@ -275,19 +258,8 @@ void VulkanExecutor::expert_matmul(const Op &op, const std::vector<Matrix> &expe
     const View route = row(op.src2, first);
     st.download(*route.buffer, size_t(route.offset) * 4, host_route_.data(), host_route_.size() * 4);
     st.finish();
-    moe_start_.assign(size_t(n_experts) + 1, 0);
-    for (uint32_t r = 0; r < count; ++r)
-        for (uint32_t j = 0; j < k; ++j) {
-            const int32_t e = int32_t(host_route_[size_t(r) * 2 * k + j]);
-            require(e >= 0 && uint32_t(e) < n_experts, SPECULA_ERR_INTERNAL, "Vulkan: a route names no expert");
-            ++moe_start_[size_t(e) + 1];
-        }
-    for (uint32_t e = 0; e < n_experts; ++e) moe_start_[size_t(e) + 1] += moe_start_[size_t(e)];
     host_slots_.resize(slots);
-    for (uint32_t r = 0; r < count; ++r)
-        for (uint32_t j = 0; j < k; ++j) host_slots_[size_t(moe_start_[size_t(host_route_[size_t(r) * 2 * k + j])]++)] = int32_t(r * k + j);
-    for (uint32_t e = n_experts; e > 0; --e) moe_start_[e] = moe_start_[e - 1];
-    moe_start_[0] = 0;
+    group_slots_by_expert(host_route_.data(), int32_t(count), int32_t(k), int32_t(n_experts), moe_start_, host_slots_.data());
     st.upload(moe_slots_, 0, host_slots_.data(), size_t(slots) * 4);
     for (uint32_t e = 0; e < n_experts; ++e) {
         const uint32_t a = uint32_t(moe_start_[e]), n = uint32_t(moe_start_[e + 1]) - a;
