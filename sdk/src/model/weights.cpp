@@ -18,6 +18,19 @@ std::string shape_text(const TensorInfo &t) {
     return s + "]";
 }
 
+// t (its shape checked by the caller) as `rows` rows of `cols` elements, of a type the CPU backend computes with.
+WeightView view_of(const TensorInfo &t, const std::string &name, int64_t cols, int64_t rows) {
+    require(find_type_kernels(t.type) != nullptr, SPECULA_ERR_UNSUPPORTED,
+            "model: tensor '" + name + "' has type " + tensor_type_name(t.type) + ", which the CPU backend does not support yet");
+    WeightView w;
+    w.data = t.data;
+    w.type = t.type;
+    w.cols = cols;
+    w.rows = rows;
+    w.row_bytes = size_t(t.n_bytes / uint64_t(rows));
+    return w;
+}
+
 // A tensor that must exist with exactly shape {cols} (vector) or {cols, rows} (matrix).
 WeightView bind_tensor(const GgufFile &file, const std::string &name, int64_t cols, int64_t rows, bool vector, bool optional = false) {
     const TensorInfo *t = file.find_tensor(name);
@@ -30,17 +43,10 @@ WeightView bind_tensor(const GgufFile &file, const std::string &name, int64_t co
     require(shape_ok, SPECULA_ERR_FORMAT,
             "model: tensor '" + name + "' has shape " + shape_text(*t) + ", expected [" + std::to_string(cols) +
                 (vector ? "" : ", " + std::to_string(rows)) + "]");
-    require(find_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
-            "model: tensor '" + name + "' has type " + tensor_type_name(t->type) + ", which the CPU backend does not support yet");
+    const WeightView w = view_of(*t, name, cols, vector ? 1 : rows);
     // Norm weights and biases are read as plain floats.
     require(!vector || t->type == uint32_t(TensorType::F32), SPECULA_ERR_UNSUPPORTED,
             "model: vector tensor '" + name + "' must be F32, not " + tensor_type_name(t->type));
-    WeightView w;
-    w.data = t->data;
-    w.type = t->type;
-    w.cols = cols;
-    w.rows = vector ? 1 : rows;
-    w.row_bytes = size_t(t->n_bytes / uint64_t(w.rows));
     return w;
 }
 
@@ -51,14 +57,7 @@ std::vector<WeightView> bind_experts(const GgufFile &file, const std::string &na
     require(t->n_dims == 3 && t->dims[0] == cols && t->dims[1] == rows && t->dims[2] == n, SPECULA_ERR_FORMAT,
             "model: tensor '" + name + "' has shape " + shape_text(*t) + ", expected [" + std::to_string(cols) + ", " +
                 std::to_string(rows) + ", " + std::to_string(n) + "]");
-    require(find_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
-            "model: tensor '" + name + "' has type " + tensor_type_name(t->type) + ", which the CPU backend does not support yet");
-    WeightView all;
-    all.data = t->data;
-    all.type = t->type;
-    all.cols = cols;
-    all.rows = rows * n;
-    all.row_bytes = size_t(t->n_bytes / uint64_t(all.rows));
+    const WeightView all = view_of(*t, name, cols, rows * n);
     std::vector<WeightView> experts;
     for (int32_t e = 0; e < n; ++e) experts.push_back(all.rows_view(int64_t(e) * rows, rows));
     return experts;
@@ -70,15 +69,7 @@ WeightView bind_row_matrix(const GgufFile &file, const std::string &name, int64_
     require(t != nullptr, SPECULA_ERR_FORMAT, "model: tensor '" + name + "' is missing");
     require(t->dims[0] == cols && (t->n_dims == 1 || (t->n_dims == 2 && t->dims[1] == 1)), SPECULA_ERR_FORMAT,
             "model: tensor '" + name + "' has shape " + shape_text(*t) + ", expected [" + std::to_string(cols) + "]");
-    require(find_type_kernels(t->type) != nullptr, SPECULA_ERR_UNSUPPORTED,
-            "model: tensor '" + name + "' has type " + tensor_type_name(t->type) + ", which the CPU backend does not support yet");
-    WeightView w;
-    w.data = t->data;
-    w.type = t->type;
-    w.cols = cols;
-    w.rows = 1;
-    w.row_bytes = size_t(t->n_bytes);
-    return w;
+    return view_of(*t, name, cols, 1);
 }
 
 }  // namespace
