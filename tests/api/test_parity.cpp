@@ -88,11 +88,10 @@ double tolerance_for(const std::string &weight_type) {
 }
 
 // Teacher-forced comparison of our greedy steps with the reference's, on the model at model_file (`rel` names the
-// reference in messages and in kKnownBad). route_flips: the model routes tokens to experts and the cache is not the
+// reference in messages and in kKnownBad). A model that routes tokens to experts, with a cache other than the
 // reference's F32: a rounded key or value moves a router's logits by ~1e-3, enough to swap near-tied experts, after
 // which the logits are another expert's (measured and reported, not asserted).
-void compare_with_reference(const Reference &ref, const std::string &model_file, const std::string &rel, int32_t kv_type,
-                            bool route_flips = false) {
+void compare_with_reference(const Reference &ref, const std::string &model_file, const std::string &rel, int32_t kv_type) {
     const char *kv_name = kv_type == SPECULA_KV_F32 ? "F32" : kv_type == SPECULA_KV_F16 ? "F16" : "Q8_0";
     specula_model *model = nullptr;
     specula_error *err = nullptr;
@@ -106,6 +105,12 @@ void compare_with_reference(const Reference &ref, const std::string &model_file,
     }
     INFO(specula_error_message(err));
     REQUIRE(load == SPECULA_OK);
+    bool experts = false;  // the file has <arch>.expert_count
+    for (int32_t i = 0; i < specula_model_meta_count(model); ++i) {
+        const std::string key = specula_model_meta_key(model, i);
+        experts = experts || (key.size() > 13 && key.compare(key.size() - 13, 13, ".expert_count") == 0);
+    }
+    const bool route_flips = experts && kv_type != SPECULA_KV_F32;
     const double weight_tol = tolerance_for(specula_model_weight_type(model));
     const double tol = kv_type == SPECULA_KV_F32 ? weight_tol : kv_type == SPECULA_KV_F16 ? 3.0 * weight_tol : 0.1;
 
@@ -209,7 +214,7 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
 // starcoder2: tiny-starcoder2 (3 layers: LayerNorms and biases, a GELU MLP).
 // Mixture of experts: tiny-mixtral (llama with 8 experts, 2 a token, weights renormalized) and tiny-qwen2moe (6
 // experts, 2 a token, not renormalized, a shared expert behind a sigmoid gate); with an F16 cache their values are
-// reported, not asserted (compare_with_reference: route_flips).
+// reported, not asserted (compare_with_reference).
 TEST_CASE("greedy tokens and top-5 logits match llama.cpp on the in-repo references of synthetic models", "[parity][model]") {
     const fs::path dir = fs::path(SPECULA_SOURCE_DIR) / "tests/api/data/llama_cpp";
     std::vector<fs::path> files;
@@ -231,8 +236,7 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on the in-repo referen
             so.n_layer = ref.synth_layers;
             const std::string vocab = (fs::path(SPECULA_SOURCE_DIR) / "models/stories260K.gguf").string();
             REQUIRE(specula_synthetic_model_write(ref.synth_shape.c_str(), vocab.c_str(), model_file.c_str(), &so, nullptr) == SPECULA_OK);
-            const bool experts = ref.synth_shape.find("moe") != std::string::npos || ref.synth_shape.find("mixtral") != std::string::npos;
-            compare_with_reference(ref, model_file.string(), rel, kv_type, experts && kv_type != SPECULA_KV_F32);
+            compare_with_reference(ref, model_file.string(), rel, kv_type);
             fs::remove(model_file);
         }
     }
