@@ -108,9 +108,10 @@ inline bool check_body(const std::string &text) {
     if (!answer([&] { params = parse_completion_params(body); })) return false;
     (void)dump(generation_settings(params, kNCtx));
 
-    std::vector<int32_t> completion, oai_completion, chat;
-    answer([&] { completion = completion_prompt(*g_model, body, false); });
-    answer([&] { oai_completion = completion_prompt(*g_model, body, true); });
+    std::vector<std::vector<int32_t>> completion, oai_completion;
+    std::vector<int32_t> chat;
+    answer([&] { completion = completion_prompts(*g_model, body, false); });
+    answer([&] { oai_completion = completion_prompts(*g_model, body, true); });
     answer([&] { chat = chat_prompt(*g_model, body, "chatml"); });
     answer([&] { (void)dump(json{{"prompt", g_model->apply_chat_template(chat_messages(body), true, "chatml")}}); });
     answer([&] {

@@ -16,7 +16,8 @@ std::vector<int32_t> tokenize(httplib::Client &c, const json &content, bool add_
 }  // namespace
 
 TEST_CASE("health, props, models and metrics answer in llama-server's shapes", "[serve]") {
-    ServerProcess server({"-m", bundled_model(), "-c", "256", "--parallel", "2"});
+    // -c is the server's context, divided among the slots (llama-server's -c 256 -np 2: 128 each).
+    ServerProcess server({"-m", bundled_model(), "-c", "512", "--parallel", "2", "--slots", "--metrics"});
     auto c = server.client();
 
     const Reply health = get(c, "/health");
@@ -28,6 +29,8 @@ TEST_CASE("health, props, models and metrics answer in llama-server's shapes", "
     REQUIRE(props.status == 200);
     CHECK(props.data["total_slots"] == 2);
     CHECK(props.data["default_generation_settings"]["n_ctx"] == 256);
+    CHECK(props.data["endpoint_slots"] == true);
+    CHECK(props.data["endpoint_metrics"] == true);
     CHECK(props.data["default_generation_settings"]["params"]["temperature"].is_number());
     CHECK(props.data["bos_token"] == "<s>");
     CHECK(props.data["eos_token"] == "</s>");
@@ -51,6 +54,8 @@ TEST_CASE("health, props, models and metrics answer in llama-server's shapes", "
     const Reply slots = get(c, "/slots");
     REQUIRE(slots.status == 200);
     CHECK(slots.data.size() == 2);
+    CHECK(slots.data[0]["n_ctx"] == 256);
+    CHECK(slots.data[0]["params"]["temperature"].is_number());
 
     // One completion, then the counters show it.
     REQUIRE(post(c, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 8}, {"temperature", 0}}).status == 200);
@@ -183,7 +188,7 @@ TEST_CASE("OpenAI completions and chat, streamed and not, end streams with [DONE
     REQUIRE(r.status == 200);
     INFO(r.body);
     CHECK(r.data["object"] == "text_completion");
-    CHECK(r.data["model"] == "stories");
+    CHECK(r.data["model"] == "whatever");  // the request's model, as llama-server echoes it (the alias without one)
     CHECK(r.data["id"].get<std::string>().rfind("cmpl-", 0) == 0);
     CHECK(r.data["created"].is_number_integer());
     REQUIRE(r.data["choices"].size() == 1);
@@ -301,17 +306,13 @@ TEST_CASE("malformed requests get llama-server's error object and the server sta
     check_error(post(c, "/completion", json{{"prompt", "x"}, {"stream", "yes"}}), 400, "invalid_request_error");
     check_error(post(c, "/completion", json{{"prompt", {1, -5}}}), 400, "invalid_request_error");
     check_error(post(c, "/completion", json{{"prompt", {1, 1u << 31}}}), 400, "invalid_request_error");
-    check_error(post(c, "/completion", json{{"prompt", {"a", "b"}}}), 400, "invalid_request_error");
+    check_error(post(c, "/completion", json{{"prompt", {"a", {1, {2}}}}}), 400, "invalid_request_error");
     check_error(post(c, "/completion", json{{"prompt", json::object()}}), 400, "invalid_request_error");
     check_error(post(c, "/completion", json{{"prompt", "x"}, {"id_slot", -2}}), 400, "invalid_request_error");
     CHECK(post(c, "/completion", json{{"prompt", "x"}, {"id_slot", 7}, {"n_predict", 2}}).status == 200);  // no such slot: any
-    // A prompt longer than the context: llama-server's exceed_context_size_error.
-    std::string long_prompt;
-    for (int i = 0; i < 200; ++i) long_prompt += "Once upon a time ";
-    check_error(post(c, "/completion", json{{"prompt", long_prompt}}), 400, "exceed_context_size_error");
     check_error(post(c, "/v1/chat/completions", json{{"messages", "hi"}}), 400, "invalid_request_error");
-    check_error(post(c, "/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}}), 400,
-                "invalid_request_error");  // stories260K has no chat template
+    check_error(post(c, "/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}), 400,
+                "invalid_request_error");
     check_error(get(c, "/no/such/endpoint"), 404, "not_found_error");
     // A body over --max-body (1 MiB): 413 before it is read into a request.
     const Reply big = post(c, "/completion", json{{"prompt", std::string(2u << 20, 'a')}});

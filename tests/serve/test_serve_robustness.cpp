@@ -102,7 +102,7 @@ TEST_CASE("concurrent clients on two slots each get exactly their greedy continu
 TEST_CASE("a full queue answers 503, a client that hangs up frees its slot at once", "[serve][concurrency]") {
     ScratchDir dir;
     const std::string model = make_slow_model(dir);
-    ServerProcess server({"-m", model, "--ngram-nodes", "4", "-c", "4096", "--parallel", "1", "--max-queue", "0", "-t", "1"});
+    ServerProcess server({"-m", model, "--ngram-nodes", "4", "-c", "4096", "--parallel", "1", "--max-queue", "0", "-t", "1", "--metrics"});
     auto c = server.client();
 
     // A long stream occupies the only slot.
@@ -135,7 +135,7 @@ TEST_CASE("a full queue answers 503, a client that hangs up frees its slot at on
 TEST_CASE("a non-streamed request whose client hangs up stops generating too", "[serve]") {
     ScratchDir dir;
     const std::string model = make_slow_model(dir);
-    ServerProcess server({"-m", model, "--ngram-nodes", "4", "-c", "4096", "--parallel", "1", "-t", "1"});
+    ServerProcess server({"-m", model, "--ngram-nodes", "4", "-c", "4096", "--parallel", "1", "-t", "1", "--metrics"});
     {
         HangingUpClient quitter(server.port(), json{{"prompt", "Once upon a time"}, {"n_predict", 4000}, {"ignore_eos", true}}.dump());
         std::this_thread::sleep_for(std::chrono::milliseconds(500));  // it is generating now

@@ -284,7 +284,7 @@ TEST_CASE("slot files: save, restore and erase inside --slot-save-path, and name
     ScratchDir dir;
     const std::filesystem::path slots = dir.path / "slots";
     std::filesystem::create_directories(dir.path / "outside");
-    ServerProcess server({"-m", bundled_model(), "-c", "128", "--slot-save-path", slots.string()});
+    ServerProcess server({"-m", bundled_model(), "-c", "128", "--slot-save-path", slots.string(), "--slots"});
     auto c = server.client();
     REQUIRE(post(c, "/completion", kSmallCompletion).status == 200);
     const Reply saved = post(c, "/slots/0?action=save", json{{"filename", "slot1.bin"}});

@@ -23,12 +23,14 @@ double now_ms() {
 }
 }  // namespace
 
-CompletionParams parse_completion_params(const json &body) {
+CompletionParams parse_completion_params(const json &body, const SamplingDefaults &d, int32_t server_n_predict) {
     if (!body.is_object()) throw bad_request("the request body must be a JSON object");
     CompletionParams p;
     // max_tokens / max_completion_tokens are the OpenAI names of n_predict (n_predict wins when both are given).
     const int64_t max_tokens = int_field(body, "max_tokens", int_field(body, "max_completion_tokens", -1, -1, 1 << 24), -1, 1 << 24);
     p.n_predict = int32_t(int_field(body, "n_predict", max_tokens, -1, 1 << 24));
+    if (server_n_predict >= 0 && (p.n_predict < 0 || p.n_predict > server_n_predict)) p.n_predict = server_n_predict;
+    p.n_keep = int32_t(int_field(body, "n_keep", 0, -1, 1 << 24));
     p.n_indent = int32_t(int_field(body, "n_indent", 0, 0, 1 << 16));
     p.t_max_predict_ms = int_field(body, "t_max_predict_ms", 0, -1, int64_t(1) << 40);
     p.t_max_prompt_ms = int_field(body, "t_max_prompt_ms", 0, -1, int64_t(1) << 40);
@@ -41,18 +43,18 @@ CompletionParams parse_completion_params(const json &body) {
     p.samplers = string_list_field(body, "samplers");
     p.has_samplers = has_field(body, "samplers");
     p.response_fields = string_list_field(body, "response_fields");
-    p.seed = int_field(body, "seed", -1, -1, INT64_MAX);
+    p.seed = int_field(body, "seed", d.seed, -1, INT64_MAX);
 
-    // llama-server's defaults (common_params_sampling), which are also the library's.
+    // The server's defaults (its --temp, --top-k, ...; llama-server's common_params_sampling unless given).
     specula::SamplerOptions &s = p.sampler;
-    s.temperature = float(number_field(body, "temperature", 0.8, -1e6, 1e6));
-    s.top_k = int32_t(int_field(body, "top_k", 40, -1, 1 << 24));
-    s.top_p = float(number_field(body, "top_p", 0.95, 0.0, 1e6));
-    s.min_p = float(number_field(body, "min_p", 0.05, 0.0, 1.0));
-    s.repeat_penalty = float(number_field(body, "repeat_penalty", 1.0, 1e-6, 1e6));
-    s.presence_penalty = float(number_field(body, "presence_penalty", 0.0, -1e6, 1e6));
-    s.frequency_penalty = float(number_field(body, "frequency_penalty", 0.0, -1e6, 1e6));
-    s.penalty_last_n = int32_t(int_field(body, "repeat_last_n", 64, -1, 1 << 24));
+    s.temperature = float(number_field(body, "temperature", d.temperature, -1e6, 1e6));
+    s.top_k = int32_t(int_field(body, "top_k", d.top_k, -1, 1 << 24));
+    s.top_p = float(number_field(body, "top_p", d.top_p, 0.0, 1e6));
+    s.min_p = float(number_field(body, "min_p", d.min_p, 0.0, 1.0));
+    s.repeat_penalty = float(number_field(body, "repeat_penalty", d.repeat_penalty, 1e-6, 1e6));
+    s.presence_penalty = float(number_field(body, "presence_penalty", d.presence_penalty, -1e6, 1e6));
+    s.frequency_penalty = float(number_field(body, "frequency_penalty", d.frequency_penalty, -1e6, 1e6));
+    s.penalty_last_n = int32_t(int_field(body, "repeat_last_n", d.repeat_last_n, -1, 1 << 24));
     // A sampler chain names the steps that run: the ones left out are off, as in llama.cpp's chain (without
     // "temperature" the logits are sampled as they are, i.e. at temperature 1; an empty chain samples the raw
     // distribution). "infill" and the other steps of llama.cpp that Specula does not have are ignored.
@@ -76,6 +78,7 @@ json generation_settings(const CompletionParams &p, int32_t n_ctx) {
     const specula_sampler_options &s = p.sampler;
     return {{"n_ctx", n_ctx},
             {"n_predict", p.n_predict},
+            {"n_keep", p.n_keep},
             {"seed", p.seed < 0 ? int64_t(0xFFFFFFFF) : p.seed},
             {"temperature", s.temperature},
             {"top_k", s.top_k},
@@ -123,13 +126,29 @@ json Timings::to_json() const {
     return j;
 }
 
-CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &prompt, const CompletionParams &params,
+std::vector<int32_t> cut_prompt_to_context(const std::vector<int32_t> &prompt, int32_t n_ctx, int32_t n_keep) {
+    const int32_t n_prompt = int32_t(prompt.size());
+    if (n_prompt < n_ctx) return prompt;
+    if (n_keep < 0) n_keep = n_prompt;
+    n_keep = std::max(0, std::min(n_ctx - 4, n_keep));
+    const int32_t block = std::max(1, (n_ctx - n_keep) / 2);
+    const int32_t erased_blocks = (n_prompt - n_keep - block) / block;
+    std::vector<int32_t> out(prompt.begin(), prompt.begin() + n_keep);
+    out.insert(out.end(), prompt.begin() + n_keep + int64_t(erased_blocks) * block, prompt.end());
+    return out;
+}
+
+CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &whole_prompt, const CompletionParams &params,
                                        const PieceSink &sink, const std::function<bool()> &gone) const {
     CompletionResult r;
     r.id_slot = slot.id;
-    r.prompt_tokens = prompt;
     r.truncated = params.prompt_trimmed;
-    if (prompt.empty()) throw bad_request("the prompt is empty");
+    if (whole_prompt.empty()) throw bad_request("the prompt is empty");
+    // As llama-server: with context shift on, a prompt that does not fit loses blocks from its middle.
+    const std::vector<int32_t> prompt =
+        context_shift_ ? cut_prompt_to_context(whole_prompt, slot.n_ctx, params.n_keep) : whole_prompt;
+    if (prompt.size() != whole_prompt.size()) r.truncated = true;
+    r.prompt_tokens = prompt;
     if (int64_t(prompt.size()) >= slot.n_ctx)
         throw HttpError(ErrorType::ExceedContext, "the request exceeds the available context size (" + std::to_string(prompt.size()) +
                                                       " prompt tokens, n_ctx " + std::to_string(slot.n_ctx) +
@@ -143,7 +162,12 @@ CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &p
     s.append_tokens(prompt.data() + cached, prompt.size() - cached);
 
     int32_t n_predict = params.n_predict;
-    if (server_n_predict_ >= 0 && (n_predict < 0 || n_predict > server_n_predict_)) n_predict = server_n_predict_;
+    // Without a cap, a shifting context never fills: llama-server stops at the trained context then (truncated).
+    bool capped_by_training = false;
+    if (n_predict < 0 && context_shift_) {
+        n_predict = std::max(1, model_.n_ctx_train() - int32_t(prompt.size()));
+        capped_by_training = true;
+    }
 
     specula_stop_reason reason = SPECULA_STOP_NONE;
     if (n_predict == 0) {
@@ -230,6 +254,10 @@ CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &p
     case SPECULA_STOP_CALLBACK:
         r.stop_type = StopType::Limit;
         r.cancelled = r.cancelled || reason == SPECULA_STOP_CANCELLED;
+        break;
+    case SPECULA_STOP_MAX_TOKENS:
+        r.stop_type = StopType::Limit;
+        r.truncated = r.truncated || (capped_by_training && int32_t(r.tokens.size()) >= n_predict);
         break;
     default: r.stop_type = StopType::Limit; break;
     }

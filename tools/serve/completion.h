@@ -4,6 +4,7 @@
 #pragma once
 
 #include "json_fields.h"
+#include "serve_config.h"
 #include "slot_pool.h"
 
 #include <specula/specula.hpp>
@@ -16,7 +17,8 @@
 namespace specula_serve {
 
 struct CompletionParams {
-    int32_t n_predict = -1;          // -1: until a stop, the server's -n or the end of the context
+    int32_t n_predict = -1;          // the cap that applies (the request's, within the server's -n); -1: none
+    int32_t n_keep = 0;              // prompt tokens kept when a prompt longer than the context is cut (-1: all)
     int32_t n_indent = 0;            // > 0: stop at a line indented less than this (code completion)
     int64_t t_max_predict_ms = 0;    // > 0: after a newline, stop once generation took this long
     int64_t t_max_prompt_ms = 0;     // accepted for llama.vim; llama-server does not act on it either
@@ -35,8 +37,9 @@ struct CompletionParams {
 };
 
 // Reads the llama-server generation fields of a request (/completion, /infill and the OpenAI ones after their names
-// were mapped). 400 on a wrong type or range.
-CompletionParams parse_completion_params(const json &body);
+// were mapped); the fields it leaves out take the server's defaults, and n_predict is capped by the server's -n
+// (server_n_predict, -1: none). 400 on a wrong type or range.
+CompletionParams parse_completion_params(const json &body, const SamplingDefaults &defaults = {}, int32_t server_n_predict = -1);
 // The settings echoed as generation_settings (/props and final responses).
 json generation_settings(const CompletionParams &p, int32_t n_ctx);
 
@@ -73,7 +76,9 @@ using PieceSink = std::function<bool(const std::string &text, int32_t token)>;
 
 class CompletionRunner {
 public:
-    CompletionRunner(const specula::Model &model, int32_t server_n_predict) : model_(model), server_n_predict_(server_n_predict) {}
+    // context_shift: prompts longer than the context are cut as llama-server cuts them (the slots' sessions shift
+    // their context when generation fills it); otherwise they are refused.
+    CompletionRunner(const specula::Model &model, bool context_shift) : model_(model), context_shift_(context_shift) {}
 
     // Runs the prompt on the slot. `gone` is polled between tokens: when it says the client left, the generation
     // stops and the result is marked cancelled. Throws HttpError for a prompt that does not fit.
@@ -82,7 +87,11 @@ public:
 
 private:
     const specula::Model &model_;
-    int32_t server_n_predict_;
+    bool context_shift_;
 };
+
+// llama-server's cut of a prompt that does not fit n_ctx: the first n_keep tokens, then the prompt's end, whole
+// blocks of (n_ctx - n_keep) / 2 tokens dropped from the middle. Returns the prompt unchanged when it fits.
+std::vector<int32_t> cut_prompt_to_context(const std::vector<int32_t> &prompt, int32_t n_ctx, int32_t n_keep);
 
 }  // namespace specula_serve

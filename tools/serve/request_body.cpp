@@ -28,6 +28,7 @@ std::string message_content(const json &content) {
     for (const json &part : content) {
         if (!part.is_object() || part.value("type", std::string()) != "text" || !part.contains("text") || !part.at("text").is_string())
             throw bad_request("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+        if (!text.empty()) text += '\n';
         text += part.at("text").get<std::string>();
     }
     return text;
@@ -46,7 +47,7 @@ std::vector<std::pair<std::string, std::string>> chat_messages(const json &body)
     return out;
 }
 
-std::vector<int32_t> completion_prompt(const specula::Model &model, const json &body, bool oai) {
+std::vector<std::vector<int32_t>> completion_prompts(const specula::Model &model, const json &body, bool oai) {
     if (oai) {
         if (body.contains("echo") && body.at("echo").is_boolean() && body.at("echo").get<bool>()) throw bad_request("Only no echo is supported");
         for (const char *unsupported : {"best_of", "suffix"})
@@ -54,14 +55,22 @@ std::vector<int32_t> completion_prompt(const specula::Model &model, const json &
         if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
     }
     if (!body.contains("prompt") || body.at("prompt").is_null()) throw bad_request("\"prompt\" is required");
-    const json *prompt = &body.at("prompt");  // read in place: request JSON is never copied
-    // An array of several strings is several prompts in llama-server; one slot answers one prompt here.
-    if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) prompt = &(*prompt)[0];
-    const json &p = *prompt;
-    if (p.is_array() && p.size() > 1 && std::all_of(p.begin(), p.end(), [](const json &x) { return x.is_string() || x.is_array(); }))
-        throw bad_request(oai ? "Only one completion choice is allowed: send one prompt per request"
-                              : "several prompts in one request are not supported: send one request per prompt");
-    return tokenize_mixed(model, p, true, true, "prompt");
+    const json &p = body.at("prompt");  // read in place: request JSON is never copied
+    std::vector<std::vector<int32_t>> prompts;
+    // One prompt: a string, or a flat array with at least one id (ids, or ids and strings). Any other array: a list.
+    const bool flat = p.is_array() && std::all_of(p.begin(), p.end(), [](const json &x) { return x.is_string() || x.is_number_integer(); });
+    const bool has_id = p.is_array() && std::any_of(p.begin(), p.end(), [](const json &x) { return x.is_number_integer(); });
+    if (p.is_array() && !p.empty() && !(flat && has_id)) {
+        if (p.size() > 64) throw bad_request("\"prompt\": at most 64 prompts in one request");
+        for (const json &one : p) {
+            if (!one.is_string() && !one.is_array())
+                throw bad_request("\"prompt\": each of several prompts must be a string or an array of token ids and strings");
+            prompts.push_back(tokenize_mixed(model, one, true, true, "prompt"));
+        }
+    } else {
+        prompts.push_back(tokenize_mixed(model, p, true, true, "prompt"));
+    }
+    return prompts;
 }
 
 std::optional<bool> enable_thinking(const json &body) {

@@ -20,15 +20,18 @@ namespace specula_serve {
 // A request body: a JSON object within json_limits.h's bounds (checked before it is parsed), else a 400.
 json parse_json_body(const std::string &text);
 
-// The text of an OpenAI message's content: a string, or an array of parts of which the text ones are joined.
+// The text of an OpenAI message's content: a string, or an array of text parts joined with newlines (as llama.cpp's
+// common_chat_msgs_to_json_oaicompat joins them for templates that take a string).
 std::string message_content(const json &content);
 
 // "messages" as (role, content) pairs, for Model::apply_chat_template.
 std::vector<std::pair<std::string, std::string>> chat_messages(const json &body);
 
-// The prompt of /completion (oai = false) and /v1/completions (oai = true, with the OpenAI parameters Specula
-// refuses): one prompt, as tokenize_mixed reads it, with BOS and special tokens parsed.
-std::vector<int32_t> completion_prompt(const specula::Model &model, const json &body, bool oai);
+// The prompts of /completion (oai = false) and /v1/completions (oai = true, with the OpenAI parameters Specula
+// refuses), as llama-server's tokenize_input_prompts reads "prompt": a string, or one array of token ids and
+// strings, is one prompt; any other array holds several (strings, or arrays of ids and strings), each answered in
+// turn. BOS and special tokens parsed. At most 64 prompts.
+std::vector<std::vector<int32_t>> completion_prompts(const specula::Model &model, const json &body, bool oai);
 
 // chat_template_kwargs.enable_thinking (llama-server's way to switch Qwen3's thinking off): nullopt when absent.
 std::optional<bool> enable_thinking(const json &body);

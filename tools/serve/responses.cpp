@@ -27,7 +27,7 @@ json pick_response_fields(const std::vector<std::string> &paths, const json &ful
 }
 
 json completion_final(const CompletionResult &r, const CompletionParams &p, const ResponseContext &c) {
-    json res = {{"index", 0},
+    json res = {{"index", c.index},
                 {"content", p.stream ? std::string() : r.content},
                 {"tokens", p.stream || !p.return_tokens ? std::vector<int32_t>() : r.tokens},
                 {"id_slot", r.id_slot},
@@ -46,11 +46,10 @@ json completion_final(const CompletionResult &r, const CompletionParams &p, cons
     return p.response_fields.empty() ? res : pick_response_fields(p.response_fields, res);
 }
 
-json completion_partial(const std::string &text, int32_t token, int32_t n_decoded, int32_t n_prompt, int id_slot,
-                        bool return_tokens) {
-    return {{"index", 0},
+json completion_partial(const std::string &text, int32_t token, int32_t n_decoded, int32_t n_prompt, int id_slot, int index) {
+    return {{"index", index},
             {"content", text},
-            {"tokens", return_tokens && token >= 0 ? std::vector<int32_t>{token} : std::vector<int32_t>()},
+            {"tokens", token >= 0 ? std::vector<int32_t>{token} : std::vector<int32_t>()},
             {"stop", false},
             {"id_slot", id_slot},
             {"tokens_predicted", n_decoded},
@@ -78,19 +77,19 @@ json envelope(const ResponseContext &c, const char *object, json choices) {
 
 json oai_completion_final(const CompletionResult &r, const ResponseContext &c) {
     json res = envelope(c, "text_completion",
-                        json::array({{{"text", r.content}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r)}}}));
+                        json::array({{{"text", r.content}, {"index", c.index}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r)}}}));
     res["usage"] = usage(r);
     res["timings"] = r.timings.to_json();
     return res;
 }
 
 json oai_completion_chunk(const std::string &text, const ResponseContext &c) {
-    return envelope(c, "text_completion", json::array({{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}));
+    return envelope(c, "text_completion", json::array({{{"text", text}, {"index", c.index}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}));
 }
 
 json oai_completion_last_chunk(const CompletionResult &r, const ResponseContext &c) {
     json res = envelope(c, "text_completion",
-                        json::array({{{"text", ""}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r)}}}));
+                        json::array({{{"text", ""}, {"index", c.index}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r)}}}));
     res["usage"] = usage(r);
     res["timings"] = r.timings.to_json();
     return res;
@@ -107,8 +106,9 @@ json oai_chat_final(const CompletionResult &r, const ResponseContext &c) {
 }
 
 json oai_chat_role_chunk(const ResponseContext &c) {
+    // OpenAI's first chunk: the role with empty content (clients that append every delta's content read "").
     return envelope(c, "chat.completion.chunk",
-                    json::array({{{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"role", "assistant"}, {"content", nullptr}}}}}));
+                    json::array({{{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}}}));
 }
 
 json oai_chat_chunk(const std::string &text, const ResponseContext &c) {
@@ -119,6 +119,7 @@ json oai_chat_chunk(const std::string &text, const ResponseContext &c) {
 json oai_chat_last_chunk(const CompletionResult &r, const ResponseContext &c) {
     json res = envelope(c, "chat.completion.chunk",
                         json::array({{{"finish_reason", finish_reason(r)}, {"index", 0}, {"delta", json::object()}}}));
+    res["usage"] = usage(r);  // llama-server puts the usage in the last chunk, asked for or not
     res["timings"] = r.timings.to_json();
     return res;
 }

@@ -16,6 +16,7 @@ struct ResponseContext {
     int32_t n_ctx = 0;
     std::string id;          // "chatcmpl-..." / "cmpl-..." of an OpenAI response
     long long created = 0;   // Unix seconds
+    int index = 0;           // which of the request's prompts this answers (several prompts: llama-server's "index")
 };
 
 // llama-server's json_get_nested_values: keeps the listed "a/b" paths, keyed by the path string.
@@ -23,8 +24,8 @@ json pick_response_fields(const std::vector<std::string> &paths, const json &ful
 
 // /completion and /infill.
 json completion_final(const CompletionResult &r, const CompletionParams &p, const ResponseContext &c);
-json completion_partial(const std::string &text, int32_t token, int32_t n_decoded, int32_t n_prompt, int id_slot,
-                        bool return_tokens);
+// A streamed piece: its text and the id of the token that made it (llama-server sends the ids in every chunk).
+json completion_partial(const std::string &text, int32_t token, int32_t n_decoded, int32_t n_prompt, int id_slot, int index);
 
 // OpenAI text completions.
 json oai_completion_final(const CompletionResult &r, const ResponseContext &c);

@@ -7,12 +7,26 @@
 
 namespace specula_serve {
 
+// The sampling a request gets for the fields it leaves out: llama-server's --temp, --top-k, ... and --seed
+// (common_params_sampling's defaults unless given).
+struct SamplingDefaults {
+    float temperature = 0.8f;
+    int32_t top_k = 40;
+    float top_p = 0.95f;
+    float min_p = 0.05f;
+    float repeat_penalty = 1.0f;
+    int32_t repeat_last_n = 64;
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    int64_t seed = -1;  // -1: a fresh random seed per request
+};
+
 struct ServeConfig {
     std::string model_path;
     std::string model_alias;       // the name /v1/models and responses report; default: the file's name
     std::string host = "127.0.0.1";  // loopback unless asked otherwise
     int port = 8080;               // 0: any free port (the listening line says which)
-    int32_t n_ctx = 0;             // per slot; 0: min(trained, 4096) (`specula serve -c 0` sets trained / slots here)
+    int32_t n_ctx = 0;             // per slot; 0: min(trained, 4096) (`specula serve -c N` sets N / slots here, -c 0 trained / slots)
     int32_t n_threads = 0;         // compute threads per slot; 0: cores / parallel (at least 1)
     int32_t n_parallel = 1;        // slots: sessions on the one shared model
     int32_t n_batch = 2048;        // llama-server's logical batch: the FIM prompt budgets are cut from it
@@ -39,7 +53,11 @@ struct ServeConfig {
     std::string draft_model;       // independent draft model of the same vocabulary
     std::vector<int32_t> tree;     // draft tree widths; empty: the library's default
     bool fixed_tree = false;       // draft the same tree (widths, or the default) every round instead of auto
-    std::string chat_template;     // a built-in template name or Jinja text; empty: the model's own
+    std::string chat_template;     // a built-in template name or Jinja text; empty: the model's own (chatml without one)
+    SamplingDefaults sampling;     // what requests that do not say get
+    bool endpoint_slots = false;   // GET /slots (llama-server's --slots; off by default there too)
+    bool endpoint_metrics = false; // GET /metrics (--metrics)
+    bool context_shift = true;     // a full context drops its older half and goes on (--no-context-shift: stop)
 };
 
 }  // namespace specula_serve

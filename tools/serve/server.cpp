@@ -38,6 +38,12 @@ bool write_event(httplib::DataSink &sink, const json &data) {
     return sink.write(event.data(), event.size());
 }
 
+bool model_has_chat_template(const specula::Model &model) {
+    for (int32_t i = 0; i < model.meta_count(); ++i)
+        if (model.meta_key(i) == "tokenizer.chat_template") return !model.meta_value(i).empty();
+    return false;
+}
+
 ErrorType status_error_type(specula_status status) {
     switch (status) {
     case SPECULA_ERR_INVALID_ARGUMENT:
@@ -52,7 +58,11 @@ ErrorType status_error_type(specula_status status) {
 
 Server::Server(const ServeConfig &config, specula::Model model) : config_(config), model_(std::move(model)) {
     alias_ = config_.model_alias.empty() ? std::filesystem::path(config_.model_path).filename().string() : config_.model_alias;
-    build_info_ = std::string("specula-") + specula_version_string();
+    // llama-server's build_info ("b<build>-<commit>"): clients check the "b" of system_fingerprint.
+    build_info_ = std::string("b") + specula_version_string() + "-specula";
+    // Without a template of its own a model chats in ChatML, as llama-server's default template.
+    chat_template_ = config_.chat_template;
+    if (chat_template_.empty() && !model_has_chat_template(model_)) chat_template_ = "chatml";
     pool_ = std::make_unique<SlotPool>(model_, config_);
     policy_.bound_host = config_.host;
     for (const std::string &h : config_.allowed_hosts) policy_.allowed_hosts.push_back(host_of(h) == "" ? h : host_of(h));
@@ -271,12 +281,12 @@ void Server::register_routes() {
 void Server::handle_generation(const httplib::Request &req, httplib::Response &res, Api api) {
     if (stopping_) throw HttpError(ErrorType::Unavailable, "the server is shutting down");
     const json body = parse_body(req);
-    CompletionParams params = parse_completion_params(body);
+    CompletionParams params = parse_completion_params(body, config_.sampling, config_.n_predict);
     const int32_t n_ctx = pool_->n_ctx();
 
-    std::vector<int32_t> prompt;
+    std::vector<std::vector<int32_t>> prompts;
     switch (api) {
-    case Api::Completion: prompt = completion_prompt(model_, body, false); break;
+    case Api::Completion: prompts = completion_prompts(model_, body, false); break;
     case Api::Infill: {
         const std::string missing = infill_unsupported_reason(model_);
         // llama-server answers 501 here; a request the model cannot serve is the client's to fix, so Specula says 400.
@@ -285,102 +295,130 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
         // The prompt leaves room for the completion asked for (at most a quarter of the context): extra context
         // beyond that is dropped, oldest chunk first (tools/common/fim_prompt.h).
         const int32_t room = std::clamp<int32_t>(params.n_predict > 0 ? params.n_predict : 1, 1, std::max(1, n_ctx / 4));
-        prompt = format_infill(model_, in, InfillBudget{config_.n_batch, config_.n_predict, n_ctx, room}, &params.prompt_trimmed);
+        prompts.push_back(format_infill(model_, in, InfillBudget{config_.n_batch, config_.n_predict, n_ctx, room}, &params.prompt_trimmed));
         break;
     }
-    case Api::OaiCompletion: prompt = completion_prompt(model_, body, true); break;
-    case Api::OaiChat: prompt = chat_prompt(model_, body, config_.chat_template); break;
+    case Api::OaiCompletion: prompts = completion_prompts(model_, body, true); break;
+    case Api::OaiChat: prompts.push_back(chat_prompt(model_, body, chat_template_)); break;
     }
-    if (prompt.empty()) throw bad_request("the prompt is empty");
-    if (int64_t(prompt.size()) >= n_ctx)
-        throw HttpError(ErrorType::ExceedContext, "the request exceeds the available context size (" + std::to_string(prompt.size()) +
-                                                      " prompt tokens, n_ctx " + std::to_string(n_ctx) + "), try increasing it");
+    if (prompts.empty()) throw bad_request("the prompt is empty");
+    for (const std::vector<int32_t> &prompt : prompts) {
+        if (prompt.empty()) throw bad_request("the prompt is empty");
+        // With context shift a long prompt is cut to fit (CompletionRunner), as llama-server cuts it.
+        if (int64_t(prompt.size()) >= n_ctx && !config_.context_shift)
+            throw HttpError(ErrorType::ExceedContext, "the request exceeds the available context size (" + std::to_string(prompt.size()) +
+                                                          " prompt tokens, n_ctx " + std::to_string(n_ctx) + "), try increasing it");
+    }
 
     ResponseContext ctx;
-    ctx.model = alias_;
+    // As llama-server: OpenAI responses name the model the request named, else the server's --alias, else
+    // gpt-3.5-turbo; /completion names the alias (the file's name without one).
+    if (api == Api::OaiCompletion || api == Api::OaiChat)
+        ctx.model = body.contains("model") && body.at("model").is_string() ? body.at("model").get<std::string>()
+                    : config_.model_alias.empty()                             ? std::string("gpt-3.5-turbo")
+                                                                              : config_.model_alias;
+    else
+        ctx.model = alias_;
     ctx.build_info = build_info_;
     ctx.n_ctx = n_ctx;
     ctx.created = (long long)std::time(nullptr);
     ctx.id = random_id(api == Api::OaiChat ? "chatcmpl-" : "cmpl-");
-    if (api == Api::Completion || api == Api::Infill) ctx.prompt_text = model_.detokenize(prompt, true);
+    auto context_for = [&](size_t i) {
+        ResponseContext c = ctx;
+        c.index = int(i);
+        if (api == Api::Completion || api == Api::Infill) c.prompt_text = model_.detokenize(prompts[i], true);
+        return c;
+    };
 
     auto watch = std::make_shared<ClientWatch>(HttpServer::current_socket());
     auto gone = [watch, this] { return stopping_.load() || watch->gone(); };
-    const CompletionRunner runner(model_, config_.n_predict);
+    const CompletionRunner runner(model_, config_.context_shift);
 
     if (!params.stream) {
-        SlotPool::Lease slot = pool_->acquire(prompt, params.id_slot, gone);
-        const CompletionResult r = runner.run(*slot, prompt, params, PieceSink(), gone);
-        metrics_.completion(r);
-        if (r.cancelled) {
-            // Nobody is listening (or the server is stopping); answer something well-formed all the same.
-            send_json(res, error_json(ErrorType::Unavailable, "the generation was cancelled"), 503);
-            return;
+        // Several prompts are answered one after the other on the slot, in order, as one array.
+        SlotPool::Lease slot = pool_->acquire(prompts[0], params.id_slot, gone);
+        json answers = json::array();
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            const CompletionResult r = runner.run(*slot, prompts[i], params, PieceSink(), gone);
+            metrics_.completion(r);
+            if (r.cancelled) {
+                // Nobody is listening (or the server is stopping); answer something well-formed all the same.
+                send_json(res, error_json(ErrorType::Unavailable, "the generation was cancelled"), 503);
+                return;
+            }
+            const ResponseContext c = context_for(i);
+            switch (api) {
+            case Api::Completion:
+            case Api::Infill: answers.push_back(completion_final(r, params, c)); break;
+            case Api::OaiCompletion: answers.push_back(oai_completion_final(r, c)); break;
+            case Api::OaiChat: answers.push_back(oai_chat_final(r, c)); break;
+            }
         }
-        switch (api) {
-        case Api::Completion:
-        case Api::Infill: send_json(res, completion_final(r, params, ctx)); break;
-        case Api::OaiCompletion: send_json(res, oai_completion_final(r, ctx)); break;
-        case Api::OaiChat: send_json(res, oai_chat_final(r, ctx)); break;
-        }
+        send_json(res, answers.size() == 1 ? answers[0] : answers);
         return;
     }
 
     // Streams: the slot is taken before the response starts, so that a full queue is still a plain 503.
     const bool include_usage = body.contains("stream_options") && body.at("stream_options").is_object() &&
                                body.at("stream_options").value("include_usage", false);
-    auto slot = std::make_shared<SlotPool::Lease>(pool_->acquire(prompt, params.id_slot, gone));
+    std::vector<ResponseContext> contexts;
+    for (size_t i = 0; i < prompts.size(); ++i) contexts.push_back(context_for(i));
+    auto slot = std::make_shared<SlotPool::Lease>(pool_->acquire(prompts[0], params.id_slot, gone));
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, slot, prompt, params, ctx, api, gone, runner, include_usage](size_t, httplib::DataSink &sink) {
+        [this, slot, prompts, params, contexts, api, gone, runner, include_usage](size_t, httplib::DataSink &sink) {
             const bool oai = api == Api::OaiCompletion || api == Api::OaiChat;
-            int32_t n_decoded = 0;
             bool ok = true;
-            if (api == Api::OaiChat) ok = write_event(sink, oai_chat_role_chunk(ctx));
-            const PieceSink piece = [&](const std::string &text, int32_t token) {
-                if (token >= 0) ++n_decoded;
+            for (size_t i = 0; i < prompts.size() && ok; ++i) {
+                const ResponseContext &ctx = contexts[i];
+                const std::vector<int32_t> &prompt = prompts[i];
+                int32_t n_decoded = 0;
+                if (api == Api::OaiChat) ok = write_event(sink, oai_chat_role_chunk(ctx));
+                const PieceSink piece = [&](const std::string &text, int32_t token) {
+                    if (token >= 0) ++n_decoded;
+                    switch (api) {
+                    case Api::Completion:
+                    case Api::Infill:
+                        ok = write_event(sink, completion_partial(text, token, n_decoded, int32_t(prompt.size()), (*slot)->id, ctx.index));
+                        break;
+                    case Api::OaiCompletion:
+                        if (!text.empty()) ok = write_event(sink, oai_completion_chunk(text, ctx));
+                        break;
+                    case Api::OaiChat:
+                        if (!text.empty()) ok = write_event(sink, oai_chat_chunk(text, ctx));
+                        break;
+                    }
+                    return ok;
+                };
+                CompletionResult r;
+                try {
+                    r = runner.run(**slot, prompt, params, ok ? piece : PieceSink(), gone);
+                } catch (const HttpError &e) {
+                    write_event(sink, error_json(e.type, e.what()));
+                    sink.done();
+                    return true;
+                } catch (const std::exception &e) {
+                    write_event(sink, error_json(ErrorType::Server, e.what()));
+                    sink.done();
+                    return true;
+                }
+                metrics_.completion(r);
+                if (r.cancelled || !ok) {
+                    sink.done();
+                    return true;
+                }
                 switch (api) {
                 case Api::Completion:
-                case Api::Infill:
-                    ok = write_event(sink, completion_partial(text, token, n_decoded, int32_t(prompt.size()), (*slot)->id, params.return_tokens));
-                    break;
-                case Api::OaiCompletion:
-                    if (!text.empty()) ok = write_event(sink, oai_completion_chunk(text, ctx));
-                    break;
+                case Api::Infill: ok = write_event(sink, completion_final(r, params, ctx)); break;
+                case Api::OaiCompletion: ok = write_event(sink, oai_completion_last_chunk(r, ctx)); break;
                 case Api::OaiChat:
-                    if (!text.empty()) ok = write_event(sink, oai_chat_chunk(text, ctx));
+                    ok = write_event(sink, oai_chat_last_chunk(r, ctx));
+                    if (include_usage) ok = ok && write_event(sink, oai_usage_chunk(r, ctx, true));
                     break;
                 }
-                return ok;
-            };
-            CompletionResult r;
-            try {
-                r = runner.run(**slot, prompt, params, ok ? piece : PieceSink(), gone);
-            } catch (const HttpError &e) {
-                write_event(sink, error_json(e.type, e.what()));
-                sink.done();
-                return true;
-            } catch (const std::exception &e) {
-                write_event(sink, error_json(ErrorType::Server, e.what()));
-                sink.done();
-                return true;
             }
-            metrics_.completion(r);
-            if (r.cancelled || !ok) {
-                sink.done();
-                return true;
-            }
-            switch (api) {
-            case Api::Completion:
-            case Api::Infill: write_event(sink, completion_final(r, params, ctx)); break;
-            case Api::OaiCompletion: write_event(sink, oai_completion_last_chunk(r, ctx)); break;
-            case Api::OaiChat:
-                write_event(sink, oai_chat_last_chunk(r, ctx));
-                if (include_usage) write_event(sink, oai_usage_chunk(r, ctx, true));
-                break;
-            }
-            if (oai) {
+            if (oai && ok) {
                 static const std::string done = "data: [DONE]\n\n";
                 sink.write(done.data(), done.size());
             }
@@ -400,24 +438,23 @@ void Server::handle_detokenize(const httplib::Request &req, httplib::Response &r
 
 void Server::handle_apply_template(const httplib::Request &req, httplib::Response &res) {
     const json body = parse_body(req);
-    send_json(res, {{"prompt", chat_text(model_, body, config_.chat_template)}});
+    send_json(res, {{"prompt", chat_text(model_, body, chat_template_)}});
 }
 
 void Server::handle_props(httplib::Response &res) {
     std::string chat_template;
     for (int32_t i = 0; i < model_.meta_count(); ++i)
         if (model_.meta_key(i) == "tokenizer.chat_template") chat_template = model_.meta_value(i);
-    CompletionParams defaults = parse_completion_params(json::object());
-    defaults.seed = -1;
+    const CompletionParams defaults = parse_completion_params(json::object(), config_.sampling, config_.n_predict);
     const int32_t bos = model_.token_bos(), eos = model_.token_eos();
     send_json(res, {{"default_generation_settings", {{"params", generation_settings(defaults, pool_->n_ctx())}, {"n_ctx", pool_->n_ctx()}}},
                     {"total_slots", pool_->size()},
                     {"model_alias", alias_},
                     {"model_path", config_.model_path},
                     {"modalities", {{"vision", false}, {"audio", false}}},
-                    {"endpoint_slots", true},
+                    {"endpoint_slots", config_.endpoint_slots},
                     {"endpoint_props", false},
-                    {"endpoint_metrics", true},
+                    {"endpoint_metrics", config_.endpoint_metrics},
                     {"chat_template", chat_template},
                     {"bos_token", bos >= 0 ? model_.token_to_piece(bos, true) : std::string()},
                     {"eos_token", eos >= 0 ? model_.token_to_piece(eos, true) : std::string()},
@@ -439,9 +476,13 @@ void Server::handle_models(httplib::Response &res) {
 }
 
 void Server::handle_slots(httplib::Response &res) {
+    if (!config_.endpoint_slots)
+        throw HttpError(ErrorType::NotSupported, "This server does not support slots endpoint. Start it with `--slots`");
     json slots = json::array();
+    // "params": the settings a request gets by default (llama-server shows the slot's last request's).
+    const json params = generation_settings(parse_completion_params(json::object(), config_.sampling, config_.n_predict), pool_->n_ctx());
     for (const SlotPool::SlotInfo &s : pool_->info())
-        slots.push_back({{"id", s.id}, {"n_ctx", s.n_ctx}, {"is_processing", s.busy}, {"tokens_cached", s.n_cached}});
+        slots.push_back({{"id", s.id}, {"n_ctx", s.n_ctx}, {"is_processing", s.busy}, {"tokens_cached", s.n_cached}, {"params", params}});
     send_json(res, slots);
 }
 
@@ -487,6 +528,8 @@ void Server::handle_slot_action(const httplib::Request &req, httplib::Response &
 }
 
 void Server::handle_metrics(httplib::Response &res) {
+    if (!config_.endpoint_metrics)
+        throw HttpError(ErrorType::NotSupported, "This server does not support metrics endpoint. Start it with `--metrics`");
     long long kv = 0, capacity = 0;
     for (const SlotPool::SlotInfo &s : pool_->info()) kv += (long long)s.n_cached, capacity += s.n_ctx;
     res.set_content(metrics_.prometheus(pool_->busy(), pool_->waiting(), kv, capacity), "text/plain; version=0.0.4");

@@ -44,6 +44,8 @@ public:
     std::string drafter_name() const { return pool_->drafter_name(); }
     std::string spec_report() const { return pool_->spec_report(); }
     int32_t n_ctx() const { return pool_->n_ctx(); }
+    // The chat template in use: --chat-template, else "" for the model's own, else "chatml" (the model has none).
+    const std::string &chat_template() const { return chat_template_; }
     // Why the slots do not run on the backend asked for ("" when they do).
     std::string backend_note() const { return pool_->backend_note(); }
 
@@ -68,6 +70,7 @@ private:
     specula::Model model_;
     std::string alias_;
     std::string build_info_;
+    std::string chat_template_;  // --chat-template, else the model's own, else chatml
     std::unique_ptr<SlotPool> pool_;
     RequestPolicy policy_;
     AuthThrottle auth_throttle_;

@@ -23,6 +23,13 @@ SlotPool::SlotPool(const specula::Model &model, const ServeConfig &config) : max
     }
     so.backend = specula_apps::backend_from_name(config.backend);
     so.kv_type = config.kv_type == "f32" ? SPECULA_KV_F32 : config.kv_type == "q8_0" ? SPECULA_KV_Q8_0 : SPECULA_KV_F16;
+    if (config.context_shift) {
+        // llama-server's context shift: keep the BOS, drop half of the rest, go on (lossless with the drafters:
+        // the library shifts the target's cache and re-rotates its keys, and the drafters follow).
+        so.context_policy = SPECULA_CONTEXT_SHIFT;
+        so.n_keep = model.add_bos() ? 1 : 0;
+        so.n_discard = 0;
+    }
 
     specula::Draft draft;
     specula::Model draft_model;

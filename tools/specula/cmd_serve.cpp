@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -37,6 +39,7 @@ struct ServeArgs {
     bool no_mmap = false;
     size_t max_body_mib = 16;
     bool ctx_size_given = false;  // -c 0 given means the trained context; not given, min(trained, 4096)
+    std::string chat_template_file;
 };
 
 int run_serve(ServeArgs &a) {
@@ -61,6 +64,13 @@ int run_serve(ServeArgs &a) {
     if (!c.tree.empty() && c.draft.empty() && c.draft_model.empty())
         throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
     c.max_body_bytes = a.max_body_mib << 20;
+    if (!a.chat_template_file.empty()) {
+        std::ifstream in(a.chat_template_file, std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        if (!in || text.str().empty()) throw UsageError("--chat-template-file: cannot read '" + a.chat_template_file + "'");
+        c.chat_template = text.str();
+    }
     if (!c.slot_save_path.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(c.slot_save_path, ec);
@@ -87,8 +97,12 @@ int run_serve(ServeArgs &a) {
     } catch (const specula::Error &e) {
         throw specula::Error(e.status(), "cannot load model '" + c.model_path + "': " + e.what());
     }
-    // llama-server's -c 0 (llama.vim's README gives --ctx-size 0): the trained context, divided among the slots.
-    if (a.ctx_size_given && c.n_ctx == 0) c.n_ctx = std::max(1, model.n_ctx_train() / std::max(1, c.n_parallel));
+    // llama-server's -c: the server's context, divided among the slots; -c 0 (llama.vim's README gives --ctx-size
+    // 0) is the trained context. Not given, each slot gets min(trained, 4096).
+    if (a.ctx_size_given) {
+        const int32_t total = c.n_ctx == 0 ? model.n_ctx_train() : c.n_ctx;
+        c.n_ctx = std::max(1, total / std::max(1, c.n_parallel));
+    }
     // Every connection holds a descriptor: with desktops' default soft limit (1024) the accept loop would stall at
     // EMFILE before --max-connections (1024) is reached. Raise the soft limit towards the hard one, and where even
     // that is too low, lower the cap so that the server answers 503 instead of stalling.
@@ -115,6 +129,8 @@ int run_serve(ServeArgs &a) {
     std::fprintf(stderr, "specula serve: model %s (%s, %s), %d slot%s of %d tokens, drafter %s\n", c.model_path.c_str(),
                  model.arch().c_str(), model.weight_type().c_str(), c.n_parallel, c.n_parallel == 1 ? "" : "s", server.n_ctx(),
                  drafter.empty() ? "none" : drafter.c_str());
+    if (c.chat_template.empty() && server.chat_template() == "chatml")
+        std::fprintf(stderr, "specula serve: the model has no chat template: chats use chatml, as llama-server's default\n");
     if (!server.spec_report().empty()) std::fprintf(stderr, "specula serve: %s\n", server.spec_report().c_str());
     // A GPU request (cuda, vulkan) that ended on the CPU says why, as `specula generate` does (AUTO stays quiet).
     if (specula_apps::is_gpu_backend(specula_apps::backend_from_name(c.backend)) && !server.backend_note().empty())
@@ -152,8 +168,8 @@ Command add_serve_command(CLI::App &parent) {
     cmd->add_option("-a,--alias", c.model_alias, "Model name reported by /v1/models and the responses (default: the file name)");
     cmd->add_option("--host", c.host, "Address to listen on")->capture_default_str();
     cmd->add_option("--port", c.port, "Port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-    cmd->add_option("-c,--ctx-size", c.n_ctx, "Context length of each slot in tokens (not given: min(trained, 4096); 0: the model's trained "
-                                              "context shared by the slots, as llama-server's -c 0)")
+    cmd->add_option("-c,--ctx-size", c.n_ctx, "Context length in tokens, divided among the slots as llama-server divides it (0: the "
+                                              "model's trained context; not given: min(trained, 4096) for each slot)")
         ->check(CLI::Range(0, 1 << 22))
         ->each([&a](const std::string &) { a.ctx_size_given = true; });
     cmd->add_option("-t,--threads", c.n_threads, "Compute threads per slot (0 = cores / parallel)")
@@ -196,7 +212,29 @@ Command add_serve_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
     cmd->add_option("--chat-template", c.chat_template, "Chat template for /v1/chat/completions: a built-in name or Jinja text "
                                                         "(default: the model's own)");
+    cmd->add_option("--chat-template-file", a.chat_template_file, "Read the --chat-template (Jinja text or a built-in name) from this file")
+        ->excludes("--chat-template");
     cmd->add_flag("--no-mmap", a.no_mmap, "Read the model into memory instead of mapping it");
+    // Sampling defaults: what a request that leaves a field out gets (llama-server's flags and defaults).
+    specula_serve::SamplingDefaults &sd = c.sampling;
+    cmd->add_option("--temp", sd.temperature, "Default temperature of requests (0: greedy)")->capture_default_str()->check(CLI::Range(-1e6, 1e6));
+    cmd->add_option("--top-k", sd.top_k, "Default top-k (0: off)")->capture_default_str()->check(CLI::Range(-1, 1 << 24));
+    cmd->add_option("--top-p", sd.top_p, "Default top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--min-p", sd.min_p, "Default min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--repeat-penalty", sd.repeat_penalty, "Default repetition penalty (1: off)")
+        ->capture_default_str()->check(CLI::Range(1e-6, 1e6));
+    cmd->add_option("--repeat-last-n", sd.repeat_last_n, "Default window of the penalties (-1: the context)")
+        ->capture_default_str()->check(CLI::Range(-1, 1 << 24));
+    cmd->add_option("--presence-penalty", sd.presence_penalty, "Default presence penalty")->capture_default_str();
+    cmd->add_option("--frequency-penalty", sd.frequency_penalty, "Default frequency penalty")->capture_default_str();
+    cmd->add_option("-s,--seed", sd.seed, "Default sampling seed of requests (-1: a random one per request)")
+        ->capture_default_str()->check(CLI::Range(int64_t(-1), INT64_MAX));
+    cmd->add_flag("--slots,!--no-slots", c.endpoint_slots, "Serve GET /slots (off by default, as in llama-server)");
+    cmd->add_flag("--metrics", c.endpoint_metrics, "Serve GET /metrics, Prometheus' text format (off by default, as in llama-server)");
+    cmd->add_flag("--context-shift,!--no-context-shift", c.context_shift,
+                  "When generation fills a slot's context, drop the older half after the BOS and go on (default), and cut "
+                  "prompts that do not fit as llama-server does; --no-context-shift stops there and refuses such prompts")
+        ->capture_default_str();
     // Speculative decoding: lossless, so on by default where it needs no file (n-grams of the prompt and output).
     auto *draft = cmd->add_option("--draft", c.draft, "Speculative decoding with a LongSpec draft file made for this model");
     auto *draft_model = cmd->add_option("--draft-model", c.draft_model, "Speculative decoding with a small draft model of the same vocabulary");
