@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
@@ -480,6 +481,77 @@ TEST_CASE("seeded sampling is reproducible", "[session][sampling]") {
         s.rewind(n_prompt);
         s.set_sampler(seeded(1234));
         CHECK(generate(s.get(), 64).tokens == a);
+    }
+}
+
+TEST_CASE("each token reports its log-probability and the distribution it was drawn from", "[session][sampling]") {
+    // What llama-server's n_probs needs: logit - logsumexp is a log-probability before sampling; top_probs is the
+    // distribution after the chain (post_sampling_probs). The same reports with n-gram speculation as without.
+    struct Report {
+        std::vector<int32_t> tokens;
+        std::vector<float> lse, token_logit, token_prob, top_logit0;
+        std::vector<std::vector<int32_t>> prob_ids;
+        std::vector<std::vector<float>> probs;
+    };
+    auto run = [](specula::Session &s, int32_t n) {
+        specula::GenerateOptions go(n);
+        go.stop_at_eog = false;
+        go.top_logits = 5;
+        go.top_probs = 10;
+        Report r;
+        s.generate(go, [&](const specula_token_event &ev) {
+            if (ev.token == SPECULA_TOKEN_NULL) return true;
+            REQUIRE(ev.struct_size >= sizeof(specula_token_event));
+            r.tokens.push_back(ev.token);
+            r.lse.push_back(ev.logsumexp);
+            r.token_logit.push_back(ev.token_logit);
+            r.token_prob.push_back(ev.token_prob);
+            r.top_logit0.push_back(ev.top_logits[0]);
+            r.prob_ids.emplace_back(ev.top_prob_ids, ev.top_prob_ids + ev.n_top_probs);
+            r.probs.emplace_back(ev.top_probs, ev.top_probs + ev.n_top_probs);
+            return true;
+        });
+        return r;
+    };
+    const specula::Model &model = shared_model();
+
+    SECTION("greedy: the argmax with p = 1, then the rest at 0, and log-probabilities at most 0") {
+        specula::Session s = make_session(model);
+        s.append_text(kPrompt);
+        const Report r = run(s, 16);
+        REQUIRE(r.tokens.size() == 16);
+        for (size_t i = 0; i < r.tokens.size(); ++i) {
+            REQUIRE(r.probs[i].size() == 10);
+            CHECK(r.prob_ids[i][0] == r.tokens[i]);
+            CHECK(r.probs[i][0] == 1.0f);
+            CHECK(r.token_prob[i] == 1.0f);
+            for (size_t k = 1; k < 10; ++k) CHECK(r.probs[i][k] == 0.0f);
+            CHECK(r.token_logit[i] == r.top_logit0[i]);  // greedy takes the largest logit
+            CHECK(r.token_logit[i] - r.lse[i] <= 0.0f);
+            CHECK(r.lse[i] > r.top_logit0[i]);  // other tokens have some mass
+        }
+        // With n-gram speculation: the same tokens and the same reports, bit for bit.
+        specula::Session spec = make_session(model);
+        specula::SpeculativeOptions so;
+        so.ngram = 1;
+        spec.set_speculative(so);
+        spec.append_text(kPrompt);
+        const Report q = run(spec, 16);
+        CHECK(q.tokens == r.tokens);
+        CHECK(q.lse == r.lse);
+        CHECK(q.token_logit == r.token_logit);
+        CHECK(q.prob_ids == r.prob_ids);
+    }
+
+    SECTION("T = 1 over the whole vocabulary: the probabilities are the softmax of the logits") {
+        specula::Session s = make_session(model, seeded(7));
+        s.append_text(kPrompt);
+        const Report r = run(s, 16);
+        for (size_t i = 0; i < r.tokens.size(); ++i) {
+            CHECK(std::abs(std::exp(double(r.token_logit[i]) - r.lse[i]) - r.token_prob[i]) < 1e-5);
+            CHECK(std::abs(std::exp(double(r.top_logit0[i]) - r.lse[i]) - r.probs[i][0]) < 1e-5);
+            for (size_t k = 1; k < r.probs[i].size(); ++k) CHECK(r.probs[i][k] <= r.probs[i][k - 1]);
+        }
     }
 }
 

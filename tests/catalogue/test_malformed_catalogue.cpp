@@ -999,6 +999,13 @@ TEST_CASE("C ABI misuse", "[catalogue][abi]") {
              g.top_logits = 65;
              return outcome(specula_session_generate(s, &g, nullptr, nullptr, nullptr, &err), err);
          }},
+        {"abi-generate-top-probs", "generate options top_probs 65", SPECULA_ERR_INVALID_ARGUMENT, "top_probs",
+         [&] {
+             specula_generate_options g;
+             specula_generate_options_init(&g);
+             g.top_probs = 65;
+             return outcome(specula_session_generate(s, &g, nullptr, nullptr, nullptr, &err), err);
+         }},
         {"abi-generate-null-stop-strings", "generate options n_stop_strings 2 with stop_strings NULL", SPECULA_ERR_INVALID_ARGUMENT, "stop_strings",
          [&] {
              specula_generate_options g;

@@ -256,6 +256,7 @@ namespace Specula
             public IntPtr stop_strings;        // const char *const *, borrowed for the call
             public int n_stop_strings;
             public int top_logits;
+            public int top_probs;              // since 0.11
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -297,6 +298,13 @@ namespace Specula
             public int drafted;
             public StopReason stop;            // a C enum: int-sized
             public IntPtr stats;               // const specula_stats *
+            // since 0.11
+            public float logsumexp;
+            public float token_logit;
+            public int n_top_probs;
+            public IntPtr top_prob_ids;        // const int32_t *
+            public IntPtr top_probs;           // const float *
+            public float token_prob;
         }
 
         [StructLayout(LayoutKind.Sequential)]

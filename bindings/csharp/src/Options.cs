@@ -117,6 +117,7 @@ namespace Specula
             MaxTokens = c.max_tokens;
             StopAtEog = c.stop_at_eog != 0;
             TopLogits = c.top_logits;
+            TopProbs = c.top_probs;
             StopStrings = new List<string>();
         }
 
@@ -132,8 +133,10 @@ namespace Specula
         public bool StopAtEog { get; set; }
         /// <summary>Generation stops before the first occurrence of any of these (their text is not emitted).</summary>
         public IList<string> StopStrings { get; set; }
-        /// <summary>Report the K largest raw logits with each token (0 = none, at most 64).</summary>
+        /// <summary>Report the K largest raw logits with each token, and their log-sum-exp (0 = none, at most 64).</summary>
         public int TopLogits { get; set; }
+        /// <summary>Report the K most likely tokens after the sampler chain, with their probabilities (0 = none, at most 64).</summary>
+        public int TopProbs { get; set; }
 
         /// <summary>The C struct; stop_strings points into strings (which the caller keeps alive and disposes).</summary>
         internal NativeMethods.specula_generate_options ToNative(out NativeBuffer strings)
@@ -143,6 +146,7 @@ namespace Specula
             c.max_tokens = MaxTokens;
             c.stop_at_eog = StopAtEog ? 1 : 0;
             c.top_logits = TopLogits;
+            c.top_probs = TopProbs;
             strings = null;
             if (StopStrings != null && StopStrings.Count > 0)
             {

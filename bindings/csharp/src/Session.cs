@@ -83,6 +83,17 @@ namespace Specula
         public int[] TopIds { get; internal set; }
         /// <summary>Those logits, largest first.</summary>
         public float[] TopLogits { get; internal set; }
+        /// <summary>log(sum(exp(logit))) over the vocabulary (with GenerateOptions.TopLogits): a raw logit minus it is
+        /// that token's log-probability before sampling.</summary>
+        public float LogSumExp { get; internal set; }
+        /// <summary>The token's raw logit (with GenerateOptions.TopLogits).</summary>
+        public float TokenLogit { get; internal set; }
+        /// <summary>The most likely tokens after the sampler chain (GenerateOptions.TopProbs), most likely first.</summary>
+        public int[] TopProbIds { get; internal set; }
+        /// <summary>Their probabilities (tokens the chain removed: 0).</summary>
+        public float[] TopProbs { get; internal set; }
+        /// <summary>The probability the token was drawn with (with GenerateOptions.TopProbs).</summary>
+        public float TokenProb { get; internal set; }
         /// <summary>True when a drafter proposed the token and the target accepted it.</summary>
         public bool Drafted { get; internal set; }
         /// <summary>None while generation goes on; otherwise why it stopped.</summary>
@@ -110,8 +121,21 @@ namespace Specula
             var logits = new float[c.top_logits != IntPtr.Zero ? nTop : 0];
             if (ids.Length > 0) Marshal.Copy(c.top_ids, ids, 0, ids.Length);
             if (logits.Length > 0) Marshal.Copy(c.top_logits, logits, 0, logits.Length);
+            int nProbs = Math.Max(0, c.n_top_probs);
+            var probIds = new int[c.top_prob_ids != IntPtr.Zero && c.top_probs != IntPtr.Zero ? nProbs : 0];
+            var probs = new float[probIds.Length];
+            if (probIds.Length > 0)
+            {
+                Marshal.Copy(c.top_prob_ids, probIds, 0, probIds.Length);
+                Marshal.Copy(c.top_probs, probs, 0, probs.Length);
+            }
             return new TokenEvent
             {
+                LogSumExp = c.logsumexp,
+                TokenLogit = c.token_logit,
+                TopProbIds = probIds,
+                TopProbs = probs,
+                TokenProb = c.token_prob,
                 Token = c.token,
                 Text = Utf8.FromNative(c.text, (int)c.text_len.ToUInt64()),
                 TopIds = ids,

@@ -799,10 +799,17 @@ namespace Specula.Tests
                     session.AppendTokens(refPrompt);
                     var opts = Exactly(20);
                     opts.TopLogits = 5;
+                    opts.TopProbs = 3;
                     List<TokenEvent> events = session.Generate(opts).Where(e => e.HasToken).ToList();
                     Assert.Equal(20, events.Count, "20 tokens");
                     for (int i = 0; i < 20; ++i)
                     {
+                        // Greedy: the token has the largest logit, a log-probability <= 0 and, after the chain, p = 1.
+                        Assert.Equal(events[i].TopLogits[0], events[i].TokenLogit, "token logit " + i);
+                        Assert.True(events[i].TokenLogit - events[i].LogSumExp <= 0, "log-probability " + i);
+                        Assert.Equal(3, events[i].TopProbs.Length, "top probs " + i);
+                        Assert.Equal(events[i].Token, events[i].TopProbIds[0], "most likely " + i);
+                        Assert.Equal(1.0f, events[i].TokenProb, "token prob " + i);
                         Assert.Equal(int.Parse(steps[i].Groups[1].Value), events[i].Token, "llama.cpp token " + i);
                         MatchCollection top = Regex.Matches(steps[i].Groups[2].Value, "\\[(\\d+),\\s*([-0-9.eE]+)\\]");
                         Assert.Equal(events[i].TopIds.Length, Math.Min(5, top.Count), "top count");

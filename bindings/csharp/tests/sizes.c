@@ -88,6 +88,7 @@ int main(void) {
     FIELD(specula_generate_options, stop_strings);
     FIELD(specula_generate_options, n_stop_strings);
     FIELD(specula_generate_options, top_logits);
+    FIELD(specula_generate_options, top_probs);
 
     STRUCT(specula_stats);
     FIELD(specula_stats, struct_size);
@@ -123,6 +124,12 @@ int main(void) {
     FIELD(specula_token_event, drafted);
     FIELD(specula_token_event, stop);
     FIELD(specula_token_event, stats);
+    FIELD(specula_token_event, logsumexp);
+    FIELD(specula_token_event, token_logit);
+    FIELD(specula_token_event, n_top_probs);
+    FIELD(specula_token_event, top_prob_ids);
+    FIELD(specula_token_event, top_probs);
+    FIELD(specula_token_event, token_prob);
 
     STRUCT(specula_speculative_options);
     FIELD(specula_speculative_options, struct_size);

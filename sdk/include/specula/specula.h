@@ -100,7 +100,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 10
+#define SPECULA_VERSION_MINOR 11
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -535,7 +535,11 @@ typedef struct specula_generate_options {
     int32_t stop_at_eog;              /* 1 (default): stop when an end-of-generation token is sampled */
     const char *const *stop_strings;  /* optional; borrowed for the duration of the call */
     int32_t n_stop_strings;
-    int32_t top_logits;               /* report the K largest raw logits with each token (0 = none, max 64) */
+    int32_t top_logits;               /* report the K largest raw logits with each token (0 = none, max 64), and
+                                         since 0.11 their log-sum-exp and the token's own logit */
+    /* Since 0.11: */
+    int32_t top_probs;                /* report the K most likely tokens of the distribution each token was drawn
+                                         from (after the sampler chain), with their probabilities (0 = none, max 64) */
 } specula_generate_options;
 
 SPECULA_API void specula_generate_options_init(specula_generate_options *opts);
@@ -584,6 +588,17 @@ typedef struct specula_token_event {
                                       (speculative decoding); 0 for tokens the target produced itself */
     specula_stop_reason stop;      /* SPECULA_STOP_NONE while generation goes on */
     const specula_stats *stats;    /* running stats */
+    /* Since 0.11 (0 and NULL unless asked for by the generate options): */
+    float logsumexp;               /* top_logits > 0: log(sum(exp(logit))) over the whole vocabulary, so that a raw
+                                      logit minus it is that token's log-probability before sampling (llama-server's
+                                      n_probs) */
+    float token_logit;             /* top_logits > 0: the token's raw logit */
+    int32_t n_top_probs;           /* top_probs > 0: entries in top_prob_ids / top_probs */
+    const int32_t *top_prob_ids;   /* the most likely tokens of the distribution the token was drawn from (after the
+                                      sampler chain; greedy: the argmax with p = 1), most likely first, then tokens
+                                      the chain removed (p = 0) by raw logit */
+    const float *top_probs;
+    float token_prob;              /* top_probs > 0: the probability the token was drawn with */
 } specula_token_event;
 /* The event a callback receives, and the stats it points to, are the library's: their struct_size is the
  * library's sizeof, which may be smaller than the caller's header when an older library runs (read a field added

@@ -183,7 +183,8 @@ struct GenerateOptions {
     int32_t max_tokens;                    ///< < 0: until the context is full
     bool stop_at_eog;                      ///< stop when an end-of-generation token is sampled
     std::vector<std::string> stop_strings; ///< generation stops before the first occurrence of any of these
-    int32_t top_logits;                    ///< report the K largest raw logits with each token (0..64)
+    int32_t top_logits;                    ///< report the K largest raw logits with each token (0..64) and their logsumexp
+    int32_t top_probs;                     ///< report the K most likely tokens after the sampler chain (0..64)
 
     GenerateOptions() {
         specula_generate_options c;
@@ -191,6 +192,7 @@ struct GenerateOptions {
         max_tokens = c.max_tokens;
         stop_at_eog = c.stop_at_eog != 0;
         top_logits = c.top_logits;
+        top_probs = c.top_probs;
     }
     explicit GenerateOptions(int32_t max) : GenerateOptions() { max_tokens = max; }
 };
@@ -206,6 +208,7 @@ struct CGenerateOptions {
         c.max_tokens = o.max_tokens;
         c.stop_at_eog = o.stop_at_eog ? 1 : 0;
         c.top_logits = o.top_logits;
+        c.top_probs = o.top_probs;
         for (const std::string &s : o.stop_strings) stops.push_back(s.c_str());
         c.stop_strings = stops.empty() ? nullptr : stops.data();
         c.n_stop_strings = static_cast<int32_t>(stops.size());

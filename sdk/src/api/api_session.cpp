@@ -34,10 +34,12 @@ GenerateConfig to_config(const specula_generate_options *user) {
     require_arg(o.n_stop_strings >= 0 && o.n_stop_strings <= 64, "opts: n_stop_strings must be in [0, 64]");
     require_arg(o.n_stop_strings == 0 || o.stop_strings != nullptr, "opts: stop_strings is NULL");
     require_arg(o.top_logits >= 0 && o.top_logits <= 64, "opts: top_logits must be in [0, 64]");
+    require_arg(o.top_probs >= 0 && o.top_probs <= 64, "opts: top_probs must be in [0, 64]");
     GenerateConfig c;
     c.max_tokens = o.max_tokens;
     c.stop_at_eog = o.stop_at_eog != 0;
     c.top_logits = o.top_logits;
+    c.top_probs = o.top_probs;
     for (int32_t i = 0; i < o.n_stop_strings; ++i) {
         require_arg(o.stop_strings[i] != nullptr, "opts: a stop string is NULL");
         c.stop_strings.emplace_back(o.stop_strings[i]);
@@ -58,6 +60,12 @@ void fill_event(specula_token_event *ev, const StepResult &step, const specula_s
     full.drafted = step.drafted ? 1 : 0;
     full.stop = step.stop;
     full.stats = stats;
+    full.logsumexp = step.logsumexp;
+    full.token_logit = step.token_logit;
+    full.n_top_probs = int32_t(step.top_prob_ids.size());
+    full.top_prob_ids = step.top_prob_ids.empty() ? nullptr : step.top_prob_ids.data();
+    full.top_probs = step.top_probs.empty() ? nullptr : step.top_probs.data();
+    full.token_prob = step.token_prob;
     std::memcpy(ev, &full, std::min<size_t>(ev->struct_size, sizeof full));
 }
 

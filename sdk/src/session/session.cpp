@@ -4,8 +4,10 @@
 #include "core/thread_pool.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "sampling/candidates.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 namespace specula::internal {
@@ -203,7 +205,7 @@ specula_status Session::step(StepResult &out) {
         n_evaluated_ = n_past + 1;
         logits_.set_evaluated();
         token = sampler_.sample(logits_.current(), n_vocab, tokens_);
-        if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
+        report_distribution(token, out);
         const double ms = now_ms() - t0;
         decode_ms_ += ms;
         spec_.record_plain(choice, ms);
@@ -221,11 +223,11 @@ specula_status Session::step(StepResult &out) {
         const SpeculativeRound::Ready next = spec_.take();
         token = next.token;
         accepted = next.accepted;
-        if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
+        report_distribution(token, out);
     } else {
         const double t_sample = now_ms();
         token = sampler_.sample(logits_.current(), n_vocab, tokens_);  // a drafter was detached: maybe a round's row
-        if (run_.top_logits > 0) fill_top_logits(run_.top_logits, out);
+        report_distribution(token, out);
         decode_ms_ += now_ms() - t_sample;
     }
 
@@ -293,17 +295,45 @@ void Session::finish_run(specula_stop_reason reason, StepResult &out) {
     if (reason != SPECULA_STOP_MAX_TOKENS) drop_ready();
 }
 
-void Session::fill_top_logits(int32_t k, StepResult &out) const {
+void Session::report_distribution(int32_t token, StepResult &out) const {
+    if (run_.top_logits <= 0 && run_.top_probs <= 0) return;
     const int32_t n_vocab = model_->hparams().n_vocab;
-    k = std::min(k, n_vocab);
     const float *logits = logits_.current();
+    // Raw logits, largest first (ties: the lower id), as many as either report needs.
+    const int32_t k = std::min(std::max(run_.top_logits, run_.top_probs), n_vocab);
     std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
     for (int32_t i = 0; i < n_vocab; ++i) ids[size_t(i)] = i;
     std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
         return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
     });
-    out.top_ids.assign(ids.begin(), ids.begin() + k);
-    for (int32_t id : out.top_ids) out.top_logits.push_back(logits[size_t(id)]);
+    if (run_.top_logits > 0) {
+        out.top_ids.assign(ids.begin(), ids.begin() + std::min(run_.top_logits, n_vocab));
+        for (int32_t id : out.top_ids) out.top_logits.push_back(logits[size_t(id)]);
+        // log(sum(exp)) over the whole vocabulary, in double and in id order (the same bits on every run).
+        const double max = logits[size_t(ids[0])];
+        double sum = 0.0;
+        for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[size_t(i)]) - max);
+        out.logsumexp = float(max + std::log(sum));
+        out.token_logit = logits[size_t(token)];
+    }
+    if (run_.top_probs > 0) {
+        // The distribution the token was drawn from: the sampler chain over these logits and the history before
+        // the token (greedy: the argmax alone, p = 1). Tokens the chain removed follow with p = 0, by raw logit.
+        Candidates dist;
+        sampler_.distribution(logits, n_vocab, tokens_, dist);
+        std::sort(dist.items.begin(), dist.items.end(),
+                  [](const Candidate &a, const Candidate &b) { return a.p > b.p || (a.p == b.p && a.id < b.id); });
+        const size_t want = size_t(std::min(run_.top_probs, n_vocab));
+        for (const Candidate &c : dist.items) {
+            if (c.id == token) out.token_prob = c.p;
+            if (out.top_prob_ids.size() < want) out.top_prob_ids.push_back(c.id), out.top_probs.push_back(c.p);
+        }
+        for (size_t i = 0; i < ids.size() && out.top_prob_ids.size() < want; ++i) {
+            if (i >= size_t(k)) break;  // only the sorted part of ids is in logit order
+            if (std::find(out.top_prob_ids.begin(), out.top_prob_ids.end(), ids[i]) == out.top_prob_ids.end())
+                out.top_prob_ids.push_back(ids[i]), out.top_probs.push_back(0.0f);
+        }
+    }
 }
 
 specula_stats Session::stats() const {

@@ -58,6 +58,7 @@ struct GenerateConfig {
     bool stop_at_eog = true;
     std::vector<std::string> stop_strings;
     int32_t top_logits = 0;
+    int32_t top_probs = 0;  // the K most likely tokens after the sampler chain, with their probabilities
 };
 
 // How a snapshot is written (session_snapshot.cpp).
@@ -79,6 +80,11 @@ struct StepResult {
     specula_stop_reason stop = SPECULA_STOP_NONE;
     std::vector<int32_t> top_ids;
     std::vector<float> top_logits;
+    float logsumexp = 0.0f;    // of the raw logits (with top_logits): a logit minus it is its log-probability
+    float token_logit = 0.0f;  // the token's raw logit (with top_logits)
+    std::vector<int32_t> top_prob_ids;  // with top_probs: the chain's most likely tokens, most likely first
+    std::vector<float> top_probs;
+    float token_prob = 0.0f;            // with top_probs: the probability the token was drawn with
     bool drafted = false;  // proposed by a drafter and accepted by the target
 };
 
@@ -181,7 +187,8 @@ private:
     void shift_context();
     bool take_cancel() { return cancel_requested_.exchange(false, std::memory_order_relaxed); }
     void reset_stream();
-    void fill_top_logits(int32_t k, StepResult &out) const;
+    // What a step reports of the distribution its token came from (GenerateConfig's top_logits and top_probs).
+    void report_distribution(int32_t token, StepResult &out) const;
     // One draft + verify round of the tuner's choice `choice` (auto; -1: the configured tree), around
     // SpeculativeRound::run: fills its queue with the accepted tokens and the bonus token.
     bool speculate(int32_t choice);

@@ -258,14 +258,22 @@ pub struct GenerateOptions {
     pub stop_at_eog: bool,
     /// Generation stops before the first occurrence of any of these.
     pub stop_strings: Vec<String>,
-    /// Report the K largest raw logits with each token (0 = none, at most 64).
+    /// Report the K largest raw logits with each token, and their log-sum-exp (0 = none, at most 64).
     pub top_logits: i32,
+    /// Report the K most likely tokens after the sampler chain, with their probabilities (0 = none, at most 64).
+    pub top_probs: i32,
 }
 
 impl Default for GenerateOptions {
     fn default() -> Self {
         let c = GenerateOptions::init();
-        GenerateOptions { max_tokens: c.max_tokens, stop_at_eog: c.stop_at_eog != 0, stop_strings: Vec::new(), top_logits: c.top_logits }
+        GenerateOptions {
+            max_tokens: c.max_tokens,
+            stop_at_eog: c.stop_at_eog != 0,
+            stop_strings: Vec::new(),
+            top_logits: c.top_logits,
+            top_probs: c.top_probs,
+        }
     }
 }
 
@@ -295,6 +303,7 @@ impl GenerateOptions {
         c.n_stop_strings = n_stop;
         c.stop_strings = if ptrs.is_empty() { std::ptr::null() } else { ptrs.as_ptr() };
         c.top_logits = self.top_logits;
+        c.top_probs = self.top_probs;
         Ok(CGenerateOptions { c, _strings: strings, _ptrs: ptrs })
     }
 }

@@ -173,6 +173,16 @@ pub struct TokenEvent {
     pub text: String,
     /// The K largest raw logits of the distribution the token came from (with `top_logits` > 0), largest first.
     pub top: Vec<(Token, f32)>,
+    /// log(sum(exp(logit))) over the vocabulary (with `top_logits` > 0): a raw logit minus it is that token's
+    /// log-probability before sampling.
+    pub logsumexp: f32,
+    /// The token's raw logit (with `top_logits` > 0).
+    pub token_logit: f32,
+    /// The K most likely tokens after the sampler chain, with their probabilities (with `top_probs` > 0), most
+    /// likely first; tokens the chain removed have 0.
+    pub top_probs: Vec<(Token, f32)>,
+    /// The probability the token was drawn with (with `top_probs` > 0).
+    pub token_prob: f32,
     /// The token was proposed by a drafter and accepted by the target (speculative decoding).
     pub drafted: bool,
     /// `Some` on the event that ends the run (which may still carry a last token or text).
@@ -202,17 +212,25 @@ impl TokenEvent {
             let bytes = std::slice::from_raw_parts(ev.text as *const u8, ev.text_len);
             String::from_utf8_lossy(bytes).into_owned()
         };
-        let mut top = Vec::new();
-        if ev.n_top > 0 && !ev.top_ids.is_null() && !ev.top_logits.is_null() {
-            let n = ev.n_top as usize;
-            let ids = std::slice::from_raw_parts(ev.top_ids, n);
-            let logits = std::slice::from_raw_parts(ev.top_logits, n);
-            top = ids.iter().copied().zip(logits.iter().copied()).collect();
+        // (id, value) pairs from the event's parallel arrays (none when either is NULL).
+        unsafe fn pairs(n: i32, ids: *const i32, values: *const f32) -> Vec<(Token, f32)> {
+            if n <= 0 || ids.is_null() || values.is_null() {
+                return Vec::new();
+            }
+            let ids = std::slice::from_raw_parts(ids, n as usize);
+            let values = std::slice::from_raw_parts(values, n as usize);
+            ids.iter().copied().zip(values.iter().copied()).collect()
         }
+        let top = pairs(ev.n_top, ev.top_ids, ev.top_logits);
+        let top_probs = pairs(ev.n_top_probs, ev.top_prob_ids, ev.top_probs);
         TokenEvent {
             token: if ev.token < 0 { None } else { Some(ev.token) },
             text,
             top,
+            logsumexp: ev.logsumexp,
+            token_logit: ev.token_logit,
+            top_probs,
+            token_prob: ev.token_prob,
             drafted: ev.drafted != 0,
             stop: StopReason::from_raw(ev.stop),
             stats: Stats::from_library(ev.stats),

@@ -85,7 +85,7 @@ fn text_prompt_and_stop_conditions() {
     assert!(full.contains(word), "{:?}", full);
     let mut s = greedy_session(&model);
     s.append_text("Once upon a time", TokenizeFlags::ADD_SPECIAL).unwrap();
-    let opts = GenerateOptions { max_tokens: 24, stop_at_eog: false, stop_strings: vec![word.to_string()], top_logits: 0 };
+    let opts = GenerateOptions { max_tokens: 24, stop_at_eog: false, stop_strings: vec![word.to_string()], top_logits: 0, top_probs: 0 };
     let mut text = String::new();
     let stop = s.generate(&opts, |ev| {
         text.push_str(&ev.text);
@@ -110,13 +110,19 @@ fn text_prompt_and_stop_conditions() {
     // top_logits: greedy picks the largest logit.
     let mut s = greedy_session(&model);
     s.append_tokens(&PROMPT).unwrap();
-    let opts = GenerateOptions { top_logits: 5, ..gen_opts(8) };
+    let opts = GenerateOptions { top_logits: 5, top_probs: 3, ..gen_opts(8) };
     for ev in s.generate_iter(&opts) {
         let ev = ev.unwrap();
         if let Some(t) = ev.token {
             assert_eq!(ev.top.len(), 5);
             assert_eq!(ev.top[0].0, t);
             assert!(ev.top.windows(2).all(|w| w[0].1 >= w[1].1));
+            // The log-probability before sampling, and greedy's distribution after the chain: the token alone.
+            assert_eq!(ev.token_logit, ev.top[0].1);
+            assert!(ev.token_logit - ev.logsumexp <= 0.0);
+            assert_eq!(ev.top_probs.len(), 3);
+            assert_eq!(ev.top_probs[0], (t, 1.0));
+            assert_eq!(ev.token_prob, 1.0);
         }
     }
 }
