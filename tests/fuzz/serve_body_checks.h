@@ -53,18 +53,19 @@ inline void generate(const std::vector<int32_t> &prompt, const CompletionParams 
     so.backend = SPECULA_BACKEND_CPU;
     so.allow_fallback = 0;
     Slot slot{0, specula::Session(*g_model, so), {}, false, 0, kNCtx};
-    const CompletionRunner runner(*g_model, kMaxGenerated);
+    const CompletionRunner runner(*g_model, /*context_shift=*/false);
     CompletionParams p = params;
     p.t_max_predict_ms = 0;  // time-dependent stops would make inputs irreproducible
     size_t pieces = 0;
-    const CompletionResult r = runner.run(slot, prompt, p, [&](const std::string &, int32_t) { return ++pieces < 64; },
-                                          [] { return false; });
+    const CompletionResult r = runner.run(slot, prompt, p, [&](const Piece &) { return ++pieces < 64; }, [] { return false; });
     FUZZ_CHECK(int32_t(r.tokens.size()) <= kMaxGenerated);
     ResponseContext ctx;
     ctx.model = "fuzz";
     ctx.n_ctx = kNCtx;
     ctx.id = chat ? "chatcmpl-fuzz" : "cmpl-fuzz";
     ctx.prompt_text = g_model->detokenize(prompt, true);
+    ctx.model_vocab = g_model.get();
+    ctx.post_sampling_probs = p.post_sampling_probs;
     (void)dump(completion_final(r, p, ctx));
     (void)dump(oai_completion_final(r, ctx));
     (void)dump(oai_chat_final(r, ctx));
@@ -105,7 +106,8 @@ inline bool check_body(const std::string &text) {
     if (!answer([&] { body = parse_json_body(text); })) return false;
 
     CompletionParams params;
-    if (!answer([&] { params = parse_completion_params(body); })) return false;
+    // The server's -n is kMaxGenerated here: every request's n_predict is capped by it.
+    if (!answer([&] { params = parse_completion_params(body, SamplingDefaults(), kMaxGenerated); })) return false;
     (void)dump(generation_settings(params, kNCtx));
 
     std::vector<std::vector<int32_t>> completion, oai_completion;
@@ -128,7 +130,10 @@ inline bool check_body(const std::string &text) {
 
     // One generation, for the endpoint the body is shaped for.
     const bool is_chat = body.contains("messages");
-    answer([&] { generate(is_chat ? chat : completion, params, is_chat); });
+    answer([&] {
+        if (is_chat) generate(chat, params, true);
+        for (size_t i = 0; i < std::min<size_t>(completion.size(), 4); ++i) generate(completion[i], params, false);
+    });
     return true;
 }
 

@@ -236,7 +236,8 @@ TEST_CASE("OpenAI completions and chat, streamed and not, end streams with [DONE
     CHECK(first["object"] == "chat.completion.chunk");
     CHECK(first["choices"][0]["delta"]["role"] == "assistant");
     std::string chat_streamed;
-    for (size_t i = 1; i + 3 < events.size(); ++i) chat_streamed += json::parse(events[i])["choices"][0]["delta"]["content"].get<std::string>();
+    for (size_t i = 0; i + 3 < events.size(); ++i) chat_streamed +=  // the role rides on the first content chunk
+         json::parse(events[i])["choices"][0]["delta"]["content"].get<std::string>();
     CHECK(chat_streamed == chat_text);
     const json finish = json::parse(events[events.size() - 3]);
     CHECK(finish["choices"][0]["finish_reason"] == "length");

@@ -3,6 +3,7 @@
 // tokens, and the slot cache serving a one-line edit by evaluating only the changed tail.
 #include "fim_model.h"
 #include "infill_prompt.h"
+#include "llama_vim_requests.h"
 
 #include <specula/specula.hpp>
 
@@ -23,44 +24,10 @@ const json kExtra = json::array({{{"text", "def read_text(path):\n    with open(
                                  {{"text", "class ConfigError(Exception):\n    pass\n"}, {"time", {1732400003, 500000}}, {"filename", "errors.py"}}});
 
 // llama.vim's FIM request (autoload/llama.vim, llama#fim), with its default configuration.
-json llama_vim_body() {
-    return {{"id_slot", 0},
-            {"input_prefix", kPrefix},
-            {"input_suffix", kSuffix},
-            {"input_extra", kExtra},
-            {"prompt", kMiddle},
-            {"n_predict", 128},
-            {"stop", json::array()},
-            {"n_indent", 12},
-            {"top_k", 40},
-            {"top_p", 0.90},
-            {"samplers", {"top_k", "top_p", "infill"}},
-            {"stream", false},
-            {"cache_prompt", true},
-            {"t_max_prompt_ms", 500},
-            {"t_max_predict_ms", 1000},
-            {"response_fields",
-             {"content", "timings/prompt_n", "timings/prompt_ms", "timings/prompt_per_token_ms", "timings/prompt_per_second",
-              "timings/predicted_n", "timings/predicted_ms", "timings/predicted_per_token_ms", "timings/predicted_per_second",
-              "truncated", "tokens_cached"}}};
-}
+json llama_vim_body() { return llama_vim_fim_body(kPrefix, kMiddle, kSuffix, kExtra, 12); }
 
 // llama.vim's ring-buffer warm-up (llama#ring_update): evaluates the extra context, generates nothing.
-json llama_vim_warmup_body() {
-    return {{"id_slot", 0},
-            {"input_prefix", ""},
-            {"input_suffix", ""},
-            {"input_extra", kExtra},
-            {"prompt", ""},
-            {"n_predict", 0},
-            {"temperature", 0.0},
-            {"samplers", json::array()},
-            {"stream", false},
-            {"cache_prompt", true},
-            {"t_max_prompt_ms", 1},
-            {"t_max_predict_ms", 1},
-            {"response_fields", {""}}};
-}
+json llama_vim_warmup_body() { return serve_test::llama_vim_warmup_body(kExtra); }
 
 // llama.vscode's chunks carry time as Date.now() (milliseconds).
 json vscode_chunks() {

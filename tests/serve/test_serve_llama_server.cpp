@@ -4,6 +4,8 @@
 // OpenAI model name and fingerprint, -c divided among the slots, and context shift. Runs on the bundled model.
 #include "server_process.h"
 
+#include <cmath>
+
 using namespace serve_test;
 
 namespace {
@@ -22,7 +24,7 @@ std::string long_text() {
 
 }  // namespace
 
-TEST_CASE("--temp, --seed and the other sampling flags are the defaults of requests that leave them out", "[serve]") {
+TEST_CASE("the sampling flags (--temp, --seed, ...) are the defaults of requests that leave them out", "[serve]") {
     ServerProcess server({"-m", bundled_model(), "-c", "256", "--temp", "0", "--seed", "42", "--top-k", "7", "-n", "16", "--slots"});
     auto c = server.client();
     const Reply props = get(c, "/props");
@@ -178,4 +180,108 @@ TEST_CASE("context shift: a long prompt is cut as llama-server cuts it, and gene
     REQUIRE(full.status == 200);
     CHECK(full.data["truncated"] == true);
     CHECK(full.data["tokens_evaluated"].get<int>() + full.data["tokens_predicted"].get<int>() == 128);
+}
+
+TEST_CASE("n_probs and OpenAI logprobs report each token's probabilities, streamed or not", "[serve]") {
+    ServerProcess server({"-m", bundled_model(), "-c", "256", "--temp", "0"});
+    auto c = server.client();
+    const Reply r = post(c, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 5}, {"n_probs", 10}});
+    REQUIRE(r.status == 200);
+    const json &probs = r.data["completion_probabilities"];
+    REQUIRE(probs.size() == 5);
+    std::string text;
+    for (const json &tok : probs) {
+        CHECK(tok["logprob"].get<double>() <= 0.0);
+        REQUIRE(tok["top_logprobs"].size() == 10);
+        // Greedy: the token is the most likely one, and the log-probabilities come in order and sum below 1.
+        CHECK(tok["top_logprobs"][0]["id"] == tok["id"]);
+        CHECK(tok["top_logprobs"][0]["logprob"] == tok["logprob"]);
+        double mass = 0.0;
+        for (size_t k = 0; k < 10; ++k) {
+            mass += std::exp(tok["top_logprobs"][k]["logprob"].get<double>());
+            if (k > 0) CHECK(tok["top_logprobs"][k]["logprob"] <= tok["top_logprobs"][k - 1]["logprob"]);
+        }
+        CHECK(mass <= 1.0 + 1e-6);
+        std::string bytes;
+        for (const json &b : tok["bytes"]) bytes += char(b.get<int>());
+        CHECK(bytes == tok["token"]);  // stories260K's pieces are whole characters
+        text += tok["token"].get<std::string>();
+    }
+    CHECK(text == r.data["content"]);
+
+    // After the sampler chain: greedy leaves the argmax alone with p = 1.
+    const Reply post_sampling =
+        post(c, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 5}, {"n_probs", 4}, {"post_sampling_probs", true}});
+    for (const json &tok : post_sampling.data["completion_probabilities"]) {
+        CHECK(tok["prob"] == 1.0);
+        REQUIRE(tok["top_probs"].size() == 4);
+        CHECK(tok["top_probs"][0]["prob"] == 1.0);
+        CHECK(tok["top_probs"][1]["prob"] == 0.0);
+    }
+
+    // Streamed: one report per chunk, the same as the whole response's.
+    const Reply stream = post(c, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 5}, {"n_probs", 10}, {"stream", true}});
+    json streamed = json::array();
+    for (const std::string &d : sse_data(stream.body)) {
+        const json chunk = json::parse(d);
+        if (chunk["stop"] == true) break;
+        REQUIRE(chunk["completion_probabilities"].size() == 1);
+        streamed.push_back(chunk["completion_probabilities"][0]);
+    }
+    CHECK(streamed == probs);
+
+    // OpenAI chat: logprobs + top_logprobs; the tokens' texts make the reply. top_logprobs alone is refused.
+    const json messages = {{{"role", "user"}, {"content", "Tell me a story"}}};
+    const Reply chat = post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 5}, {"logprobs", true}, {"top_logprobs", 3}});
+    REQUIRE(chat.status == 200);
+    const json &content = chat.data["choices"][0]["logprobs"]["content"];
+    REQUIRE(content.size() == 5);
+    std::string reply;
+    for (const json &tok : content) {
+        reply += tok["token"].get<std::string>();
+        CHECK(tok["top_logprobs"].size() == 3);
+    }
+    CHECK(reply == chat.data["choices"][0]["message"]["content"]);
+    CHECK(post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}).data["choices"][0].contains("logprobs") == false);
+    check_error(post(c, "/v1/chat/completions", json{{"messages", messages}, {"top_logprobs", 3}}), 400, "invalid_request_error");
+    // OpenAI text completions: logprobs is a number there.
+    const Reply oai = post(c, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"logprobs", 2}});
+    CHECK(oai.data["choices"][0]["logprobs"]["content"].size() == 5);
+    CHECK(post(c, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 1}}).data["choices"][0]["logprobs"].is_null());
+    // Streamed chat: every chunk before the last has its token's logprobs (the first one the role too).
+    const Reply chat_stream = post(c, "/v1/chat/completions",
+                                   json{{"messages", messages}, {"max_tokens", 5}, {"logprobs", true}, {"top_logprobs", 3}, {"stream", true}});
+    std::string streamed_reply;
+    int chunks = 0;
+    for (const std::string &d : sse_data(chat_stream.body)) {
+        if (d == "[DONE]") break;
+        const json chunk = json::parse(d);
+        const json &choice = chunk["choices"][0];
+        if (!choice["finish_reason"].is_null()) break;
+        if (chunks++ == 0) CHECK(choice["delta"]["role"] == "assistant");
+        REQUIRE(choice["logprobs"]["content"].size() == 1);
+        streamed_reply += choice["logprobs"]["content"][0]["token"].get<std::string>();
+    }
+    CHECK(streamed_reply == reply);
+}
+
+TEST_CASE("timings_per_token puts the timings so far in every streamed chunk", "[serve]") {
+    ServerProcess server({"-m", bundled_model(), "-c", "256", "--temp", "0"});
+    auto c = server.client();
+    const Reply stream = post(c, "/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "test"}}}},
+                                                                {"max_tokens", 10}, {"stream", true}, {"timings_per_token", true}});
+    int n = 0, last_predicted = 0;
+    for (const std::string &d : sse_data(stream.body)) {
+        if (d == "[DONE]") break;
+        const json chunk = json::parse(d);
+        REQUIRE(chunk.contains("timings"));
+        const int predicted = chunk["timings"]["predicted_n"];
+        CHECK(predicted <= 10);
+        CHECK(predicted >= last_predicted);
+        CHECK(chunk["timings"].contains("prompt_per_second"));
+        last_predicted = predicted;
+        ++n;
+    }
+    CHECK(n >= 2);
+    CHECK(last_predicted == 10);
 }

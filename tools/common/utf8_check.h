@@ -39,4 +39,11 @@ inline bool valid_utf8(std::string_view s) {
     return true;
 }
 
+// Length of the longest well-formed UTF-8 prefix of s (a token's piece may end inside a character).
+inline size_t valid_utf8_prefix(std::string_view s) {
+    size_t i = 0;
+    for (size_t n; i < s.size() && (n = valid_utf8_length(s, i)) != 0;) i += n;
+    return i;
+}
+
 }  // namespace specula_apps

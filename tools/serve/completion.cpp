@@ -44,6 +44,20 @@ CompletionParams parse_completion_params(const json &body, const SamplingDefault
     p.has_samplers = has_field(body, "samplers");
     p.response_fields = string_list_field(body, "response_fields");
     p.seed = int_field(body, "seed", d.seed, -1, INT64_MAX);
+    // n_probs, or OpenAI's logprobs: a number on /v1/completions, true with top_logprobs (20 by default) on chat.
+    p.n_probs = int32_t(int_field(body, "n_probs", 0, 0, 64));
+    p.post_sampling_probs = bool_field(body, "post_sampling_probs", false);
+    p.timings_per_token = bool_field(body, "timings_per_token", false);
+    if (!has_field(body, "n_probs") && has_field(body, "logprobs")) {
+        const json &lp = body.at("logprobs");
+        if (lp.is_boolean()) {
+            if (lp.get<bool>()) p.n_probs = int32_t(int_field(body, "top_logprobs", 20, 0, 64));
+        } else {
+            p.n_probs = int32_t(int_field(body, "logprobs", 0, 0, 64));
+        }
+    }
+    if (has_field(body, "top_logprobs") && !(has_field(body, "logprobs") && body.at("logprobs").is_boolean() && body.at("logprobs").get<bool>()))
+        throw bad_request("top_logprobs requires logprobs to be set to true");
 
     // The server's defaults (its --temp, --top-k, ...; llama-server's common_params_sampling unless given).
     specula::SamplerOptions &s = p.sampler;
@@ -95,6 +109,8 @@ json generation_settings(const CompletionParams &p, int32_t n_ctx) {
             {"ignore_eos", p.ignore_eos},
             {"stream", p.stream},
             {"cache_prompt", p.cache_prompt},
+            {"n_probs", p.n_probs},
+            {"post_sampling_probs", p.post_sampling_probs},
             {"samplers", p.has_samplers ? p.samplers : std::vector<std::string>{"penalties", "top_k", "top_p", "min_p", "temperature"}}};
 }
 
@@ -169,6 +185,20 @@ CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &w
         capped_by_training = true;
     }
 
+    // The timings of this request so far (the final ones at the end).
+    auto timings_now = [&] {
+        const specula_stats now = s.stats();
+        Timings t;
+        t.cache_n = int32_t(cached);
+        t.prompt_n = int32_t(prompt.size() - cached);
+        t.prompt_ms = now.prompt_ms - before.prompt_ms;
+        t.predicted_n = int32_t(r.tokens.size());
+        t.predicted_ms = now.decode_ms - before.decode_ms;
+        t.draft_n = now.n_drafted - before.n_drafted;
+        t.draft_n_accepted = now.n_accepted - before.n_accepted;
+        return t;
+    };
+    Timings running;
     specula_stop_reason reason = SPECULA_STOP_NONE;
     if (n_predict == 0) {
         // A cache warm-up (llama.vim sends these while the user types): evaluate the prompt, generate nothing.
@@ -183,13 +213,28 @@ CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &w
         specula::GenerateOptions go(n_predict);
         go.stop_at_eog = !params.ignore_eos;
         go.stop_strings = params.stop;
+        if (params.n_probs > 0) (params.post_sampling_probs ? go.top_probs : go.top_logits) = params.n_probs;
         double t_first = 0;
         size_t last_nl_pos = 0;
         bool own_stop = false;
         reason = s.generate(go, [&](const specula_token_event &ev) {
+            const TokenProbs *probs = nullptr;
             if (ev.token != SPECULA_TOKEN_NULL) {
                 r.tokens.push_back(ev.token);
                 if (t_first == 0) t_first = now_ms();
+                if (params.n_probs > 0) {
+                    TokenProbs tp;
+                    tp.token = ev.token;
+                    if (params.post_sampling_probs) {
+                        tp.value = ev.token_prob;
+                        for (int32_t i = 0; i < ev.n_top_probs; ++i) tp.top.emplace_back(ev.top_prob_ids[i], ev.top_probs[i]);
+                    } else {
+                        tp.value = ev.token_logit - ev.logsumexp;
+                        for (int32_t i = 0; i < ev.n_top; ++i) tp.top.emplace_back(ev.top_ids[i], ev.top_logits[i] - ev.logsumexp);
+                    }
+                    r.probs.push_back(std::move(tp));
+                    probs = &r.probs.back();
+                }
             }
             const size_t old_size = r.content.size();
             r.content.append(ev.text, ev.text_len);
@@ -211,13 +256,18 @@ CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &w
                 r.has_new_line = true;
                 if (params.t_max_predict_ms > 0 && now_ms() - t_first > double(params.t_max_predict_ms)) own_stop = true;
             }
-            if (sink && r.content.size() > old_size) {
-                if (!sink(r.content.substr(old_size), ev.token)) {
-                    r.cancelled = true;
-                    return false;
+            const bool has_text = r.content.size() > old_size;
+            if (sink && (has_text || (ev.token != SPECULA_TOKEN_NULL && ev.stop == SPECULA_STOP_NONE && !own_stop))) {
+                // (a token whose text is held back still makes an event)
+                Piece piece;
+                if (has_text) piece.text = r.content.substr(old_size);
+                piece.token = ev.token;
+                piece.probs = probs;
+                if (params.timings_per_token) {
+                    running = timings_now();
+                    piece.timings = &running;
                 }
-            } else if (sink && ev.token != SPECULA_TOKEN_NULL && ev.stop == SPECULA_STOP_NONE && !own_stop) {
-                if (!sink(std::string(), ev.token)) {  // a token whose text is held back still makes an event
+                if (!sink(piece)) {
                     r.cancelled = true;
                     return false;
                 }
@@ -262,14 +312,7 @@ CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &w
     default: r.stop_type = StopType::Limit; break;
     }
 
-    const specula_stats after = s.stats();
-    r.timings.cache_n = int32_t(cached);
-    r.timings.prompt_n = int32_t(prompt.size() - cached);
-    r.timings.prompt_ms = after.prompt_ms - before.prompt_ms;
-    r.timings.predicted_n = int32_t(r.tokens.size());
-    r.timings.predicted_ms = after.decode_ms - before.decode_ms;
-    r.timings.draft_n = after.n_drafted - before.n_drafted;
-    r.timings.draft_n_accepted = after.n_accepted - before.n_accepted;
+    r.timings = timings_now();
     r.tokens_cached = s.n_tokens();
     return r;
 }

@@ -34,6 +34,17 @@ struct CompletionParams {
     std::vector<std::string> response_fields;  // "a/b" paths of the final response to keep
     specula::SamplerOptions sampler;
     int64_t seed = -1;                         // -1: a fresh random seed
+    int32_t n_probs = 0;                       // report the n most likely tokens of each step (OpenAI: top_logprobs)
+    bool post_sampling_probs = false;          // ... after the sampler chain (probabilities), not before (logprobs)
+    bool timings_per_token = false;            // streamed chunks carry the timings so far
+};
+
+// What a step reports with n_probs: its token's log-probability before sampling (or its probability after the
+// sampler chain with post_sampling_probs) and the n most likely tokens with theirs.
+struct TokenProbs {
+    int32_t token = -1;
+    float value = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;
 };
 
 // Reads the llama-server generation fields of a request (/completion, /infill and the OpenAI ones after their names
@@ -68,11 +79,20 @@ struct CompletionResult {
     bool cancelled = false;       // the client left: nothing is sent
     int32_t tokens_cached = 0;    // tokens in the slot's context afterwards (llama-server's n_past)
     int id_slot = 0;
+    std::vector<TokenProbs> probs;  // one per generated token, with n_probs > 0
     Timings timings;
 };
 
-// Called with each piece of text as it becomes final (for streaming); return false to stop (client gone).
-using PieceSink = std::function<bool(const std::string &text, int32_t token)>;
+// A piece of text as it becomes final (for streaming): its token (-1: none), with n_probs that token's report, with
+// timings_per_token the timings so far (else nullptr).
+struct Piece {
+    std::string text;
+    int32_t token = -1;
+    const TokenProbs *probs = nullptr;
+    const Timings *timings = nullptr;
+};
+// Called with each piece; return false to stop (client gone).
+using PieceSink = std::function<bool(const Piece &piece)>;
 
 class CompletionRunner {
 public:

@@ -1,5 +1,9 @@
 #include "responses.h"
 
+#include "utf8_check.h"
+
+#include <cmath>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -26,6 +30,36 @@ json pick_response_fields(const std::vector<std::string> &paths, const json &ful
     return out;
 }
 
+json token_probs_json(const std::vector<TokenProbs> &probs, const ResponseContext &c) {
+    // nlohmann::json writes -inf as null: a probability of 0 is the lowest float as a logprob, as llama-server.
+    auto value = [&](float v) { return c.post_sampling_probs || v > -INFINITY ? v : std::numeric_limits<float>::lowest(); };
+    auto piece = [&](int32_t id, json &entry) {
+        const std::string text = c.model_vocab != nullptr ? c.model_vocab->token_to_piece(id, true) : std::string();
+        std::vector<int> bytes;
+        for (const unsigned char b : text) bytes.push_back(int(b));
+        entry["id"] = id;
+        entry["token"] = text.substr(0, specula_apps::valid_utf8_prefix(text));
+        entry["bytes"] = bytes;
+    };
+    const char *name = c.post_sampling_probs ? "prob" : "logprob";
+    json out = json::array();
+    for (const TokenProbs &tp : probs) {
+        json entry;
+        piece(tp.token, entry);
+        entry[name] = value(tp.value);
+        json top = json::array();
+        for (const auto &[id, v] : tp.top) {
+            json t;
+            piece(id, t);
+            t[name] = value(v);
+            top.push_back(std::move(t));
+        }
+        entry[c.post_sampling_probs ? "top_probs" : "top_logprobs"] = std::move(top);
+        out.push_back(std::move(entry));
+    }
+    return out;
+}
+
 json completion_final(const CompletionResult &r, const CompletionParams &p, const ResponseContext &c) {
     json res = {{"index", c.index},
                 {"content", p.stream ? std::string() : r.content},
@@ -43,17 +77,21 @@ json completion_final(const CompletionResult &r, const CompletionParams &p, cons
                 {"stopping_word", r.stopping_word},
                 {"tokens_cached", r.tokens_cached},
                 {"timings", r.timings.to_json()}};
+    if (!p.stream && !r.probs.empty()) res["completion_probabilities"] = token_probs_json(r.probs, c);
     return p.response_fields.empty() ? res : pick_response_fields(p.response_fields, res);
 }
 
-json completion_partial(const std::string &text, int32_t token, int32_t n_decoded, int32_t n_prompt, int id_slot, int index) {
-    return {{"index", index},
-            {"content", text},
-            {"tokens", token >= 0 ? std::vector<int32_t>{token} : std::vector<int32_t>()},
-            {"stop", false},
-            {"id_slot", id_slot},
-            {"tokens_predicted", n_decoded},
-            {"tokens_evaluated", n_prompt}};
+json completion_partial(const std::string &text, int32_t token, const TokenProbs *probs, int32_t n_decoded, int32_t n_prompt,
+                        int id_slot, const ResponseContext &c) {
+    json res = {{"index", c.index},
+                {"content", text},
+                {"tokens", token >= 0 ? std::vector<int32_t>{token} : std::vector<int32_t>()},
+                {"stop", false},
+                {"id_slot", id_slot},
+                {"tokens_predicted", n_decoded},
+                {"tokens_evaluated", n_prompt}};
+    if (probs != nullptr) res["completion_probabilities"] = token_probs_json({*probs}, c);
+    return res;
 }
 
 const char *finish_reason(const CompletionResult &r) {
@@ -64,6 +102,10 @@ namespace {
 json usage(const CompletionResult &r) {
     const int32_t n = int32_t(r.tokens.size()), np = int32_t(r.prompt_tokens.size());
     return {{"completion_tokens", n}, {"prompt_tokens", np}, {"total_tokens", n + np}};
+}
+// OpenAI's logprobs object as llama-server fills it ({"content": [...]}), null without n_probs.
+json logprobs(const std::vector<TokenProbs> &probs, const ResponseContext &c) {
+    return probs.empty() ? json() : json{{"content", token_probs_json(probs, c)}};
 }
 json envelope(const ResponseContext &c, const char *object, json choices) {
     return {{"choices", std::move(choices)},
@@ -77,14 +119,15 @@ json envelope(const ResponseContext &c, const char *object, json choices) {
 
 json oai_completion_final(const CompletionResult &r, const ResponseContext &c) {
     json res = envelope(c, "text_completion",
-                        json::array({{{"text", r.content}, {"index", c.index}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r)}}}));
+                        json::array({{{"text", r.content}, {"index", c.index}, {"logprobs", logprobs(r.probs, c)}, {"finish_reason", finish_reason(r)}}}));
     res["usage"] = usage(r);
     res["timings"] = r.timings.to_json();
     return res;
 }
 
-json oai_completion_chunk(const std::string &text, const ResponseContext &c) {
-    return envelope(c, "text_completion", json::array({{{"text", text}, {"index", c.index}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}));
+json oai_completion_chunk(const std::string &text, const TokenProbs *probs, const ResponseContext &c) {
+    return envelope(c, "text_completion",
+                    json::array({{{"text", text}, {"index", c.index}, {"logprobs", probs ? logprobs({*probs}, c) : json()}, {"finish_reason", nullptr}}}));
 }
 
 json oai_completion_last_chunk(const CompletionResult &r, const ResponseContext &c) {
@@ -100,6 +143,7 @@ json oai_chat_final(const CompletionResult &r, const ResponseContext &c) {
                         json::array({{{"finish_reason", finish_reason(r)},
                                       {"index", 0},
                                       {"message", {{"role", "assistant"}, {"content", r.content}}}}}));
+    if (!r.probs.empty()) res["choices"][0]["logprobs"] = logprobs(r.probs, c);
     res["usage"] = usage(r);
     res["timings"] = r.timings.to_json();
     return res;
@@ -111,9 +155,10 @@ json oai_chat_role_chunk(const ResponseContext &c) {
                     json::array({{{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}}}));
 }
 
-json oai_chat_chunk(const std::string &text, const ResponseContext &c) {
-    return envelope(c, "chat.completion.chunk",
-                    json::array({{{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"content", text}}}}}));
+json oai_chat_chunk(const std::string &text, const TokenProbs *probs, const ResponseContext &c) {
+    json res = envelope(c, "chat.completion.chunk", json::array({{{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"content", text}}}}}));
+    if (probs != nullptr) res["choices"][0]["logprobs"] = logprobs({*probs}, c);
+    return res;
 }
 
 json oai_chat_last_chunk(const CompletionResult &r, const ResponseContext &c) {

@@ -323,6 +323,8 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
     ctx.n_ctx = n_ctx;
     ctx.created = (long long)std::time(nullptr);
     ctx.id = random_id(api == Api::OaiChat ? "chatcmpl-" : "cmpl-");
+    ctx.model_vocab = &model_;
+    ctx.post_sampling_probs = params.post_sampling_probs;
     auto context_for = [&](size_t i) {
         ResponseContext c = ctx;
         c.index = int(i);
@@ -374,21 +376,30 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
                 const ResponseContext &ctx = contexts[i];
                 const std::vector<int32_t> &prompt = prompts[i];
                 int32_t n_decoded = 0;
-                if (api == Api::OaiChat) ok = write_event(sink, oai_chat_role_chunk(ctx));
-                const PieceSink piece = [&](const std::string &text, int32_t token) {
-                    if (token >= 0) ++n_decoded;
+                // The role rides on the first chunk (OpenAI's first delta), or comes alone before the last.
+                bool role_sent = false;
+                const PieceSink piece = [&](const Piece &p) {
+                    if (p.token >= 0) ++n_decoded;
+                    json chunk;
                     switch (api) {
                     case Api::Completion:
                     case Api::Infill:
-                        ok = write_event(sink, completion_partial(text, token, n_decoded, int32_t(prompt.size()), (*slot)->id, ctx.index));
+                        chunk = completion_partial(p.text, p.token, p.probs, n_decoded, int32_t(prompt.size()), (*slot)->id, ctx);
                         break;
                     case Api::OaiCompletion:
-                        if (!text.empty()) ok = write_event(sink, oai_completion_chunk(text, ctx));
+                        if (!p.text.empty() || p.probs) chunk = oai_completion_chunk(p.text, p.probs, ctx);
                         break;
                     case Api::OaiChat:
-                        if (!text.empty()) ok = write_event(sink, oai_chat_chunk(text, ctx));
+                        if (!p.text.empty() || p.probs) {
+                            chunk = oai_chat_chunk(p.text, p.probs, ctx);
+                            if (!role_sent) chunk["choices"][0]["delta"]["role"] = "assistant";
+                            role_sent = true;
+                        }
                         break;
                     }
+                    if (chunk.is_null()) return ok;
+                    if (p.timings) chunk["timings"] = p.timings->to_json();  // timings_per_token
+                    ok = write_event(sink, chunk);
                     return ok;
                 };
                 CompletionResult r;
@@ -413,7 +424,12 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
                 case Api::Infill: ok = write_event(sink, completion_final(r, params, ctx)); break;
                 case Api::OaiCompletion: ok = write_event(sink, oai_completion_last_chunk(r, ctx)); break;
                 case Api::OaiChat:
-                    ok = write_event(sink, oai_chat_last_chunk(r, ctx));
+                    if (!role_sent) {
+                        json role = oai_chat_role_chunk(ctx);
+                        if (params.timings_per_token) role["timings"] = r.timings.to_json();
+                        ok = write_event(sink, role);
+                    }
+                    ok = ok && write_event(sink, oai_chat_last_chunk(r, ctx));
                     if (include_usage) ok = ok && write_event(sink, oai_usage_chunk(r, ctx, true));
                     break;
                 }
