@@ -285,3 +285,20 @@ TEST_CASE("timings_per_token puts the timings so far in every streamed chunk", "
     CHECK(n >= 2);
     CHECK(last_predicted == 10);
 }
+
+TEST_CASE("with -v, OpenAI responses carry llama-server's __verbose: the prompt as the model saw it", "[serve]") {
+    ServerProcess server({"-m", bundled_model(), "-c", "256", "--chat-template", "llama3", "-v"});
+    auto c = server.client();
+    const json messages = {{{"role", "system"}, {"content", "Book"}}, {{"role", "user"}, {"content", "What is the best book"}}};
+    const Reply r = post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 4}});
+    REQUIRE(r.status == 200);
+    REQUIRE(r.data.contains("__verbose"));
+    CHECK(r.data["__verbose"]["prompt"] ==
+          "<s> <|start_header_id|>system<|end_header_id|>\n\nBook<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is the best "
+          "book<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    CHECK(r.data["__verbose"]["tokens_predicted"] == 4);
+    // Without -v: no such field.
+    ServerProcess quiet({"-m", bundled_model(), "-c", "256"});
+    auto q = quiet.client();
+    CHECK_FALSE(post(q, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}).data.contains("__verbose"));
+}

@@ -57,6 +57,7 @@ struct ServeConfig {
     SamplingDefaults sampling;     // what requests that do not say get
     bool endpoint_slots = false;   // GET /slots (llama-server's --slots; off by default there too)
     bool endpoint_metrics = false; // GET /metrics (--metrics)
+    bool verbose = false;          // -v: OpenAI responses carry llama-server's "__verbose" (the /completion-shaped result)
     bool context_shift = true;     // a full context drops its older half and goes on (--no-context-shift: stop)
 };
 

@@ -328,7 +328,7 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
     auto context_for = [&](size_t i) {
         ResponseContext c = ctx;
         c.index = int(i);
-        if (api == Api::Completion || api == Api::Infill) c.prompt_text = model_.detokenize(prompts[i], true);
+        if (api == Api::Completion || api == Api::Infill || config_.verbose) c.prompt_text = model_.detokenize(prompts[i], true);
         return c;
     };
 
@@ -355,6 +355,8 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
             case Api::OaiCompletion: answers.push_back(oai_completion_final(r, c)); break;
             case Api::OaiChat: answers.push_back(oai_chat_final(r, c)); break;
             }
+            // llama-server's verbose extra: the result in /completion's shape (the prompt the model saw).
+            if (config_.verbose && (api == Api::OaiCompletion || api == Api::OaiChat)) answers.back()["__verbose"] = completion_final(r, params, c);
         }
         send_json(res, answers.size() == 1 ? answers[0] : answers);
         return;

@@ -1,7 +1,7 @@
 // `specula serve`: a llama-server-compatible HTTP endpoint on a model (tools/serve, docs/server.md).
 //
 // stderr: one line per setting that matters, then "server is listening on http://HOST:PORT" (with the real port
-// when --port 0 asked for any free one: tests and scripts read it), then one line per request with --verbose.
+// when --port 0 asked for any free one: tests and scripts read it).
 // SIGINT / SIGTERM stop it cleanly: no new connections, running generations cancelled, exit code 0.
 #include "cli.h"
 #include "backend_option.h"
@@ -230,6 +230,8 @@ Command add_serve_command(CLI::App &parent) {
     cmd->add_option("-s,--seed", sd.seed, "Default sampling seed of requests (-1: a random one per request)")
         ->capture_default_str()->check(CLI::Range(int64_t(-1), INT64_MAX));
     cmd->add_flag("--slots,!--no-slots", c.endpoint_slots, "Serve GET /slots (off by default, as in llama-server)");
+    cmd->add_flag("-v,--verbose", c.verbose, "OpenAI responses also carry llama-server's \"__verbose\" object (the prompt as "
+                                             "the model saw it, the generation settings)");
     cmd->add_flag("--metrics", c.endpoint_metrics, "Serve GET /metrics, Prometheus' text format (off by default, as in llama-server)");
     cmd->add_flag("--context-shift,!--no-context-shift", c.context_shift,
                   "When generation fills a slot's context, drop the older half after the BOS and go on (default), and cut "

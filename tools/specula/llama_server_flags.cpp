@@ -20,6 +20,7 @@ const std::vector<FlagRule> &rules() {
     static const std::vector<FlagRule> table = {
         // CLI11 reads a two-letter short flag as bundled one-letter ones (-ngl 99 as -n gl): these are renamed.
         {{"-np"}, Rule::Rename, 1, "--parallel"},
+        {{"--log-verbose"}, Rule::Rename, 0, "--verbose"},
         {{"-to"}, Rule::Rename, 1, "--timeout"},
         {{"-md", "--model-draft"}, Rule::Rename, 1, "--draft-model"},
         {{"-ctk", "--cache-type-k", "-ctv", "--cache-type-v"}, Rule::Rename, 1, "--kv-type"},
@@ -41,7 +42,7 @@ const std::vector<FlagRule> &rules() {
         {{"--draft-max", "--draft-n", "--draft-min", "--draft-p-min"}, Rule::Ignore, 1,
          "the draft tree is chosen each round from measured costs (--tree)"},
         {{"-lv", "--verbosity", "--log-verbosity"}, Rule::Ignore, 1, "the log is these lines and one per request"},
-        {{"--log-disable", "--log-colors", "--log-timestamps", "--log-prefix", "-v", "--verbose", "--log-verbose"}, Rule::Ignore, 0,
+        {{"--log-disable", "--log-colors", "--log-timestamps", "--log-prefix"}, Rule::Ignore, 0,
          "the log is these lines and one per request"},
         {{"-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hfd", "-hfrd", "--hf-repo-draft", "-hfv", "--hf-repo-v", "-hffv",
           "--hf-file-v", "-mu", "--model-url"},
