@@ -270,6 +270,13 @@ inline std::vector<std::string> sse_data(const std::string &body) {
 }
 
 // The checks every error response must pass: llama-server's {"error": {"code", "message", "type"}}.
+// The server's /tokenize of content (a string, or ids and strings mixed).
+inline std::vector<int32_t> tokenize(httplib::Client &c, const json &content, bool add_special) {
+    const Reply r = post(c, "/tokenize", json{{"content", content}, {"add_special", add_special}});
+    REQUIRE(r.status == 200);
+    return r.data.at("tokens").get<std::vector<int32_t>>();
+}
+
 inline void check_error(const Reply &r, int status, const std::string &type) {
     INFO(r.body);
     CHECK(r.status == status);

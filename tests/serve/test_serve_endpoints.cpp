@@ -5,16 +5,6 @@
 
 using namespace serve_test;
 
-namespace {
-
-std::vector<int32_t> tokenize(httplib::Client &c, const json &content, bool add_special) {
-    const Reply r = post(c, "/tokenize", json{{"content", content}, {"add_special", add_special}});
-    REQUIRE(r.status == 200);
-    return r.data.at("tokens").get<std::vector<int32_t>>();
-}
-
-}  // namespace
-
 TEST_CASE("health, props, models and metrics answer in llama-server's shapes", "[serve]") {
     // -c is the server's context, divided among the slots (llama-server's -c 256 -np 2: 128 each).
     ServerProcess server({"-m", bundled_model(), "-c", "512", "--parallel", "2", "--slots", "--metrics"});

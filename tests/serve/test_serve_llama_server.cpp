@@ -10,12 +10,6 @@ using namespace serve_test;
 
 namespace {
 
-std::vector<int32_t> tokenize(httplib::Client &c, const std::string &content, bool add_special) {
-    const Reply r = post(c, "/tokenize", json{{"content", content}, {"add_special", add_special}});
-    REQUIRE(r.status == 200);
-    return r.data.at("tokens").get<std::vector<int32_t>>();
-}
-
 std::string long_text() {
     std::string text;
     for (int i = 0; i < 40; ++i) text += "Lily and Tom went to the park to play with the big red ball. ";

@@ -48,27 +48,25 @@ CompletionParams parse_completion_params(const json &body, const SamplingDefault
     p.n_probs = int32_t(int_field(body, "n_probs", 0, 0, 64));
     p.post_sampling_probs = bool_field(body, "post_sampling_probs", false);
     p.timings_per_token = bool_field(body, "timings_per_token", false);
+    const bool logprobs_flag = has_field(body, "logprobs") && body.at("logprobs").is_boolean();
+    const bool logprobs_on = logprobs_flag && body.at("logprobs").get<bool>();
     if (!has_field(body, "n_probs") && has_field(body, "logprobs")) {
-        const json &lp = body.at("logprobs");
-        if (lp.is_boolean()) {
-            if (lp.get<bool>()) p.n_probs = int32_t(int_field(body, "top_logprobs", 20, 0, 64));
-        } else {
-            p.n_probs = int32_t(int_field(body, "logprobs", 0, 0, 64));
-        }
+        if (logprobs_on) p.n_probs = int32_t(int_field(body, "top_logprobs", 20, 0, 64));
+        else if (!logprobs_flag) p.n_probs = int32_t(int_field(body, "logprobs", 0, 0, 64));
     }
-    if (has_field(body, "top_logprobs") && !(has_field(body, "logprobs") && body.at("logprobs").is_boolean() && body.at("logprobs").get<bool>()))
-        throw bad_request("top_logprobs requires logprobs to be set to true");
+    if (has_field(body, "top_logprobs") && !logprobs_on) throw bad_request("top_logprobs requires logprobs to be set to true");
 
     // The server's defaults (its --temp, --top-k, ...; llama-server's common_params_sampling unless given).
     specula::SamplerOptions &s = p.sampler;
-    s.temperature = float(number_field(body, "temperature", d.temperature, -1e6, 1e6));
-    s.top_k = int32_t(int_field(body, "top_k", d.top_k, -1, 1 << 24));
-    s.top_p = float(number_field(body, "top_p", d.top_p, 0.0, 1e6));
-    s.min_p = float(number_field(body, "min_p", d.min_p, 0.0, 1.0));
-    s.repeat_penalty = float(number_field(body, "repeat_penalty", d.repeat_penalty, 1e-6, 1e6));
-    s.presence_penalty = float(number_field(body, "presence_penalty", d.presence_penalty, -1e6, 1e6));
-    s.frequency_penalty = float(number_field(body, "frequency_penalty", d.frequency_penalty, -1e6, 1e6));
-    s.penalty_last_n = int32_t(int_field(body, "repeat_last_n", d.repeat_last_n, -1, 1 << 24));
+    const specula::SamplerOptions &ds = d.sampler;
+    s.temperature = float(number_field(body, "temperature", ds.temperature, -1e6, 1e6));
+    s.top_k = int32_t(int_field(body, "top_k", ds.top_k, -1, 1 << 24));
+    s.top_p = float(number_field(body, "top_p", ds.top_p, 0.0, 1e6));
+    s.min_p = float(number_field(body, "min_p", ds.min_p, 0.0, 1.0));
+    s.repeat_penalty = float(number_field(body, "repeat_penalty", ds.repeat_penalty, 1e-6, 1e6));
+    s.presence_penalty = float(number_field(body, "presence_penalty", ds.presence_penalty, -1e6, 1e6));
+    s.frequency_penalty = float(number_field(body, "frequency_penalty", ds.frequency_penalty, -1e6, 1e6));
+    s.penalty_last_n = int32_t(int_field(body, "repeat_last_n", ds.penalty_last_n, -1, 1 << 24));
     // A sampler chain names the steps that run: the ones left out are off, as in llama.cpp's chain (without
     // "temperature" the logits are sampled as they are, i.e. at temperature 1; an empty chain samples the raw
     // distribution). "infill" and the other steps of llama.cpp that Specula does not have are ignored.
@@ -142,6 +140,11 @@ json Timings::to_json() const {
     return j;
 }
 
+HttpError exceeds_context(size_t n_prompt, int32_t n_ctx) {
+    return HttpError(ErrorType::ExceedContext, "the request exceeds the available context size (" + std::to_string(n_prompt) +
+                                                   " prompt tokens, n_ctx " + std::to_string(n_ctx) + "), try increasing it");
+}
+
 std::vector<int32_t> cut_prompt_to_context(const std::vector<int32_t> &prompt, int32_t n_ctx, int32_t n_keep) {
     const int32_t n_prompt = int32_t(prompt.size());
     if (n_prompt < n_ctx) return prompt;
@@ -165,10 +168,7 @@ CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &w
         context_shift_ ? cut_prompt_to_context(whole_prompt, slot.n_ctx, params.n_keep) : whole_prompt;
     if (prompt.size() != whole_prompt.size()) r.truncated = true;
     r.prompt_tokens = prompt;
-    if (int64_t(prompt.size()) >= slot.n_ctx)
-        throw HttpError(ErrorType::ExceedContext, "the request exceeds the available context size (" + std::to_string(prompt.size()) +
-                                                      " prompt tokens, n_ctx " + std::to_string(slot.n_ctx) +
-                                                      "), try increasing it");
+    if (int64_t(prompt.size()) >= slot.n_ctx) throw exceeds_context(prompt.size(), slot.n_ctx);
 
     specula::Session &s = slot.session;
     const size_t cached = params.cache_prompt ? common_prefix(s.tokens(), prompt) : 0;

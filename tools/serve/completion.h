@@ -3,6 +3,7 @@
 // context), and what it produced with the timings llama-server reports.
 #pragma once
 
+#include "http_error.h"
 #include "json_fields.h"
 #include "serve_config.h"
 #include "slot_pool.h"
@@ -109,6 +110,9 @@ private:
     const specula::Model &model_;
     bool context_shift_;
 };
+
+// llama-server's exceed_context_size_error for a prompt of n_prompt tokens (400).
+HttpError exceeds_context(size_t n_prompt, int32_t n_ctx);
 
 // llama-server's cut of a prompt that does not fit n_ctx: the first n_keep tokens, then the prompt's end, whole
 // blocks of (n_ctx - n_keep) / 2 tokens dropped from the middle. Returns the prompt unchanged when it fits.

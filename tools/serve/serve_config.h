@@ -1,24 +1,19 @@
 // What `specula serve` was started with: llama-server's basic flags plus Specula's speculation settings.
 #pragma once
 
+#include <specula/specula.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace specula_serve {
 
-// The sampling a request gets for the fields it leaves out: llama-server's --temp, --top-k, ... and --seed
-// (common_params_sampling's defaults unless given).
+// The sampling a request gets for the fields it leaves out: llama-server's --temp, --top-k, ... and --seed. Unless
+// given, the library's defaults, which are llama-server's (common_params_sampling).
 struct SamplingDefaults {
-    float temperature = 0.8f;
-    int32_t top_k = 40;
-    float top_p = 0.95f;
-    float min_p = 0.05f;
-    float repeat_penalty = 1.0f;
-    int32_t repeat_last_n = 64;
-    float presence_penalty = 0.0f;
-    float frequency_penalty = 0.0f;
-    int64_t seed = -1;  // -1: a fresh random seed per request
+    specula::SamplerOptions sampler;  // its seed is unused: requests are seeded from `seed`
+    int64_t seed = -1;                // -1: a fresh random seed per request
 };
 
 struct ServeConfig {

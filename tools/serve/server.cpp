@@ -38,10 +38,11 @@ bool write_event(httplib::DataSink &sink, const json &data) {
     return sink.write(event.data(), event.size());
 }
 
-bool model_has_chat_template(const specula::Model &model) {
+// The GGUF's tokenizer.chat_template ("" without one).
+std::string model_chat_template(const specula::Model &model) {
     for (int32_t i = 0; i < model.meta_count(); ++i)
-        if (model.meta_key(i) == "tokenizer.chat_template") return !model.meta_value(i).empty();
-    return false;
+        if (model.meta_key(i) == "tokenizer.chat_template") return model.meta_value(i);
+    return std::string();
 }
 
 ErrorType status_error_type(specula_status status) {
@@ -62,7 +63,7 @@ Server::Server(const ServeConfig &config, specula::Model model) : config_(config
     build_info_ = std::string("b") + specula_version_string() + "-specula";
     // Without a template of its own a model chats in ChatML, as llama-server's default template.
     chat_template_ = config_.chat_template;
-    if (chat_template_.empty() && !model_has_chat_template(model_)) chat_template_ = "chatml";
+    if (chat_template_.empty() && model_chat_template(model_).empty()) chat_template_ = "chatml";
     pool_ = std::make_unique<SlotPool>(model_, config_);
     policy_.bound_host = config_.host;
     for (const std::string &h : config_.allowed_hosts) policy_.allowed_hosts.push_back(host_of(h) == "" ? h : host_of(h));
@@ -305,9 +306,7 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
     for (const std::vector<int32_t> &prompt : prompts) {
         if (prompt.empty()) throw bad_request("the prompt is empty");
         // With context shift a long prompt is cut to fit (CompletionRunner), as llama-server cuts it.
-        if (int64_t(prompt.size()) >= n_ctx && !config_.context_shift)
-            throw HttpError(ErrorType::ExceedContext, "the request exceeds the available context size (" + std::to_string(prompt.size()) +
-                                                          " prompt tokens, n_ctx " + std::to_string(n_ctx) + "), try increasing it");
+        if (int64_t(prompt.size()) >= n_ctx && !config_.context_shift) throw exceeds_context(prompt.size(), n_ctx);
     }
 
     ResponseContext ctx;
@@ -460,12 +459,8 @@ void Server::handle_apply_template(const httplib::Request &req, httplib::Respons
 }
 
 void Server::handle_props(httplib::Response &res) {
-    std::string chat_template;
-    for (int32_t i = 0; i < model_.meta_count(); ++i)
-        if (model_.meta_key(i) == "tokenizer.chat_template") chat_template = model_.meta_value(i);
-    const CompletionParams defaults = parse_completion_params(json::object(), config_.sampling, config_.n_predict);
     const int32_t bos = model_.token_bos(), eos = model_.token_eos();
-    send_json(res, {{"default_generation_settings", {{"params", generation_settings(defaults, pool_->n_ctx())}, {"n_ctx", pool_->n_ctx()}}},
+    send_json(res, {{"default_generation_settings", {{"params", default_generation_settings()}, {"n_ctx", pool_->n_ctx()}}},
                     {"total_slots", pool_->size()},
                     {"model_alias", alias_},
                     {"model_path", config_.model_path},
@@ -473,12 +468,16 @@ void Server::handle_props(httplib::Response &res) {
                     {"endpoint_slots", config_.endpoint_slots},
                     {"endpoint_props", false},
                     {"endpoint_metrics", config_.endpoint_metrics},
-                    {"chat_template", chat_template},
+                    {"chat_template", model_chat_template(model_)},
                     {"bos_token", bos >= 0 ? model_.token_to_piece(bos, true) : std::string()},
                     {"eos_token", eos >= 0 ? model_.token_to_piece(eos, true) : std::string()},
                     {"build_info", build_info_},
                     {"speculative", {{"drafter", pool_->drafter_name()}, {"lossless", true}, {"calibration", pool_->spec_report()}}},
                     {"infill", infill_unsupported_reason(model_).empty()}});
+}
+
+json Server::default_generation_settings() const {
+    return generation_settings(parse_completion_params(json::object(), config_.sampling, config_.n_predict), pool_->n_ctx());
 }
 
 void Server::handle_models(httplib::Response &res) {
@@ -498,7 +497,7 @@ void Server::handle_slots(httplib::Response &res) {
         throw HttpError(ErrorType::NotSupported, "This server does not support slots endpoint. Start it with `--slots`");
     json slots = json::array();
     // "params": the settings a request gets by default (llama-server shows the slot's last request's).
-    const json params = generation_settings(parse_completion_params(json::object(), config_.sampling, config_.n_predict), pool_->n_ctx());
+    const json params = default_generation_settings();
     for (const SlotPool::SlotInfo &s : pool_->info())
         slots.push_back({{"id", s.id}, {"n_ctx", s.n_ctx}, {"is_processing", s.busy}, {"tokens_cached", s.n_cached}, {"params", params}});
     send_json(res, slots);

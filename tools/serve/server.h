@@ -5,6 +5,7 @@
 // server-sent events from the same thread. A client that goes away stops its generation (ClientWatch, failed writes).
 #pragma once
 
+#include "json_fields.h"
 #include "metrics.h"
 #include "request_policy.h"
 #include "serve_config.h"
@@ -65,6 +66,8 @@ private:
     void handle_slots(httplib::Response &res);
     void handle_slot_action(const httplib::Request &req, httplib::Response &res, int id_slot);
     void handle_metrics(httplib::Response &res);
+    // What a request that sets nothing gets (the server's sampling flags and -n), in generation_settings' shape.
+    json default_generation_settings() const;
 
     ServeConfig config_;
     specula::Model model_;

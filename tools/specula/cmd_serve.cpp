@@ -216,18 +216,18 @@ Command add_serve_command(CLI::App &parent) {
         ->excludes("--chat-template");
     cmd->add_flag("--no-mmap", a.no_mmap, "Read the model into memory instead of mapping it");
     // Sampling defaults: what a request that leaves a field out gets (llama-server's flags and defaults).
-    specula_serve::SamplingDefaults &sd = c.sampling;
+    specula::SamplerOptions &sd = c.sampling.sampler;
     cmd->add_option("--temp", sd.temperature, "Default temperature of requests (0: greedy)")->capture_default_str()->check(CLI::Range(-1e6, 1e6));
     cmd->add_option("--top-k", sd.top_k, "Default top-k (0: off)")->capture_default_str()->check(CLI::Range(-1, 1 << 24));
     cmd->add_option("--top-p", sd.top_p, "Default top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--min-p", sd.min_p, "Default min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--repeat-penalty", sd.repeat_penalty, "Default repetition penalty (1: off)")
         ->capture_default_str()->check(CLI::Range(1e-6, 1e6));
-    cmd->add_option("--repeat-last-n", sd.repeat_last_n, "Default window of the penalties (-1: the context)")
+    cmd->add_option("--repeat-last-n", sd.penalty_last_n, "Default window of the penalties (-1: the context)")
         ->capture_default_str()->check(CLI::Range(-1, 1 << 24));
     cmd->add_option("--presence-penalty", sd.presence_penalty, "Default presence penalty")->capture_default_str();
     cmd->add_option("--frequency-penalty", sd.frequency_penalty, "Default frequency penalty")->capture_default_str();
-    cmd->add_option("-s,--seed", sd.seed, "Default sampling seed of requests (-1: a random one per request)")
+    cmd->add_option("-s,--seed", c.sampling.seed, "Default sampling seed of requests (-1: a random one per request)")
         ->capture_default_str()->check(CLI::Range(int64_t(-1), INT64_MAX));
     cmd->add_flag("--slots,!--no-slots", c.endpoint_slots, "Serve GET /slots (off by default, as in llama-server)");
     cmd->add_flag("-v,--verbose", c.verbose, "OpenAI responses also carry llama-server's \"__verbose\" object (the prompt as "

@@ -328,8 +328,8 @@ void Session::report_distribution(int32_t token, StepResult &out) const {
             if (c.id == token) out.token_prob = c.p;
             if (out.top_prob_ids.size() < want) out.top_prob_ids.push_back(c.id), out.top_probs.push_back(c.p);
         }
-        for (size_t i = 0; i < ids.size() && out.top_prob_ids.size() < want; ++i) {
-            if (i >= size_t(k)) break;  // only the sorted part of ids is in logit order
+        // Only the first k ids are sorted by logit.
+        for (size_t i = 0; i < size_t(k) && out.top_prob_ids.size() < want; ++i) {
             if (std::find(out.top_prob_ids.begin(), out.top_prob_ids.end(), ids[i]) == out.top_prob_ids.end())
                 out.top_prob_ids.push_back(ids[i]), out.top_probs.push_back(0.0f);
         }
