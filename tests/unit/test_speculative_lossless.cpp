@@ -4,6 +4,7 @@
 // LongSpec window many times (window 16) and prompts longer than the window.
 #include "common/fixture_files.h"
 #include "common/session_run.h"
+#include "common/test_scale.h"
 #include "common/test_inputs.h"
 #include "session/session.h"
 #include "speculative/longspec_draft_file.h"
@@ -98,7 +99,7 @@ const std::vector<TreeShape> kAllShapes = {TreeShape::chain(4), TreeShape{}, Tre
 }  // namespace
 
 TEST_CASE("speculative greedy equals plain greedy on stories260K for every drafter and tree shape", "[speculative][lossless]") {
-    run_matrix("models/stories260K.gguf", 256, kAllShapes, true);
+    run_matrix("models/stories260K.gguf", test_scale::count(256, 112), kAllShapes, true);
 }
 
 // The heavier models carry the slow label: the README's test command runs them; the sanitizer pass, ~20x slower
@@ -107,7 +108,7 @@ TEST_CASE("speculative greedy equals plain greedy on stories260K for every draft
 TEST_CASE("speculative greedy equals plain greedy on stories260K with F32 and Q8_0 KV caches", "[speculative][lossless]") {
     for (const KvType kv : {KvType::F32, KvType::Q8_0}) {
         CAPTURE(kv_type_name(kv));
-        run_matrix("models/stories260K.gguf", 128, {TreeShape::chain(4), TreeShape{}}, true, kv);
+        run_matrix("models/stories260K.gguf", test_scale::count(128, 64), {TreeShape::chain(4), TreeShape{}}, true, kv);
     }
 }
 
@@ -126,14 +127,15 @@ TEST_CASE("speculative greedy equals plain greedy with an independent weaker dra
     SamplerConfig greedy;
     greedy.temperature = 0.0f;
     Session plain(model, sc, greedy);
-    const std::vector<int32_t> expected = generate(plain, prompt, 256);
+    const int32_t n_gen = test_scale::count(256, 112);
+    const std::vector<int32_t> expected = generate(plain, prompt, n_gen);
     for (const TreeShape &shape : kAllShapes) {
         SpeculativeConfig c;
         c.shape = shape;
         c.draft_model = draft;
-        check_lossless(model, c, prompt, 256, expected, "stories260K-L3");
+        check_lossless(model, c, prompt, n_gen, expected, "stories260K-L3");
         c.ngram = true;
-        check_lossless(model, c, prompt, 256, expected, "stories260K-L3+ngram");
+        check_lossless(model, c, prompt, n_gen, expected, "stories260K-L3+ngram");
     }
 }
 
