@@ -282,11 +282,11 @@ bool CudaRunner::verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutco
     chain.contextual = plan.contextual;
     chain.theta = plan.theta;
 
-    // One upload: the walk's uniforms, the tree, the edits.
+    // One upload: the walk's keys, the tree, the edits.
     std::vector<uint8_t> &image = verify_image_;
     image.clear();
     const size_t n_edits = plan.edit_ids.size();
-    const size_t o_uniforms = put(image, plan.uniforms.data(), plan.uniforms.size());
+    const size_t o_keys = put(image, plan.keys.data(), plan.keys.size());
     const size_t o_parents = put(image, plan.parents.data(), size_t(n));
     const size_t o_tokens = put(image, plan.tokens.data(), size_t(n));
     const size_t o_first = put(image, plan.edit_first.data(), size_t(n) + 1);
@@ -310,7 +310,7 @@ bool CudaRunner::verify_tree_on_device(const TreeSamplingPlan &plan, VerifyOutco
                       reinterpret_cast<const int32_t *>(in + o_ids), reinterpret_cast<const int32_t *>(in + o_counts), in + o_context, chain,
                       cand_ids, cand_p, cand_n, stream_);
     walk_tree(reinterpret_cast<const int32_t *>(in + o_parents), reinterpret_cast<const int32_t *>(in + o_tokens), n, cand_ids, cand_p,
-              cand_n, reinterpret_cast<const double *>(in + o_uniforms), plan.greedy, verify_out_.as<int32_t>(), stream_);
+              cand_n, reinterpret_cast<const uint64_t *>(in + o_keys), plan.greedy, verify_out_.as<int32_t>(), stream_);
     check(cudaMemcpyAsync(host_verify_out_.as(), verify_out_.as(), (size_t(n) + 2) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
           "cudaMemcpyAsync (verify result)");
     check(cudaStreamSynchronize(stream_), "device verification");

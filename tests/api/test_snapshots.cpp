@@ -55,7 +55,8 @@ const specula::Draft &trained_draft() {
     return draft;
 }
 
-specula::Session make_session(Drafters drafters, float temperature, uint64_t seed = 42, int32_t n_ctx = 512) {
+specula::Session make_session(Drafters drafters, float temperature, uint64_t seed = 42, int32_t n_ctx = 512,
+                              specula_tree_mode tree_mode = SPECULA_TREE_FIXED) {
     specula::SessionOptions so;
     so.n_ctx = n_ctx;
     so.n_threads = 2;
@@ -64,9 +65,9 @@ specula::Session make_session(Drafters drafters, float temperature, uint64_t see
     sampler.seed = seed;
     specula::Session s(stories(), so, sampler);
     specula::SpeculativeOptions spec;
-    // Fixed trees: exact resume at T > 0 needs the same trees drafted (and so the same random draws) in both runs,
-    // which --tree auto, choosing from measured times, does not promise (specula_tree_mode).
-    spec.tree_mode = SPECULA_TREE_FIXED;
+    // Fixed trees by default, so that every round drafts; the automatic tree (its choices follow measured times) is
+    // resumed below: with coupled sampled drafts a seed fixes the text whatever the trees.
+    spec.tree_mode = tree_mode;
     spec.ngram = drafters == Drafters::Ngram || drafters == Drafters::LongSpecNgram;
     if (drafters == Drafters::LongSpec || drafters == Drafters::LongSpecNgram) spec.draft = &trained_draft();
     if (drafters == Drafters::DraftModel) {
@@ -125,6 +126,39 @@ TEST_CASE("snapshots: generate N, save, load in a new session, generate M equals
     CHECK(loaded_stats.n_restored_tokens > 0);
     CHECK(concat(head, generate(second, M)) == expected);
     if (drafters != Drafters::None) CHECK(second.stats().n_spec_rounds > saved_stats.n_spec_rounds);
+}
+
+TEST_CASE("snapshots: with the automatic tree at T = 1 a snapshot after any token resumes plain sampling's text", "[snapshot][api][seed]") {
+    constexpr int32_t K = 40;
+    specula::Session plain = make_session(Drafters::None, 1.0f, 5);
+    plain.append_text(kPrompt);
+    const std::vector<int32_t> expected = generate(plain, K);
+    REQUIRE(expected.size() == size_t(K));
+    for (const Drafters drafters : {Drafters::LongSpecNgram, Drafters::DraftModel}) {
+        CAPTURE(name_of(drafters));
+        specula::Session pulled = make_session(drafters, 1.0f, 5, 512, SPECULA_TREE_AUTO);
+        pulled.append_text(kPrompt);
+        specula::GenerateOptions go(K);
+        go.stop_at_eog = false;
+        std::vector<int32_t> got;
+        for (int32_t k = 0; k < K; ++k) {
+            const specula_token_event ev = pulled.next(go);
+            REQUIRE(ev.token != SPECULA_TOKEN_NULL);
+            got.push_back(ev.token);
+            if (k % 3 != 0) continue;
+            specula::Session resumed = make_session(drafters, 1.0f, 99, 512, SPECULA_TREE_AUTO);
+            resumed.load(pulled.save());
+            std::vector<int32_t> rest;
+            for (int32_t j = k + 1; j < K; ++j) {
+                const specula_token_event e = resumed.next(go);
+                REQUIRE(e.token != SPECULA_TOKEN_NULL);
+                rest.push_back(e.token);
+            }
+            INFO("saved after token " << k);
+            CHECK(concat(got, rest) == expected);
+        }
+        CHECK(got == expected);
+    }
 }
 
 TEST_CASE("snapshots: a snapshot after any emitted token resumes exactly there", "[snapshot][api]") {

@@ -134,9 +134,9 @@ TEST_CASE("cuda: sampling verified on the device draws the host verifier's token
         const Trace host = run(model, sampler, &spec, false, prompt, 24, 5);
         CHECK(device.stats.device_verified == device.stats.rounds);
         CHECK(host.stats.device_verified == 0);
-        // Same distribution, same random numbers, the same walk. (Under the emulator the arithmetic is the host's
-        // bit for bit; on a GPU expf may differ in its last bit, which could move a draw sitting on a boundary of the
-        // running sum: odds of about 1e-7 per token.)
+        // Same distribution, same keys, the same walk. (Under the emulator the arithmetic is the host's bit for bit;
+        // on a GPU expf and log may differ in their last bit, which could change a draw whose two earliest arrivals
+        // of the race are within that rounding: odds of about 1e-7 per token.)
         CHECK(device.tokens == host.tokens);
         CHECK(device.stats.accepted == host.stats.accepted);
         CHECK(device.top_ids == host.top_ids);
@@ -152,6 +152,33 @@ TEST_CASE("cuda: sampling verified on the device draws the host verifier's token
     const Trace fallback = run(model, no_top_k, &spec, true, prompt, 8, 0);
     CHECK(fallback.stats.rounds > 0);
     CHECK(fallback.stats.device_verified == 0);
+}
+
+// A seed means the same text on CUDA too (docs/speculative.md): plain sampling, n-grams, the LongSpec beam tree and
+// its coupled sampled chain (whose children are deterministic: verified on the device as well) give the same tokens.
+TEST_CASE("cuda: a seed fixes the sampled text: plain, n-grams, a beam tree and a coupled chain give the same tokens", "[cuda][verify][seed]") {
+    const std::optional<Story> story = load_story();
+    if (!story) return;
+    const auto &[model, prompt, tree_spec] = *story;
+    SamplerConfig sampled;
+    sampled.temperature = 0.9f;
+    sampled.seed = 77;
+    const Trace plain = run(model, sampled, nullptr, true, prompt, 40, 0);
+    REQUIRE(plain.tokens.size() == 40u);
+    SpeculativeConfig chain = tree_spec;
+    chain.shape = TreeShape::chain(4);
+    SpeculativeConfig ngram;
+    ngram.ngram = true;
+    const std::pair<const char *, SpeculativeConfig> drafters[] = {{"beam tree", tree_spec}, {"coupled chain", chain}, {"n-grams", ngram}};
+    for (const auto &[name, spec] : drafters) {
+        INFO(name);
+        const Trace got = run(model, sampled, &spec, true, prompt, 40, 0);
+        CHECK(got.tokens == plain.tokens);
+        CHECK(got.stats.rounds > 0);
+        CHECK(got.stats.device_verified == got.stats.rounds);
+    }
+    const Trace chain_run = run(model, sampled, &chain, true, prompt, 40, 0);
+    CHECK(chain_run.stats.accepted > 0);  // the trained draft's coupled chain is accepted on this story
 }
 
 TEST_CASE("cuda: the round's rows a session may still read come over before the runner overwrites them", "[cuda][verify]") {

@@ -29,7 +29,7 @@ SessionConfig cuda_session() {
     return sc;
 }
 
-void fit_on_cuda(ResidualRule rule, const TreeShape &shape, bool expect_pass) {
+void fit_on_cuda(SampledDraftRule sampled, ResidualRule rule, const TreeShape &shape, bool expect_pass) {
     const auto target = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
     const auto draft = test_fixtures::fixtures_dir() / "models/stories260K-L3.gguf";
     if (!test_fixtures::have_fixture(target) || !test_fixtures::have_fixture(draft)) return;
@@ -40,6 +40,7 @@ void fit_on_cuda(ResidualRule rule, const TreeShape &shape, bool expect_pass) {
     SpeculativeConfig spec;
     spec.draft_model = Model::load(draft.string(), LoadOptions{});
     spec.shape = shape;
+    spec.sampled_drafts = sampled;
     spec.residual_rule = rule;
     double tau = 0;
     const FitResult r = speculative_fit(model, cuda_session(), spec, prompt, joint, 20000, &tau);
@@ -55,14 +56,20 @@ void fit_on_cuda(ResidualRule rule, const TreeShape &shape, bool expect_pass) {
 }  // namespace
 
 TEST_CASE("cuda: speculative sampling with a beam tree has the CUDA target's distribution", "[cuda][sampling]" SLOW_WHEN_EMULATED) {
-    fit_on_cuda(ResidualRule::kExact, TreeShape{{4, 4}}, true);
+    fit_on_cuda(SampledDraftRule::kCoupled, ResidualRule::kExact, TreeShape{{4, 4}}, true);
+}
+
+// Coupled chains are verified on the device (their children are deterministic); Leviathan's on the host.
+TEST_CASE("cuda: speculative sampling with a chain sampled by the coupled rule has the CUDA target's distribution",
+          "[cuda][sampling]" SLOW_WHEN_EMULATED) {
+    fit_on_cuda(SampledDraftRule::kCoupled, ResidualRule::kExact, TreeShape::chain(2), true);
 }
 
 TEST_CASE("cuda: speculative sampling with a sampled chain and the Leviathan rule has the CUDA target's distribution",
           "[cuda][sampling]" SLOW_WHEN_EMULATED) {
-    fit_on_cuda(ResidualRule::kExact, TreeShape::chain(2), true);
+    fit_on_cuda(SampledDraftRule::kLeviathan, ResidualRule::kExact, TreeShape::chain(2), true);
 }
 
 TEST_CASE("cuda: the sampling test catches a biased verifier on CUDA too", "[cuda][sampling]" SLOW_WHEN_EMULATED) {
-    fit_on_cuda(ResidualRule::kTargetResample, TreeShape::chain(2), false);
+    fit_on_cuda(SampledDraftRule::kLeviathan, ResidualRule::kTargetResample, TreeShape::chain(2), false);
 }

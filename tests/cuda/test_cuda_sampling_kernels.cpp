@@ -307,16 +307,13 @@ TEST_CASE("cuda walk_tree: the device walk matches verify_tree on random trees",
             std::vector<int32_t> history = {5, 17, 5, tree.token(0)};
             Sampler host(sc);
             const VerifyOutcome ref = verify_tree(tree, logits.data(), n_vocab, host, history);
-            // verify_tree draws one uniform per visited node, in order: the node at depth d gets the d-th draw.
-            Sampler draws(sc);
-            std::vector<double> uniforms(8);
-            for (double &u : uniforms) u = draws.uniform();
-            const DeviceBuffer d_uniforms = upload(uniforms);
+            // verify_tree draws one token per visited node with the sampler's next key: the node at depth d gets the d-th.
+            const DeviceBuffer d_keys = upload(Sampler(sc).peek_keys(8));
             const SamplingChain chain = chain_of(sc, n_vocab);
             sample_chain_rows(d_logits.as<float>(), nodes, n_vocab, n_vocab, d_first.as<int32_t>(), d_none.as<int32_t>(), d_none.as<int32_t>(),
                               d_ctx.as<uint8_t>(), chain, c_ids.as<int32_t>(), c_p.as<float>(), c_n.as<int32_t>(), nullptr);
             walk_tree(d_parents.as<int32_t>(), d_tokens.as<int32_t>(), nodes, c_ids.as<int32_t>(), c_p.as<float>(), c_n.as<int32_t>(),
-                      d_uniforms.as<double>(), chain.greedy, out.as<int32_t>(), nullptr);
+                      d_keys.as<uint64_t>(), chain.greedy, out.as<int32_t>(), nullptr);
             check(cudaDeviceSynchronize(), "walk_tree");
             const std::vector<int32_t> o = fetch<int32_t>(out, size_t(nodes) + 2);
             INFO("trial " << trial << ", " << nodes << " nodes, chain " << chains[ci].name);

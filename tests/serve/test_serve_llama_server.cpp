@@ -296,3 +296,34 @@ TEST_CASE("with -v, OpenAI responses carry llama-server's __verbose: the prompt 
     auto q = quiet.client();
     CHECK_FALSE(post(q, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}).data.contains("__verbose"));
 }
+
+// A seed means the same text on the server too (docs/speculative.md): the same sampled request gives plain
+// sampling's content whether the server drafts with the trained LongSpec draft and n-grams (automatic tree), with
+// n-grams alone or not at all, and on either of two slots.
+TEST_CASE("a seeded sampled request gets the same text with and without a drafter, on any slot", "[serve][seed]") {
+    const std::string draft = std::string(SPECULA_SOURCE_DIR) + "/models/drafts/stories260K.longspec.gguf";
+    const json body = {{"prompt", "Once upon a time, there was a little dog"}, {"n_predict", 64}, {"temperature", 0.9},
+                       {"seed", 1234}, {"cache_prompt", false}};
+    std::vector<std::string> texts;
+    for (const std::vector<std::string> &flags : std::vector<std::vector<std::string>>{
+             {"--spec", "none"}, {"--spec", "ngram"}, {"--draft", draft}, {"--draft", draft, "--tree", "1,1,1,1"}}) {
+        std::vector<std::string> args = {"-m", bundled_model(), "-c", "1024", "-np", "2"};
+        args.insert(args.end(), flags.begin(), flags.end());
+        ServerProcess server(args);
+        auto c = server.client();
+        for (int slot : {0, 1}) {
+            json b = body;
+            b["id_slot"] = slot;
+            const Reply r = post(c, "/completion", b);
+            INFO(flags.back() << " slot " << slot << ": " << r.body.substr(0, 300));
+            REQUIRE(r.status == 200);
+            CHECK(r.data["tokens_predicted"] == 64);
+            texts.push_back(r.data["content"].get<std::string>());
+        }
+    }
+    for (size_t i = 1; i < texts.size(); ++i) {
+        INFO("run " << i);
+        CHECK(texts[i] == texts[0]);
+    }
+    CHECK(!texts[0].empty());
+}

@@ -1,9 +1,10 @@
 // Lossless speculative *sampling*: the joint distribution of the first two generated tokens under speculative
 // decoding equals the target's own distribution (after the whole sampler chain), by a chi-square
 // goodness-of-fit test against the exact distribution computed from the target, with fixed seeds. Covered:
-// the tree rule (deterministic beam children, sample-and-match) and the chain rule (drafts sampled from an
-// independent draft model, Leviathan accept/reject with the residual); and a negative control: the same chain
-// with LongSpec's reference bug (resampling from p instead of the residual) fails the same test.
+// the tree rule (deterministic beam children, sample-and-match), chains sampled from an independent draft model by
+// the coupled rule (the default: the draft's race with the target's keys, then sample-and-match) and by Leviathan's
+// accept/reject with the residual; and a negative control: the Leviathan chain with LongSpec's reference bug
+// (resampling from p instead of the residual) fails the same test.
 #include "backends/cpu/cpu_runner.h"
 #include "common/distribution_fit.h"
 #include "common/fixture_files.h"
@@ -62,12 +63,26 @@ TEST_CASE("speculative sampling with a beam tree has the target's distribution",
     CHECK(r.chi2 < r.threshold);
 }
 
+TEST_CASE("speculative sampling with a chain sampled by the coupled rule has the target's distribution", "[speculative][sampling][slow]") {
+    Fixture f;
+    if (!setup(f)) return;
+    SpeculativeConfig spec;
+    spec.draft_model = f.draft;
+    spec.shape = TreeShape::chain(2);
+    double tau = 0;
+    const FitResult r = speculative_fit(f.model, cpu_session(), spec, f.prompt, f.joint, kSamples, &tau);
+    INFO("chi2 " << r.chi2 << " dof " << r.dof << " threshold(p=1e-4) " << r.threshold << " tau " << tau);
+    CHECK(tau > 1.2);
+    CHECK(r.chi2 < r.threshold);
+}
+
 TEST_CASE("speculative sampling with a sampled chain and the Leviathan rule has the target's distribution", "[speculative][sampling][slow]") {
     Fixture f;
     if (!setup(f)) return;
     SpeculativeConfig spec;
     spec.draft_model = f.draft;
     spec.shape = TreeShape::chain(2);
+    spec.sampled_drafts = SampledDraftRule::kLeviathan;
     double tau = 0;
     const FitResult r = speculative_fit(f.model, cpu_session(), spec, f.prompt, f.joint, kSamples, &tau);
     INFO("chi2 " << r.chi2 << " dof " << r.dof << " threshold(p=1e-4) " << r.threshold << " tau " << tau);
@@ -81,6 +96,7 @@ TEST_CASE("the sampling test catches a biased verifier that resamples from the t
     SpeculativeConfig spec;
     spec.draft_model = f.draft;
     spec.shape = TreeShape::chain(2);
+    spec.sampled_drafts = SampledDraftRule::kLeviathan;
     spec.residual_rule = ResidualRule::kTargetResample;
     double tau = 0;
     const FitResult r = speculative_fit(f.model, cpu_session(), spec, f.prompt, f.joint, kSamples, &tau);

@@ -1,7 +1,7 @@
 // The plan a device verifier gets (speculative/tree_sampling_plan.h) describes the host verifier exactly: each
 // node's edits, applied to a row by the formulas of backends/cuda/kernels/sampling.h, followed by the rest of the
-// chain, give the very distribution Sampler::distribution() gives with the node's real history; the uniforms are
-// the draws the host verifier would take; the plan refuses what only the host can verify.
+// chain, give the very distribution Sampler::distribution() gives with the node's real history; the keys are
+// those the host verifier would draw with; the plan refuses what only the host can verify.
 #include "sampling/sampler.h"
 #include "speculative/draft_tree.h"
 #include "speculative/tree_sampling_plan.h"
@@ -102,7 +102,7 @@ TEST_CASE("tree sampling plan: each node's edits and the chain give the host sam
             TreeSamplingPlan plan;
             REQUIRE(plan_tree_sampling(tree, sampler, context, n_vocab, plan));
             REQUIRE(plan.edit_first.size() == size_t(tree.size()) + 1);
-            CHECK(plan.uniforms.size() == (sampler.greedy() ? 0u : size_t(tree.max_depth()) + 1));
+            CHECK(plan.keys.size() == (sampler.greedy() ? 0u : size_t(tree.max_depth()) + 1));
             for (int32_t node = 0; node < tree.size(); ++node) {
                 std::vector<float> row(static_cast<size_t>(n_vocab));
                 for (float &x : row) x = logit(rng);
@@ -124,18 +124,18 @@ TEST_CASE("tree sampling plan: each node's edits and the chain give the host sam
     CHECK(edited > 1000);  // the penalties really acted
 }
 
-TEST_CASE("tree sampling plan: the uniforms are the sampler's next draws and skipping them moves it as far", "[speculative][plan]") {
+TEST_CASE("tree sampling plan: the keys are the sampler's next draws and skipping them moves it as far", "[speculative][plan]") {
     SamplerConfig c;
     c.seed = 42;
     Sampler a(c), b(c);
-    const std::vector<double> u = a.peek_uniforms(5);
-    CHECK(a.peek_uniforms(5) == u);  // peeking does not move the generator
-    for (size_t i = 0; i < 3; ++i) CHECK(b.uniform() == u[i]);
-    a.skip_uniforms(3);
-    CHECK(a.uniform() == u[3]);
-    CHECK(b.uniform() == u[3]);
-    CHECK(a.uniform() == u[4]);
-    CHECK(b.uniform() == u[4]);
+    const std::vector<uint64_t> k = a.peek_keys(5);
+    CHECK(a.peek_keys(5) == k);  // peeking does not move the generator
+    for (size_t i = 0; i < 3; ++i) CHECK(b.next_key() == k[i]);
+    a.skip_draws(3);
+    CHECK(a.next_key() == k[3]);
+    CHECK(b.next_key() == k[3]);
+    CHECK(a.next_key() == k[4]);
+    CHECK(b.next_key() == k[4]);
 }
 
 TEST_CASE("tree sampling plan: sampled drafts and long history windows stay on the host", "[speculative][plan]") {
@@ -145,7 +145,7 @@ TEST_CASE("tree sampling plan: sampled drafts and long history windows stay on t
     DraftTree tree;
     tree.reset(3);
     tree.add(0, 5);
-    tree.set_child_distribution(0, std::vector<float>(10, 0.1f));  // a sampled child: the Leviathan rule needs q
+    tree.set_child_distribution(0, std::vector<float>(10, 0.1f));  // a child sampled under the Leviathan rule: it needs q
     TreeSamplingPlan plan;
     std::vector<int32_t> context{1, 2, 3};
     CHECK_FALSE(plan_tree_sampling(tree, sampler, context, 10, plan));

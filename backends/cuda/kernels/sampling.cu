@@ -22,6 +22,7 @@
 #include "sampling.h"
 
 #include "block_merge.cuh"
+#include "sampling/race_draw.h"
 
 #include <climits>
 #include <cmath>
@@ -183,8 +184,8 @@ __global__ void sample_chain_kernel(const float *__restrict__ logits, int32_t n,
 
 __global__ void walk_tree_kernel(const int32_t *__restrict__ parents, const int32_t *__restrict__ tokens, int32_t n_nodes,
                                  const int32_t *__restrict__ cand_ids, const float *__restrict__ cand_p, const int32_t *__restrict__ cand_n,
-                                 const double *__restrict__ uniforms, bool greedy, int32_t *__restrict__ out) {
-    int32_t node = 0, m = 0;  // m accepted nodes so far = the depth of `node`, the index of its uniform
+                                 const uint64_t *__restrict__ keys, bool greedy, int32_t *__restrict__ out) {
+    int32_t node = 0, m = 0;  // m accepted nodes so far = the depth of `node`, the index of its key
     for (;;) {
         const int32_t *ids = cand_ids + int64_t(node) * kSampleMaxK;
         const float *p = cand_p + int64_t(node) * kSampleMaxK;
@@ -194,16 +195,16 @@ __global__ void walk_tree_kernel(const int32_t *__restrict__ parents, const int3
             if (greedy) {
                 y = ids[0];
             } else {
-                // Sampler::draw: the first candidate whose running sum passes u, the last one when rounding leaves
-                // u above the total.
-                const double u = uniforms[m];
-                double cumulative = 0.0;
-                y = ids[nc - 1];
+                // Sampler::draw: the exponential race keyed by this depth's key (log: on the emulator the host's
+                // own; on a GPU the CUDA math library's, which may differ in the last bit).
+                const uint64_t key = keys[m];
+                double best = INFINITY;
+                y = ids[0];
                 for (int32_t j = 0; j < nc; ++j) {
-                    cumulative += double(p[j]);
-                    if (u < cumulative) {
+                    const double t = race::arrival(key, ids[j], p[j]);
+                    if (t < best) {
+                        best = t;
                         y = ids[j];
-                        break;
                     }
                 }
             }
@@ -248,9 +249,9 @@ void sample_chain_rows(const float *logits, int32_t count, int32_t n, int64_t ro
 }
 
 void walk_tree(const int32_t *parents, const int32_t *tokens, int32_t n_nodes, const int32_t *cand_ids, const float *cand_p,
-               const int32_t *cand_n, const double *uniforms, bool greedy, int32_t *out, cudaStream_t stream) {
+               const int32_t *cand_n, const uint64_t *keys, bool greedy, int32_t *out, cudaStream_t stream) {
     if (n_nodes <= 0) return;
-    SPECULA_LAUNCH(walk_tree_kernel, 1, 1, 0, stream)(parents, tokens, n_nodes, cand_ids, cand_p, cand_n, uniforms, greedy, out);
+    SPECULA_LAUNCH(walk_tree_kernel, 1, 1, 0, stream)(parents, tokens, n_nodes, cand_ids, cand_p, cand_n, keys, greedy, out);
 }
 
 }  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

@@ -45,11 +45,11 @@ void sample_chain_rows(const float *logits, int32_t count, int32_t n, int64_t ro
                        int32_t *cand_n, cudaStream_t stream);
 
 // The verifier's walk over a tree whose children are deterministic (speculative/verifier.cpp): node 0 is the root,
-// parents[i] < i. At a node of depth d draw y from its candidates (greedy: the first; else the first j with
-// uniforms[d] < the double running sum of cand_p, the last candidate when rounding leaves u above the total);
-// descend to the child carrying y (siblings carry distinct tokens) or end with y as the bonus token.
+// parents[i] < i. At a node of depth d draw y from its candidates (greedy: the first; else Sampler::draw's
+// exponential race with keys[d], sampling/race_draw.h: the candidate with the smallest race::arrival, the first of
+// equal ones); descend to the child carrying y (siblings carry distinct tokens) or end with y as the bonus token.
 // Writes out[0] = m accepted nodes, out[1 .. m] = the nodes root to leaf, out[m + 1] = the bonus. One thread.
 void walk_tree(const int32_t *parents, const int32_t *tokens, int32_t n_nodes, const int32_t *cand_ids, const float *cand_p,
-               const int32_t *cand_n, const double *uniforms, bool greedy, int32_t *out, cudaStream_t stream);
+               const int32_t *cand_n, const uint64_t *keys, bool greedy, int32_t *out, cudaStream_t stream);
 
 }  // namespace specula::internal::SPECULA_CUDA_NAMESPACE

@@ -1,7 +1,7 @@
 // What a backend needs to verify a speculation tree on its own device (TargetRunner::verify_tree_on_device), so that
 // only the accepted tokens come back instead of a vocabulary-sized logits row per visited node: the tree, the session
 // sampler's chain as flat numbers, each node's penalty edits (its history is the context plus its ancestors), and
-// the random numbers the host verifier would draw. The device then does what speculative/verifier.cpp does for
+// the keys the host verifier would draw with. The device then does what speculative/verifier.cpp does for
 // deterministic children: at each visited node the chain's distribution, one draw, descend or stop with the bonus.
 // Same distribution, same random numbers, the same walk: the host verifier stays the reference (and the fallback).
 // The plan is made by speculative/tree_sampling_plan.h.
@@ -29,9 +29,10 @@ struct TreeSamplingPlan {
     // penalties' window of the node's history (0: not in it) and whether it is in the contextual penalty's window.
     std::vector<int32_t> edit_first, edit_ids, edit_counts;
     std::vector<uint8_t> edit_in_context;
-    // uniforms[d]: the draw at depth d (the walk visits one node per depth); empty when greedy. The sampler's
-    // generator has not moved: the caller skips as many draws as the walk used (Sampler::skip_uniforms).
-    std::vector<double> uniforms;
+    // keys[d]: the key of the draw at depth d (the walk visits one node per depth; sampling/race_draw.h); empty when
+    // greedy. The sampler's generator has not moved: the caller skips as many draws as the walk used
+    // (Sampler::skip_draws).
+    std::vector<uint64_t> keys;
 
     int32_t size() const { return int32_t(parents.size()); }
 };

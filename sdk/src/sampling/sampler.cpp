@@ -1,6 +1,7 @@
 #include "sampler.h"
 
 #include "core/error.h"
+#include "sampling/race_draw.h"
 
 #include <algorithm>
 #include <cmath>
@@ -51,17 +52,22 @@ void Sampler::distribution(const float *logits, int32_t n_vocab, std::span<const
 int32_t Sampler::sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history) {
     distribution(logits, n_vocab, history, scratch_);
     if (greedy()) return scratch_.items[0].id;
-    return draw(scratch_);
+    return draw(scratch_, next_key());
 }
 
-int32_t Sampler::draw(const Candidates &c) {
-    const double u = uniform();
-    double cumulative = 0.0;
+int32_t Sampler::draw(const Candidates &c, uint64_t key) {
+    // Items in the chain's order, the first of equal arrivals wins (with p > 0 the arrivals tie with probability
+    // ~2^-53); a distribution with no positive p (not made by distribution()) gives its first item.
+    int32_t best = c.items.front().id;
+    double best_time = INFINITY;
     for (const Candidate &cand : c.items) {
-        cumulative += cand.p;
-        if (u < cumulative) return cand.id;
+        const double t = race::arrival(key, cand.id, cand.p);
+        if (t < best_time) {
+            best_time = t;
+            best = cand.id;
+        }
     }
-    return c.items.back().id;  // rounding left u above the total
+    return best;
 }
 
 void Sampler::process_logits(float *logits, int32_t n_vocab, std::span<const int32_t> history) const {
@@ -70,11 +76,11 @@ void Sampler::process_logits(float *logits, int32_t n_vocab, std::span<const int
 
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 
-std::vector<double> Sampler::peek_uniforms(size_t n) const {
-    std::mt19937_64 rng = rng_;  // uniform() takes one output of the generator per draw
-    std::vector<double> u(n);
-    for (double &x : u) x = double(rng() >> 11) * 0x1.0p-53;
-    return u;
+std::vector<uint64_t> Sampler::peek_keys(size_t n) const {
+    std::mt19937_64 rng = rng_;
+    std::vector<uint64_t> keys(n);
+    for (uint64_t &k : keys) k = rng();
+    return keys;
 }
 
 std::string Sampler::rng_state() const {

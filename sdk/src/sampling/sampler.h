@@ -42,7 +42,7 @@ public:
     // The distribution the next token is drawn from: the chain applied to the logits, normalized. For greedy
     // sampling it holds the single argmax token with p = 1.
     void distribution(const float *logits, int32_t n_vocab, std::span<const int32_t> history, Candidates &out) const;
-    // Draws the next token (advances the random generator unless greedy).
+    // Draws the next token (unless greedy, takes the next key: one word of the random generator per token).
     int32_t sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history);
     // Applies, in place on a dense logits array, only the steps that must act identically on a drafter's logits
     // and the target's (today: TokenSwift's contextual penalty, when enabled; otherwise nothing). Speculative
@@ -52,16 +52,21 @@ public:
     bool has_logit_processing() const { return contextual_penalty_; }
     // How many of the newest history tokens the chain looks at: 0 = none, -1 = all of them.
     int32_t history_window() const;
-    // Draws one candidate by its normalized p (one uniform() draw): how sample() picks, for callers that hold a
-    // distribution() already (a drafter sampling its own chain).
-    int32_t draw(const Candidates &c);
-    // A uniform draw in [0, 1) from this sampler's generator (reproducible for a given seed).
+    // The draw of a distribution() with a key: the exponential race of sampling/race_draw.h (the candidate with the
+    // smallest -log(U_id) / p, U_id a uniform made from key and id). How sample() picks with its next key; a drafter
+    // that holds the next positions' keys (peek_keys) draws its own tokens with them (the coupled rule, verifier.h).
+    static int32_t draw(const Candidates &c, uint64_t key);
+    // draw(c, next_key()): a drafter sampling with its own draws (the Leviathan rule).
+    int32_t draw(const Candidates &c) { return draw(c, next_key()); }
+    // The key of the next sampled token (advances the generator by one word), reproducible for a given seed.
+    uint64_t next_key() { return rng_(); }
+    // A uniform draw in [0, 1) from the same generator (one word): the Leviathan rule's accept test and residual.
     double uniform();
-    // The next n draws uniform() would give, without advancing the generator (a device verifier gets them up front),
-    // and advancing it past n draws afterwards: peek_uniforms(n) then skip_uniforms(m <= n) leaves the generator
-    // where m uniform() calls would have.
-    std::vector<double> peek_uniforms(size_t n) const;
-    void skip_uniforms(size_t n) { rng_.discard(n); }
+    // The next n keys next_key() would give, without advancing the generator (the coupled drafters and a device
+    // verifier get them up front), and advancing it past n words afterwards: peek_keys(n) then skip_draws(m <= n)
+    // leaves the generator where m next_key() calls would have.
+    std::vector<uint64_t> peek_keys(size_t n) const;
+    void skip_draws(size_t n) { rng_.discard(n); }
     // The generator's position as text (the standard's mt19937_64 state: 312 words and an index), for snapshots;
     // set_rng_state() puts a generator exactly there. Throws Error(FORMAT) for text that is not such a state.
     std::string rng_state() const;

@@ -89,6 +89,8 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
         request.shape = round.shape;
         request.node_budget = budget;
         request.sampler = sampler.greedy() ? nullptr : &sampler;
+        if (!sampler.greedy() && config_.sampled_drafts == SampledDraftRule::kCoupled)
+            request.draw_keys = sampler.peek_keys(size_t(round.shape.depth()));
         request.history_window = sampler.history_window();
         if (sampler.has_logit_processing())
             request.process_logits = [&sampler, n_vocab](float *logits, std::span<const int32_t> history) {
@@ -112,8 +114,8 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     const bool on_device = runner.capabilities().verifies_trees_on_device && plan_tree_sampling(tree_, sampler, tokens, n_vocab, plan_) &&
                            runner.verify_tree_on_device(plan_, outcome);
     if (on_device) {
-        // The walk drew one number per visited node, from plan_.uniforms: move the generator as far.
-        if (!sampler.greedy()) sampler.skip_uniforms(outcome.path.size() + 1);
+        // The walk drew one token per visited node, with plan_.keys: move the generator as far.
+        if (!sampler.greedy()) sampler.skip_draws(outcome.path.size() + 1);
         ++stats_.device_verified;
     } else {
         outcome = verify_tree(

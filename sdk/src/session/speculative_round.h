@@ -44,7 +44,12 @@ struct SpeculativeConfig {
     // bounds the model drafter's shapes (else the tuner's built-in ladder). Otherwise every round drafts `shape`.
     bool auto_tree = false;
     bool shape_is_bound = true;
-    // Only kExact is lossless; tests set kTargetResample to show the statistical test catches a biased verifier.
+    // Chains drafted by sampling (T > 0): coupled to the target's own draws (the default: a seed fixes the text
+    // whatever the drafter, tree or tuner does), or Leviathan's accept/reject rule (exact in distribution; the
+    // text depends on the drafts). verifier.h.
+    SampledDraftRule sampled_drafts = SampledDraftRule::kCoupled;
+    // With kLeviathan. Only kExact is lossless; tests set kTargetResample to show the statistical test catches a
+    // biased verifier.
     ResidualRule residual_rule = ResidualRule::kExact;
 };
 

@@ -102,6 +102,14 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
             float *row = logits.data();
             path_history(tree, first, request.tokens, request.history_window, history);
             request.sampler->distribution(row, n_vocab, history, q);
+            if (!request.draw_keys.empty()) {
+                // Coupled: the race the target runs at this depth, with q's clocks (verifier.h).
+                if (size_t(level) >= request.draw_keys.size()) break;
+                first = tree.add(first, Sampler::draw(q, request.draw_keys[size_t(level)]));
+                cum.push_back(0.0f);
+                count = 1;
+                continue;
+            }
             std::vector<float> dense(size_t(target_vocab), 0.0f);
             for (const Candidate &c : q.items) dense[size_t(c.id)] = c.p;
             const int32_t token = request.sampler->draw(q);

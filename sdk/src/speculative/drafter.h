@@ -36,9 +36,13 @@ struct DraftRequest {
     // The newest context tokens process_logits / the sampler look at (-1 = all): drafters pass only that tail
     // plus the path as history, so a round does not copy a 100K-token context per node.
     int32_t history_window = -1;
-    // Non-null when the target samples (T > 0) and the drafter may sample a chain from its own distribution
-    // (recording q in the tree for the Leviathan rule). Drafters that only rank deterministically ignore it.
+    // Non-null when the target samples (T > 0) and the drafter may sample a chain from its own distribution q
+    // (the sampler's chain on its logits). Drafters that only rank deterministically ignore it. How the chain's
+    // tokens are drawn (verifier.h): with draw_keys, level d's with Sampler::draw(q, draw_keys[d]), the key the
+    // target draws that position with (the coupled rule; nothing recorded, the generator untouched); without,
+    // with sampler->draw(q), recording q in the tree for the Leviathan rule.
     Sampler *sampler = nullptr;
+    std::vector<uint64_t> draw_keys;
 };
 
 class Drafter {

@@ -80,8 +80,8 @@ bool plan_tree_sampling(const DraftTree &tree, const Sampler &sampler, std::span
         }
         plan.edit_first.push_back(int32_t(plan.edit_ids.size()));
     }
-    plan.uniforms.clear();
-    if (!plan.greedy) plan.uniforms = sampler.peek_uniforms(size_t(tree.max_depth()) + 1);
+    plan.keys.clear();
+    if (!plan.greedy) plan.keys = sampler.peek_keys(size_t(tree.max_depth()) + 1);
     return true;
 }
 

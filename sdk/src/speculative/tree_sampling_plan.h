@@ -1,6 +1,5 @@
 // Makes the plan a backend verifies a speculation tree with on its own device (backend/tree_verification.h): the
-// session sampler's chain as flat numbers, each node's penalty edits and the random numbers the host verifier would
-// draw.
+// session sampler's chain as flat numbers, each node's penalty edits and the keys the host verifier would draw with.
 #pragma once
 
 #include "backend/tree_verification.h"
@@ -18,7 +17,7 @@ namespace specula::internal {
 inline constexpr int32_t kMaxPlanWindow = 4096;
 
 // Fills `plan` for verifying `tree` with `sampler` after `tokens` (the context, ending with the root). False when
-// the host must verify: a sampled draft (the Leviathan rule needs the draft's q) or a window above kMaxPlanWindow.
+// the host must verify: a chain sampled under the Leviathan rule (it needs the draft's q) or a window above kMaxPlanWindow.
 bool plan_tree_sampling(const DraftTree &tree, const Sampler &sampler, std::span<const int32_t> tokens, int32_t n_vocab,
                         TreeSamplingPlan &plan);
 
