@@ -1,7 +1,7 @@
 // bench_speculative: speculative decoding against plain autoregressive decoding, through the public API.
 //
 //   bench_speculative [--model NAME_OR_PATH]... [--prompt TEXT] [-n 256] [--temp 0] [--threads 2] [--reps 3]
-//                     [--draft FILE] [--draft-model FILE] [--sweep]
+//                     [--draft FILE] [--draft-model FILE] [--sweep] [--leviathan]
 //
 // For each model (default: the fixtures' stories260K and code-7m) and its prompt (a story opening for stories260K;
 // the first 300 tokens of a held-out Python file, json/decoder.py of the machine's Python, for code-7m):
@@ -21,9 +21,11 @@
 // around the generate call (end-of-generation ignored). tok/s is the median over --reps runs after one warm-up;
 // tau, rounds, accept rate and draft/verify ms are those of the timed part of the last run. Speedup is the median
 // over the reps of tok/s over an AR run made just before each rep (so a row's ratio is not the machine's drift since
-// the AR row). At T = 0 every speculative run must produce exactly the AR tokens: any
-// difference is printed as MISMATCH and the program exits with status 1. (At T > 0 outputs are samples from the
-// same distribution, not the same tokens; the column says n/a.)
+// the AR row). Every speculative run must produce exactly the AR tokens, at T = 0 and, with its fixed seed, at T > 0
+// too (coupled sampled drafts: a seed fixes the text whatever the drafter; verifier.h): any difference is printed as
+// MISMATCH and the program exits with status 1. --leviathan adds, at T > 0, each model drafter's fixed trees under
+// Leviathan's rule (rows "tree leviathan": exact in distribution, its text depends on the drafts, so the column says
+// n/a), to compare acceptance (tau) with the coupled rows above them.
 #include <specula/specula.hpp>
 
 #include "bench_common.h"
@@ -65,6 +67,7 @@ struct Args {
     std::string draft_model;          // empty = the model's default (stories260K-L3 for stories260K)
     std::string draft;                // a trained LongSpec draft; empty = the model's (models/drafts/)
     bool sweep = false;
+    bool leviathan = false;
     int32_t code_prompt_tokens = 300;
 };
 
@@ -80,6 +83,7 @@ Args parse_args(int argc, char **argv) {
     app.add_option("--reps", a.reps, "timed runs per row (median), after one warm-up")->capture_default_str()->check(CLI::Range(1, 1000));
     app.add_option("--draft", a.draft, "a trained LongSpec draft for the (one) model (default: models/drafts/NAME.longspec.gguf)");
     app.add_flag("--sweep", a.sweep, "every fixed tree the auto mode chooses from, instead of the default tree and a chain of 4");
+    app.add_flag("--leviathan", a.leviathan, "at T > 0, also each model drafter's fixed trees under Leviathan's accept/reject rule");
     app.add_option("--draft-model", a.draft_model, "an independent draft model (default for stories260K: stories260K-L3.gguf)");
     app.add_option("--code-prompt-tokens", a.code_prompt_tokens, "tokens of the Python file used as code prompt")
         ->capture_default_str()->check(CLI::Range(1, 100000));
@@ -317,6 +321,11 @@ int bench_model(const BenchModel &bm, const Args &args) {
             c.spec.tree = w;
             c.spec.tree_mode = SPECULA_TREE_FIXED;
             configs.push_back(c);
+            if (args.leviathan && args.temp > 0) {
+                c.tree += " leviathan";
+                c.spec.sampled_drafts = SPECULA_SAMPLED_DRAFTS_LEVIATHAN;
+                configs.push_back(c);
+            }
         }
         Config a{name, "auto", {}};
         a.spec.draft = d;
@@ -359,8 +368,8 @@ int bench_model(const BenchModel &bm, const Args &args) {
         if (c.drafter.empty()) {
             ar_tokens = m.last.tokens;
             same = "(reference)";
-        } else if (args.temp > 0) {
-            same = "n/a (sampling)";
+        } else if (c.spec.sampled_drafts == SPECULA_SAMPLED_DRAFTS_LEVIATHAN) {
+            same = "n/a (Leviathan)";
         } else {
             const auto diff = std::mismatch(ar_tokens.begin(), ar_tokens.end(), m.last.tokens.begin(), m.last.tokens.end());
             if (diff.first == ar_tokens.end() && diff.second == m.last.tokens.end()) {
@@ -381,7 +390,7 @@ int bench_model(const BenchModel &bm, const Args &args) {
         std::string tree = c.tree;
         if (c.tree == "auto") {
             tree = "auto (last " + m.last.tree + (best_fixed > 0 ? ", " + fmt(m.speedup / best_fixed) + "x best fixed " + best_tree : std::string()) + ")";
-        } else if (!c.drafter.empty() && m.speedup > best_fixed) {
+        } else if (!c.drafter.empty() && c.spec.sampled_drafts != SPECULA_SAMPLED_DRAFTS_LEVIATHAN && m.speedup > best_fixed) {
             best_fixed = m.speedup;
             best_tree = c.tree;
         }

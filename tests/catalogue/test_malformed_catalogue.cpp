@@ -1037,6 +1037,8 @@ TEST_CASE("C ABI misuse", "[catalogue][abi]") {
         {"abi-spec-ngram-2", "ngram = 2", SPECULA_ERR_INVALID_ARGUMENT, "ngram", [&] { return spec([](auto &o) { o.ngram = 2; }); }},
         {"abi-spec-tree-mode", "tree_mode 9", SPECULA_ERR_INVALID_ARGUMENT, "tree_mode",
          [&] { return spec([](auto &o) { o.ngram = 1; o.tree_mode = 9; }); }},
+        {"abi-spec-sampled-drafts", "sampled_drafts 2", SPECULA_ERR_INVALID_ARGUMENT, "sampled_drafts",
+         [&] { return spec([](auto &o) { o.ngram = 1; o.sampled_drafts = 2; }); }},
         {"abi-spec-tree-width", "tree_widths [4, 0]", SPECULA_ERR_INVALID_ARGUMENT, "tree_widths[1] = 0",
          [&] {
              static const int32_t widths[] = {4, 0};

@@ -77,6 +77,7 @@ struct GenerateArgs {
     std::string draft_model;  // independent draft model
     std::string spec = "none";
     std::string tree = "auto"; // "auto", "fixed" or widths "4,16,16,16,16"
+    std::string sampled_drafts = "coupled";  // or "leviathan"
     int32_t ngram_nodes = -1; // -1: library default
     // Snapshots.
     std::string save_session, load_session, prompt_cache;
@@ -217,6 +218,7 @@ int run_generate(GenerateArgs &a) {
         so.ngram = ngram;
         so.tree = tree;
         so.tree_mode = tree_mode;
+        so.sampled_drafts = a.sampled_drafts == "leviathan" ? SPECULA_SAMPLED_DRAFTS_LEVIATHAN : SPECULA_SAMPLED_DRAFTS_COUPLED;
         if (a.ngram_nodes >= 0) so.ngram_nodes = a.ngram_nodes;
         session.set_speculative(so);
     }
@@ -385,6 +387,11 @@ Command add_generate_command(CLI::App &parent) {
         ->capture_default_str();
     cmd->add_option("--ngram-nodes", a.ngram_nodes, "Tree nodes for n-gram candidates (default 16; with --tree auto, the most tried)")
         ->check(CLI::Range(0, 1024));
+    cmd->add_option("--sampled-drafts", a.sampled_drafts,
+                    "Chains drafted by sampling (--temp > 0): coupled (drawn with the target's random keys: for a --seed, the "
+                    "text of plain sampling whatever the drafter or tree) or leviathan (Leviathan's accept/reject rule: more "
+                    "tokens per round with weak drafts, text that depends on the drafts); both exact in distribution")
+        ->capture_default_str()->check(CLI::IsMember({"coupled", "leviathan"}));
 
     return Command{cmd, [args] { return run_generate(*args); }};
 }

@@ -129,6 +129,15 @@ namespace Specula
         Fixed = 2,
     }
 
+    /// <summary>specula_sampled_drafts: how chains drafted by sampling (temperature &gt; 0) are drawn and verified (since 0.12). Both are exact.</summary>
+    public enum SampledDrafts
+    {
+        /// <summary>The draft draws each position with the target's random key: for a seed, the text is plain sampling's whatever drafts (the default).</summary>
+        Coupled = 0,
+        /// <summary>Leviathan et al.'s accept/reject rule: up to ~14% more tokens per round with weak drafts; the text for a seed depends on the drafts.</summary>
+        Leviathan = 1,
+    }
+
     /// <summary>specula_stop_reason: why generation stopped (None while it goes on).</summary>
     public enum StopReason
     {
@@ -324,6 +333,7 @@ namespace Specula
             public int ngram_table_topk;
             public int ngram_lag;
             public int tree_mode;              // since 0.8
+            public int sampled_drafts;         // since 0.12
         }
 
         [StructLayout(LayoutKind.Sequential)]

@@ -178,6 +178,7 @@ namespace Specula
             NgramTableTopK = c.ngram_table_topk;
             NgramLag = c.ngram_lag;
             TreeMode = (TreeMode)c.tree_mode;
+            SampledDrafts = (SampledDrafts)c.sampled_drafts;
         }
 
         /// <summary>A LongSpec draft loaded for the session's model (the same Model handle or one retained from it).</summary>
@@ -204,8 +205,11 @@ namespace Specula
         public int NgramLag { get; set; }
         /// <summary>How each round's tree is chosen: by default Auto (the fastest tree as measured, plain decoding
         /// included; TreeWidths and NgramNodes then bound it) unless TreeWidths are given. Outputs are lossless
-        /// either way; for draw-for-draw repeatable sampling with a seed, use Fixed.</summary>
+        /// either way, and with the default SampledDrafts a seed gives the same text whatever the tree.</summary>
         public TreeMode TreeMode { get; set; }
+        /// <summary>How chains drafted by sampling are drawn and verified: Coupled by default (a seed fixes the
+        /// text, as plain sampling's), or Leviathan (exact in distribution, more accepted tokens with weak drafts).</summary>
+        public SampledDrafts SampledDrafts { get; set; }
 
         /// <summary>A chain of length drafted tokens per round instead of a tree (TreeWidths = [1, 1, ...]).</summary>
         public static int[] Chain(int length)

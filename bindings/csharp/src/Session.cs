@@ -253,6 +253,7 @@ namespace Specula
                     c.ngram_table_topk = options.NgramTableTopK;
                     c.ngram_lag = options.NgramLag;
                     c.tree_mode = (int)options.TreeMode;
+                    c.sampled_drafts = (int)options.SampledDrafts;
                     st = NativeMethods.specula_session_set_speculative(handle, &c, out err);
                 }
             }

@@ -393,7 +393,7 @@ namespace Specula.Tests
                 Tuple.Create("SPECULA_TOKEN_KIND_", typeof(TokenKind)), Tuple.Create("SPECULA_BACKEND_", typeof(Backend)),
                 Tuple.Create("SPECULA_KV_", typeof(KvType)),
                 Tuple.Create("SPECULA_CONTEXT_", typeof(ContextPolicy)),
-                Tuple.Create("SPECULA_TREE_", typeof(TreeMode)),
+                Tuple.Create("SPECULA_TREE_", typeof(TreeMode)), Tuple.Create("SPECULA_SAMPLED_DRAFTS_", typeof(SampledDrafts)),
                 Tuple.Create("SPECULA_STOP_", typeof(StopReason)), Tuple.Create("SPECULA_SNAPSHOT_", typeof(SnapshotScope)),
             };
             foreach (var p in prefixes)
@@ -828,6 +828,36 @@ namespace Specula.Tests
 
         private const string LilyPrompt = "Once upon a time, there was a little girl named Lily. Lily liked to play. " +
                                           "Lily liked to play with her dog.";
+
+        // A seed fixes the sampled text whatever speculates (docs/speculative.md): the trained draft's coupled
+        // chains, its automatic tree and n-grams give plain sampling's tokens; Leviathan's rule stays selectable.
+        [Test("seeded_sampling")]
+        private static void SeededSampling()
+        {
+            const int n = 80;
+            using (Model model = LoadModel())
+            using (Draft draft = Draft.Load(Program.DraftPath, model))
+            {
+                var sampler = new SamplerOptions { Temperature = 0.9f, Seed = 21 };
+                Func<SpeculativeOptions, int[]> run = opts =>
+                {
+                    using (Session s = new Session(model, CpuOptions(), sampler))
+                    {
+                        if (opts != null) s.SetSpeculative(opts);
+                        s.AppendText(LilyPrompt);
+                        return s.Generate(Exactly(n)).Where(e => e.Token != Model.TokenNull).Select(e => e.Token).ToArray();
+                    }
+                };
+                int[] plain = run(null);
+                Assert.Equal(n, plain.Length, "plain sampling's tokens");
+                Assert.SeqEqual(plain, run(new SpeculativeOptions { Draft = draft, TreeWidths = SpeculativeOptions.Chain(4) }), "a coupled chain");
+                Assert.SeqEqual(plain, run(new SpeculativeOptions { Draft = draft, Ngram = true }), "the automatic tree with n-grams");
+                Assert.SeqEqual(plain, run(new SpeculativeOptions { Ngram = true, TreeMode = TreeMode.Fixed }), "n-grams");
+                Assert.Equal(SampledDrafts.Coupled, new SpeculativeOptions().SampledDrafts, "the default rule");
+                int[] leviathan = run(new SpeculativeOptions { Draft = draft, TreeWidths = SpeculativeOptions.Chain(4), SampledDrafts = SampledDrafts.Leviathan });
+                Assert.Equal(n, leviathan.Length, "Leviathan's rule runs");
+            }
+        }
 
         [Test("speculative_draft")]
         private static void SpeculativeDraft()

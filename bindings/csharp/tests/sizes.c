@@ -146,6 +146,7 @@ int main(void) {
     FIELD(specula_speculative_options, ngram_table_topk);
     FIELD(specula_speculative_options, ngram_lag);
     FIELD(specula_speculative_options, tree_mode);
+    FIELD(specula_speculative_options, sampled_drafts);
 
     STRUCT(specula_snapshot_options);
     FIELD(specula_snapshot_options, struct_size);
@@ -232,6 +233,8 @@ int main(void) {
     ENUM(SPECULA_TREE_DEFAULT);
     ENUM(SPECULA_TREE_AUTO);
     ENUM(SPECULA_TREE_FIXED);
+    ENUM(SPECULA_SAMPLED_DRAFTS_COUPLED);
+    ENUM(SPECULA_SAMPLED_DRAFTS_LEVIATHAN);
 
     ENUM(SPECULA_STOP_NONE);
     ENUM(SPECULA_STOP_MAX_TOKENS);

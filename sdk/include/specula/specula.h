@@ -100,7 +100,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 11
+#define SPECULA_VERSION_MINOR 12
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -696,6 +696,17 @@ typedef enum specula_tree_mode {
     SPECULA_TREE_FIXED = 2    /* every round drafts tree_widths (or [4, 16, 16, 16, 16]) and ngram_nodes */
 } specula_tree_mode;
 
+/* Since 0.12. How chains drafted by sampling (temperature > 0; a chain of a draft or a draft model) are drawn and
+ * verified (docs/speculative.md, "A seed means the same text"). Both are exact: every token is distributed as the
+ * target's. */
+typedef enum specula_sampled_drafts {
+    SPECULA_SAMPLED_DRAFTS_COUPLED = 0,  /* the draft draws each position with the random key the target draws it
+                                            with: for a seed the text is plain sampling's, with any drafter, tree,
+                                            thread count or automatic choice (default) */
+    SPECULA_SAMPLED_DRAFTS_LEVIATHAN = 1 /* Leviathan et al.'s accept/reject rule: up to ~14% more tokens per round
+                                            with weak drafts, but the text for a seed depends on the drafts */
+} specula_sampled_drafts;
+
 typedef struct specula_speculative_options {
     uint32_t struct_size;
     const specula_draft *draft;    /* a LongSpec draft loaded for the session's model, or NULL */
@@ -717,6 +728,8 @@ typedef struct specula_speculative_options {
     int32_t ngram_lag;             /* the table ignores the newest ngram_lag tokens; default 0 */
     /* Since 0.8: */
     int32_t tree_mode;             /* specula_tree_mode; default SPECULA_TREE_DEFAULT */
+    /* Since 0.12: */
+    int32_t sampled_drafts;        /* specula_sampled_drafts; default SPECULA_SAMPLED_DRAFTS_COUPLED */
 } specula_speculative_options;
 
 /* Fills *opts with defaults (no drafter) and sets opts->struct_size = sizeof(specula_speculative_options). */

@@ -476,6 +476,8 @@ struct SpeculativeOptions {
     std::vector<int32_t> tree;           ///< beam widths per level; empty = the library's [4, 16, 16, 16, 16]
     /// How each round's tree is chosen (specula_tree_mode): by default auto unless `tree` is given.
     specula_tree_mode tree_mode = SPECULA_TREE_DEFAULT;
+    /// How sampled chains are drawn and verified (specula_sampled_drafts): coupled by default (a seed fixes the text).
+    specula_sampled_drafts sampled_drafts = SPECULA_SAMPLED_DRAFTS_COUPLED;
     int32_t ngram_nodes, ngram_lookup_min, ngram_lookup_max, ngram_max_chain, ngram_table_n, ngram_table_topk, ngram_lag;
 
     SpeculativeOptions() {
@@ -510,6 +512,7 @@ struct SpeculativeOptions {
         c.ngram_table_topk = ngram_table_topk;
         c.ngram_lag = ngram_lag;
         c.tree_mode = tree_mode;
+        c.sampled_drafts = sampled_drafts;
         return c;
     }
 };

@@ -47,6 +47,9 @@ SpeculativeConfig to_config(const specula_speculative_options *user) {
     require_arg(o.ngram_lag >= 0, "opts->ngram_lag must be >= 0");
     require_arg(o.tree_mode >= SPECULA_TREE_DEFAULT && o.tree_mode <= SPECULA_TREE_FIXED,
                 "opts->tree_mode must be a specula_tree_mode (0 default, 1 auto, 2 fixed)");
+    require_arg(o.sampled_drafts == SPECULA_SAMPLED_DRAFTS_COUPLED || o.sampled_drafts == SPECULA_SAMPLED_DRAFTS_LEVIATHAN,
+                "opts->sampled_drafts must be a specula_sampled_drafts (0 coupled, 1 Leviathan)");
+    c.sampled_drafts = o.sampled_drafts == SPECULA_SAMPLED_DRAFTS_LEVIATHAN ? SampledDraftRule::kLeviathan : SampledDraftRule::kCoupled;
     const bool widths_given = o.tree_widths != nullptr && o.n_tree_levels > 0;
     c.auto_tree = o.tree_mode == SPECULA_TREE_AUTO || (o.tree_mode == SPECULA_TREE_DEFAULT && !widths_given);
     c.shape_is_bound = widths_given;
@@ -125,6 +128,7 @@ void specula_speculative_options_init(specula_speculative_options *opts) {
     opts->ngram_table_topk = d.table_topk;
     opts->ngram_lag = d.lag;
     opts->tree_mode = SPECULA_TREE_DEFAULT;
+    opts->sampled_drafts = SPECULA_SAMPLED_DRAFTS_COUPLED;
 }
 
 specula_status specula_session_set_speculative(specula_session *session, const specula_speculative_options *opts,

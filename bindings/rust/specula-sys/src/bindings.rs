@@ -4,7 +4,7 @@
 // Regenerate with `bash bindings/rust/specula-sys/generate.sh` after changing the header.
 
 pub const SPECULA_VERSION_MAJOR : u32 = 0 ;
-pub const SPECULA_VERSION_MINOR : u32 = 11 ;
+pub const SPECULA_VERSION_MINOR : u32 = 12 ;
 pub const SPECULA_VERSION_PATCH : u32 = 0 ;
 pub const SPECULA_ABI_VERSION : u32 = 1 ;
 pub const SPECULA_TOKEN_NULL : i32 = - 1 ;
@@ -271,7 +271,10 @@ pub const specula_tree_mode_SPECULA_TREE_DEFAULT : specula_tree_mode = 0 ;
 pub const specula_tree_mode_SPECULA_TREE_AUTO : specula_tree_mode = 1 ;
 pub const specula_tree_mode_SPECULA_TREE_FIXED : specula_tree_mode = 2 ;
 pub type specula_tree_mode = :: std :: os :: raw :: c_uint ;
-# [repr (C)] # [derive (Debug , Copy , Clone)] pub struct specula_speculative_options { pub struct_size : u32 , pub draft : * const specula_draft , pub draft_model : * mut specula_model , pub ngram : i32 , pub tree_widths : * const i32 , pub n_tree_levels : i32 , pub ngram_nodes : i32 , pub ngram_lookup_min : i32 , pub ngram_lookup_max : i32 , pub ngram_max_chain : i32 , pub ngram_table_n : i32 , pub ngram_table_topk : i32 , pub ngram_lag : i32 , pub tree_mode : i32 , }
+pub const specula_sampled_drafts_SPECULA_SAMPLED_DRAFTS_COUPLED : specula_sampled_drafts = 0 ;
+pub const specula_sampled_drafts_SPECULA_SAMPLED_DRAFTS_LEVIATHAN : specula_sampled_drafts = 1 ;
+pub type specula_sampled_drafts = :: std :: os :: raw :: c_uint ;
+# [repr (C)] # [derive (Debug , Copy , Clone)] pub struct specula_speculative_options { pub struct_size : u32 , pub draft : * const specula_draft , pub draft_model : * mut specula_model , pub ngram : i32 , pub tree_widths : * const i32 , pub n_tree_levels : i32 , pub ngram_nodes : i32 , pub ngram_lookup_min : i32 , pub ngram_lookup_max : i32 , pub ngram_max_chain : i32 , pub ngram_table_n : i32 , pub ngram_table_topk : i32 , pub ngram_lag : i32 , pub tree_mode : i32 , pub sampled_drafts : i32 , }
 # [test] fn bindgen_test_layout_specula_speculative_options () { assert_eq ! (:: std :: mem :: size_of :: < specula_speculative_options > () , 80usize , concat ! ("Size of: " , stringify ! (specula_speculative_options))) ; assert_eq ! (:: std :: mem :: align_of :: < specula_speculative_options > () , 8usize , concat ! ("Alignment of " , stringify ! (specula_speculative_options))) ;
     fn test_field_struct_size () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_speculative_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . struct_size) as usize - ptr as usize } , 0usize , concat ! ("Offset of field: " , stringify ! (specula_speculative_options) , "::" , stringify ! (struct_size))) ; } test_field_struct_size () ;
     fn test_field_draft () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_speculative_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . draft) as usize - ptr as usize } , 8usize , concat ! ("Offset of field: " , stringify ! (specula_speculative_options) , "::" , stringify ! (draft))) ; } test_field_draft () ;
@@ -286,7 +289,8 @@ pub type specula_tree_mode = :: std :: os :: raw :: c_uint ;
     fn test_field_ngram_table_n () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_speculative_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . ngram_table_n) as usize - ptr as usize } , 60usize , concat ! ("Offset of field: " , stringify ! (specula_speculative_options) , "::" , stringify ! (ngram_table_n))) ; } test_field_ngram_table_n () ;
     fn test_field_ngram_table_topk () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_speculative_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . ngram_table_topk) as usize - ptr as usize } , 64usize , concat ! ("Offset of field: " , stringify ! (specula_speculative_options) , "::" , stringify ! (ngram_table_topk))) ; } test_field_ngram_table_topk () ;
     fn test_field_ngram_lag () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_speculative_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . ngram_lag) as usize - ptr as usize } , 68usize , concat ! ("Offset of field: " , stringify ! (specula_speculative_options) , "::" , stringify ! (ngram_lag))) ; } test_field_ngram_lag () ;
-    fn test_field_tree_mode () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_speculative_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . tree_mode) as usize - ptr as usize } , 72usize , concat ! ("Offset of field: " , stringify ! (specula_speculative_options) , "::" , stringify ! (tree_mode))) ; } test_field_tree_mode () ; }
+    fn test_field_tree_mode () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_speculative_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . tree_mode) as usize - ptr as usize } , 72usize , concat ! ("Offset of field: " , stringify ! (specula_speculative_options) , "::" , stringify ! (tree_mode))) ; } test_field_tree_mode () ;
+    fn test_field_sampled_drafts () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_speculative_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . sampled_drafts) as usize - ptr as usize } , 76usize , concat ! ("Offset of field: " , stringify ! (specula_speculative_options) , "::" , stringify ! (sampled_drafts))) ; } test_field_sampled_drafts () ; }
 extern "C" { pub fn specula_speculative_options_init (opts : * mut specula_speculative_options) ; }
 extern "C" { pub fn specula_session_set_speculative (session : * mut specula_session , opts : * const specula_speculative_options , err : * mut * mut specula_error) -> specula_status ; }
 extern "C" { pub fn specula_session_tree_shape (session : * const specula_session) -> * const :: std :: os :: raw :: c_char ; }

@@ -94,7 +94,7 @@ pub use crate::model::{FimToken, Model, ModelOptions, TensorInfo, TokenKind, Tok
 pub use crate::options::{Backend, ContextPolicy, GenerateOptions, KvType, SamplerOptions, SessionOptions, SnapshotOptions, SnapshotScope};
 pub use crate::prompt_cache::{PromptCache, PromptCacheOptions, PromptCacheStats};
 pub use crate::session::{CancelHandle, Session, Stats, StopReason, TokenEvent, TokenIter};
-pub use crate::speculative::{Draft, SpeculativeOptions, TreeMode};
+pub use crate::speculative::{Draft, SampledDrafts, SpeculativeOptions, TreeMode};
 pub use crate::util::Progress;
 
 /// A token id.

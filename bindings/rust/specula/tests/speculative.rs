@@ -2,7 +2,7 @@
 mod common;
 
 use common::*;
-use specula::{Draft, Model, ModelOptions, Session, SpeculativeOptions, Status, StopReason, Token, TreeMode};
+use specula::{Draft, Model, ModelOptions, SampledDrafts, SamplerOptions, Session, SpeculativeOptions, Status, StopReason, Token, TreeMode};
 
 const N: i32 = 96;
 
@@ -147,4 +147,30 @@ fn attach_detach_and_bad_options() {
     let clone = model.clone();
     let mut s2 = Session::new(&clone, &session_options(), &specula::SamplerOptions::greedy()).unwrap();
     s2.set_speculative(&SpeculativeOptions::longspec(&draft)).unwrap();
+}
+
+/// A seed fixes the sampled text whatever speculates (docs/speculative.md): the trained draft's coupled chains, its
+/// automatic tree and n-grams give plain sampling's tokens; Leviathan's rule stays selectable.
+#[test]
+fn a_seed_gives_plain_samplings_text_with_every_drafter() {
+    let model = load_model();
+    let draft = Draft::load(draft_path(), &model).unwrap();
+    let sampler = SamplerOptions { temperature: 0.9, seed: 21, ..SamplerOptions::default() };
+    let run = |opts: Option<&SpeculativeOptions<'_>>| -> Vec<Token> {
+        let mut s = Session::new(&model, &session_options(), &sampler).unwrap();
+        if let Some(o) = opts {
+            s.set_speculative(o).unwrap();
+        }
+        s.append_tokens(&PROMPT).unwrap();
+        s.generate_tokens(&gen_opts(N)).unwrap().0
+    };
+    let plain = run(None);
+    assert_eq!(plain.len(), N as usize);
+    let chain = SpeculativeOptions { tree_widths: vec![1, 1, 1, 1], ..SpeculativeOptions::longspec(&draft) };
+    assert_eq!(run(Some(&chain)), plain, "a coupled chain");
+    let auto = SpeculativeOptions { ngram: true, ..SpeculativeOptions::longspec(&draft) };
+    assert_eq!(run(Some(&auto)), plain, "the automatic tree with n-grams");
+    assert_eq!(SpeculativeOptions::default().sampled_drafts, SampledDrafts::Coupled);
+    let leviathan = SpeculativeOptions { sampled_drafts: SampledDrafts::Leviathan, ..chain };
+    assert_eq!(run(Some(&leviathan)).len(), N as usize);
 }
