@@ -3,7 +3,7 @@
 //   bench_draft_quality --model code-7m|stories260K|PATH --draft LABEL=FILE [--draft LABEL=FILE ...]
 //                       [--files 8] [--context 768] [-n 128] [--threads 2] [--reps 1] [--ngram]
 //                       [--tree 4,16,16,16,16] [--seed 1] [--prompt TEXT] [--workload auto|code|stories]
-//                       [--per-file] [--json OUT]
+//                       [--per-file] [--regret] [--json OUT]
 //
 // Workloads (--workload auto picks code for a model with a corpus.json beside it, i.e. code-7m, else stories):
 //   code      --files Python files the model never saw in training: the held-out folders of its corpus.json
@@ -37,6 +37,12 @@
 //                  is printed as MISMATCH and the program exits with status 1.
 // --per-file adds one line per prompt (path, prompt tokens, AR tok/s, tau of each row); --json OUT writes the
 // header, the prompts and the same rows (with per-prompt figures) as JSON.
+// --regret measures --tree auto against every fixed shape it could have drafted, prompt by prompt (issue 41's
+// regret): the rows become, for the first --draft, "auto" (the library's default: auto, draft + n-grams with
+// --ngram, else the draft alone), the draft's chains of 1-6 and 8 and the --tree shape, each also merged with 16
+// n-gram nodes (with --ngram), and n-grams alone with 2, 4, 8 and 16 nodes (with --ngram), all in the same run and
+// interleaved per prompt; a table then gives, per prompt, auto's tok/s, the best fixed row's and their ratio, and a
+// summary line the median and smallest ratio and how many prompts fell below 0.95.
 #include <specula/specula.hpp>
 
 #include "backend_option.h"
@@ -85,6 +91,7 @@ struct Args {
     std::string prompt;
     std::string workload = "auto";
     bool per_file = false;
+    bool regret = false;
     std::string json;
 };
 
@@ -109,6 +116,7 @@ Args parse_args(int argc, char **argv) {
     app.add_option("--workload", a.workload, "code, stories, or auto (code when a corpus.json is beside the model)")
         ->capture_default_str()->check(CLI::IsMember({"auto", "code", "stories"}));
     app.add_flag("--per-file", a.per_file, "print one line per prompt (path, prompt tokens, tau per row)");
+    app.add_flag("--regret", a.regret, "auto against every fixed shape (chains, the tree, n-gram shares, merged), per prompt");
     app.add_option("--json", a.json, "write the rows as JSON to this file");
     try {
         app.parse(argc, argv);
@@ -220,6 +228,7 @@ struct Row {
     std::string label;
     std::string tree;                // description
     bool ar = false;
+    bool is_auto = false;  // --regret: the row measured against the fixed ones
     specula::SpeculativeOptions spec;
     // Sums over prompts (timed parts only).
     double seconds = 0;
@@ -356,7 +365,49 @@ int main(int argc, char **argv) {
         }
         std::string tree_label;
         for (size_t i = 0; i < tree.size(); ++i) tree_label += (i ? "," : "") + std::to_string(tree[i]);
-        for (size_t i = 0; i < drafts.size(); ++i) {
+        auto widths_label = [](const std::vector<int32_t> &w) {
+            std::string l;
+            for (size_t i = 0; i < w.size(); ++i) {
+                if (i > 0) l += ',';
+                l += std::to_string(w[i]);
+            }
+            return l;
+        };
+        if (args.regret) {
+            if (drafts.empty()) throw std::runtime_error("--regret needs a --draft");
+            Row a;
+            a.label = "auto";
+            a.is_auto = true;
+            a.spec.draft = &drafts[0];
+            a.spec.ngram = args.ngram;
+            a.tree = std::string("auto (") + draft_info[0].label + (args.ngram ? " + n-grams" : "") + ")";
+            rows.push_back(a);
+            std::vector<std::vector<int32_t>> shapes;
+            for (int32_t n : {1, 2, 3, 4, 5, 6, 8}) shapes.push_back(std::vector<int32_t>(size_t(n), 1));
+            shapes.push_back(tree);
+            for (const bool merged : args.ngram ? std::vector<bool>{false, true} : std::vector<bool>{false})
+                for (const auto &w : shapes) {
+                    Row r;
+                    r.label = draft_info[0].label + (merged ? "+ngram" : "");
+                    r.tree = widths_label(w) + (merged ? " + 16 n-gram" : "");
+                    r.spec.draft = &drafts[0];
+                    r.spec.tree = w;
+                    r.spec.ngram = merged;
+                    r.spec.tree_mode = SPECULA_TREE_FIXED;
+                    rows.push_back(r);
+                }
+            if (args.ngram)
+                for (int32_t n : {2, 4, 8, 16}) {
+                    Row r;
+                    r.label = "ngram";
+                    r.spec.ngram = true;
+                    r.spec.ngram_nodes = n;
+                    r.spec.tree_mode = SPECULA_TREE_FIXED;
+                    r.tree = std::to_string(n) + " n-gram nodes";
+                    rows.push_back(r);
+                }
+        }
+        for (size_t i = 0; i < drafts.size() && !args.regret; ++i) {
             Row r;
             r.label = draft_info[i].label;
             r.tree = tree_label;
@@ -370,7 +421,7 @@ int main(int argc, char **argv) {
                 rows.push_back(r);
             }
         }
-        if (args.ngram) {
+        if (args.ngram && !args.regret) {
             Row r;
             r.label = "ngram";
             r.spec.ngram = true;
@@ -490,6 +541,26 @@ int main(int argc, char **argv) {
                     std::printf(" %s%s |", fmt(rows[i].prompt_tau[pi]).c_str(), rows[i].prompt_same[pi] == "yes" ? "" : " MISMATCH");
                 std::printf("\n");
             }
+        }
+        if (args.regret) {
+            // Per prompt: auto against the fastest fixed row of the same prompt (all measured in this run).
+            std::printf("\n| # | prompt | auto tok/s | best fixed | its tok/s | auto / best fixed |\n|---:|---|---:|---|---:|---:|\n");
+            std::vector<double> ratios;
+            const Row *auto_row = nullptr;
+            for (const Row &r : rows)
+                if (r.is_auto) auto_row = &r;
+            for (size_t pi = 0; pi < prompts.size(); ++pi) {
+                const Row *best = nullptr;
+                for (const Row &r : rows)
+                    if (!r.ar && !r.is_auto && (best == nullptr || r.prompt_tok_s[pi] > best->prompt_tok_s[pi])) best = &r;
+                const double ratio = auto_row->prompt_tok_s[pi] / best->prompt_tok_s[pi];
+                ratios.push_back(ratio);
+                std::printf("| %zu | %s | %s | %s %s | %s | %sx |\n", pi + 1, prompts[pi].name.c_str(), fmt(auto_row->prompt_tok_s[pi], "%.1f").c_str(),
+                            best->label.c_str(), best->tree.c_str(), fmt(best->prompt_tok_s[pi], "%.1f").c_str(), fmt(ratio).c_str());
+            }
+            const int below = int(std::count_if(ratios.begin(), ratios.end(), [](double r) { return r < 0.95; }));
+            std::printf("\nauto / best fixed per prompt: median %sx, smallest %sx, %d of %zu prompts below 0.95x\n", fmt(median(ratios)).c_str(),
+                        fmt(*std::min_element(ratios.begin(), ratios.end())).c_str(), below, ratios.size());
         }
         std::fflush(stdout);
 
