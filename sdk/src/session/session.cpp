@@ -85,6 +85,7 @@ void Session::rewind(int32_t n_tokens) {
             "rewind to " + std::to_string(n_tokens) + " is outside [0, " + std::to_string(tokens_.size()) + "]");
     tokens_.resize(size_t(n_tokens));
     drop_ready();
+    spec_.shadow_clear();
     if (spec_.attached()) spec_.drafter()->rewind(n_tokens);
     // KV slots beyond n_tokens are simply overwritten later. If the cut removes evaluated tokens, the last kept
     // token is evaluated again so that the next step has its logits; otherwise the KV cache and the logits of
@@ -192,6 +193,7 @@ specula_status Session::step(StepResult &out) {
     // evaluated as plain decoding evaluates a token, and the next token sampled from its logits).
     const int32_t choice = spec_.attached() && !spec_.has_ready() ? spec_.next_choice() : -1;
     const bool plain_round = spec_.plain(choice);
+    if (choice >= 0) spec_.shadow_draft(choice, tokens_, n_ctx());
     if (plain_round) {
         const double t0 = now_ms();
         const int32_t n_past = int32_t(tokens_.size()) - 1;
@@ -238,6 +240,7 @@ specula_status Session::step(StepResult &out) {
     if (tokens_.size() >= size_t(n_ctx())) shift_context();  // only with the shift on (checked above)
     tokens_.push_back(token);
     last_token_generated_ = true;
+    if (spec_.attached()) spec_.shadow_settle(tokens_);
     if (accepted) {
         // Its keys/values were committed by the round: it counts as evaluated, and the logits after it are
         // the next row of the round.
@@ -276,6 +279,7 @@ void Session::shift_context() {
     tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + discard);
     n_evaluated_ -= discard;
     if (spec_.attached()) spec_.drafter()->shift(keep, discard);
+    spec_.shadow_clear();
     ++n_shifts_;
     n_discarded_ += discard;
 }

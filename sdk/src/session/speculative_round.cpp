@@ -38,13 +38,19 @@ void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &targ
         primary = make_model_drafter(config.draft_model, target, make_draft_model_runner(runner, config.draft_model, pool));
     }
     std::unique_ptr<Drafter> drafter;
+    Drafter *ngram_raw = nullptr;
     if (config.ngram) {
         std::unique_ptr<Drafter> ngram = make_ngram_drafter(config.ngram_config);
+        ngram_raw = ngram.get();
         drafter = primary ? make_merged_drafter(std::move(primary), std::move(ngram), 1 + model_nodes) : std::move(ngram);
     } else {
         drafter = std::move(primary);
     }
     drafter_ = std::move(drafter);
+    ngram_ = ngram_raw;
+    shadows_.clear();
+    plain_ms_ = shadow_ms_ = 0;
+    shadow_skip_ = 0;
     tuner_ = std::move(tuner);
     if (tuner_) tuner_->context_grew(n_tokens);
     fixed_tree_ = TreeChoice{model_drafter ? config.shape : TreeShape{std::vector<int32_t>{}}, config.ngram ? config.ngram_nodes : 0};
@@ -54,12 +60,84 @@ void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &targ
 }
 
 void SpeculativeRound::record_plain(int32_t choice, double ms) {
+    plain_ms_ = plain_ms_ > 0 ? 0.9 * plain_ms_ + 0.1 * ms : ms;
     tuner_->record(choice, 1, 0.0, ms, 0);
     ++stats_.rounds;
     ++stats_.plain_rounds;
     ++stats_.produced;
     stats_.verify_ms += ms;
     stats_.tree = "auto:plain";
+}
+
+void SpeculativeRound::shadow_draft(int32_t choice, std::span<const int32_t> tokens, int32_t n_ctx) {
+    if (!tuner_ || ngram_ == nullptr || tokens.empty()) return;
+    if (shadow_skip_ > 0) {
+        --shadow_skip_;
+        return;
+    }
+    const double t0 = now_ms();
+    const int32_t n_past = int32_t(tokens.size()) - 1;
+    for (const int32_t c : tuner_->shadow_choices()) {
+        if (c == choice) continue;
+        const int32_t budget = std::min(1 + tuner_->choices()[size_t(c)].max_nodes(), n_ctx - n_past);
+        if (budget <= 1) continue;
+        if (shadows_.size() >= 64) shadows_.erase(shadows_.begin());  // (settled within a few tokens: never reached)
+        Shadow sh;
+        sh.choice = c;
+        sh.root = size_t(n_past);
+        if (!shadow_pool_.empty()) {
+            sh.tree = std::move(shadow_pool_.back());
+            shadow_pool_.pop_back();
+        }
+        sh.tree.reset(tokens.back());
+        DraftRequest request;
+        request.tokens = tokens;
+        request.n_target_kv = n_past;
+        request.shape = TreeShape{std::vector<int32_t>{}};
+        request.node_budget = budget;
+        ngram_->draft(request, sh.tree);
+        if (sh.tree.size() > 1) shadows_.push_back(std::move(sh));
+        else shadow_pool_.push_back(std::move(sh.tree));
+    }
+    // Bound the cost: a tiny model's decode step is a tenth of a millisecond, where a few lookups show.
+    const double ms = now_ms() - t0;
+    shadow_ms_ = shadow_ms_ > 0 ? 0.9 * shadow_ms_ + 0.1 * ms : ms;
+    if (plain_ms_ > 0) shadow_skip_ = std::min(64, int32_t(shadow_ms_ / (0.02 * plain_ms_)));
+}
+
+void SpeculativeRound::shadow_settle(std::span<const int32_t> tokens) {
+    size_t kept = 0;
+    for (size_t i = 0; i < shadows_.size(); ++i) {
+        Shadow &sh = shadows_[i];
+        // Walk the shadow tree along the tokens emitted after its root, as the verifier would have.
+        int32_t node = 0, depth = 0;
+        bool settled = false;
+        for (;;) {
+            const size_t at = sh.root + 1 + size_t(depth);
+            if (at >= tokens.size()) break;  // not emitted yet
+            const int32_t child = sh.tree.find_child(node, tokens[at]);
+            if (child < 0) {
+                settled = true;  // the emitted token is not in the tree: the path ends here
+                break;
+            }
+            node = child;
+            ++depth;
+            bool leaf = true;
+            for (int32_t c = node + 1; c < sh.tree.size() && leaf; ++c) leaf = sh.tree.parent(c) != node;
+            if (leaf) {
+                settled = true;
+                break;
+            }
+        }
+        if (settled) {
+            tuner_->record_shadow(sh.choice, sh.tree.size(), depth);
+            shadow_pool_.push_back(std::move(sh.tree));
+        } else {
+            if (kept != i) shadows_[kept] = std::move(sh);
+            ++kept;
+        }
+    }
+    shadows_.resize(kept);
 }
 
 // One speculative round. The context ends with a pending token (the root); every earlier token is evaluated.
@@ -148,6 +226,7 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
 }
 
 void SpeculativeRound::restore(std::vector<Ready> ready, SpeculativeStats stats) {
+    shadows_.clear();
     stats_ = std::move(stats);
     ready_ = std::move(ready);
     next_ = 0;

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,15 @@ public:
     bool plain(int32_t choice) const { return choice >= 0 && tuner_->choices()[size_t(choice)].plain(); }
     void record_plain(int32_t choice, double ms);
 
+    // Counterfactual n-gram rounds (TreeTuner::record_shadow). Before the round of `choice` (the context `tokens`
+    // ends with its root), shadow_draft() drafts each n-gram-only choice of the tuner that this round does not play
+    // into a shadow tree, unless that would cost more than ~2% of the time plain decoding takes (then only every
+    // so many rounds); after each emitted token, shadow_settle() reports the shadows the emitted tokens decide.
+    // shadow_clear() forgets them (the context was cut or shifted). Nothing here changes a token.
+    void shadow_draft(int32_t choice, std::span<const int32_t> tokens, int32_t n_ctx);
+    void shadow_settle(std::span<const int32_t> tokens);
+    void shadow_clear() { shadows_.clear(); }
+
     // One round (see speculative_round.cpp) over the context `tokens`, whose last token is pending (the root) and
     // every earlier one evaluated in the runner's cache. Fills the queue with the accepted tokens and the bonus
     // token. False when cancelled during verification (nothing is queued; the cache holds the committed tokens).
@@ -111,7 +121,14 @@ public:
     void restore(std::vector<Ready> ready, SpeculativeStats stats);
 
 private:
+    struct Shadow {
+        int32_t choice = 0;
+        size_t root = 0;  // the root's index in the context
+        DraftTree tree;
+    };
+
     std::unique_ptr<Drafter> drafter_;
+    Drafter *ngram_ = nullptr;  // the n-gram drafter (inside drafter_), for shadow rounds
     SpeculativeConfig config_;
     std::unique_ptr<TreeTuner> tuner_;  // auto: chooses each round's tree
     TreeChoice fixed_tree_;             // otherwise every round's tree
@@ -124,6 +141,10 @@ private:
     std::vector<Ready> ready_;
     size_t next_ = 0;
     SpeculativeStats stats_;
+    std::vector<Shadow> shadows_;  // pending, oldest first
+    std::vector<DraftTree> shadow_pool_;  // settled shadows' trees, reused
+    double plain_ms_ = 0, shadow_ms_ = 0;  // decayed: a plain round's time, drafting one round's shadows
+    int32_t shadow_skip_ = 0;              // rounds to pass before the next shadows (their cost bound)
 };
 
 }  // namespace specula::internal

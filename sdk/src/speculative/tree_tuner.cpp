@@ -120,6 +120,8 @@ TreeTuner::TreeTuner(bool model, const TreeShape *bound, bool ngram, int32_t max
         for (int32_t s : shares) choices_.push_back(TreeChoice{TreeShape{std::vector<int32_t>{}}, s});
     }
     arms_.resize(choices_.size());
+    for (size_t i = 0; i < choices_.size(); ++i)
+        if (choices_[i].shape.widths.empty() && choices_[i].ngram_nodes > 0) shadow_choices_.push_back(int32_t(i));
     // Each shape's parts (the same model tree alone, the same n-gram share alone) and the shapes it holds (chains
     // of no more levels, narrower trees, fewer n-gram nodes).
     parts_.assign(choices_.size(), {-1, -1});
@@ -446,13 +448,7 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
             ls_[r][3] = ls_[r][3] * kDraftDecay + x[r] * draft;
         }
     }
-    Arm &a = arms_[size_t(index)];
-    const double age = std::pow(kAgeDecay, double(rounds_ - a.updated));
-    a.updated = rounds_;
-    a.tokens = a.tokens * age * kArmDecay + double(accepted + 1);
-    a.weight = a.weight * age * kArmDecay + 1.0;
-    a.nodes = a.nodes * kArmDecay + double(nodes);
-    a.node_weight = a.node_weight * kArmDecay + 1.0;
+    update_arm(index, nodes, accepted);
     if (is_chain(index)) {
         // The chain's levels were d = 1..depth (fewer when the context had no room); depth d was tried when the
         // path reached d - 1.
@@ -466,6 +462,22 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
             if (d < accepted) depth_hit_[size_t(d)] += 1.0;
         }
     }
+}
+
+void TreeTuner::update_arm(int32_t index, int32_t nodes, int32_t accepted) {
+    Arm &a = arms_[size_t(index)];
+    const double age = std::pow(kAgeDecay, double(rounds_ - a.updated));
+    a.updated = rounds_;
+    a.tokens = a.tokens * age * kArmDecay + double(accepted + 1);
+    a.weight = a.weight * age * kArmDecay + 1.0;
+    a.nodes = a.nodes * kArmDecay + double(nodes);
+    a.node_weight = a.node_weight * kArmDecay + 1.0;
+}
+
+void TreeTuner::record_shadow(int32_t index, int32_t nodes, int32_t accepted) {
+    if (nodes <= 1 || index < 0 || size_t(index) >= choices_.size()) return;
+    dirty_ = true;
+    update_arm(index, nodes, accepted);
 }
 
 }  // namespace specula::internal

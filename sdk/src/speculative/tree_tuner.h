@@ -29,6 +29,15 @@
 // kept out of the draft-time fit and its excess, per token caught up, is charged to the model shapes while the
 // stretch lasts.
 //
+// Counterfactual rounds: the text a session emits does not depend on what was drafted (speculative/verifier.h), so
+// once the tokens after a root are emitted, what an n-gram proposal made at that root would have had accepted is
+// known exactly (the longest path of its tree the emitted tokens follow). The session drafts the n-gram-only
+// choices (shadow_choices()) beside rounds that do not play them, where that costs little (microseconds against a
+// decode step; n-grams need nothing verified), and reports each with record_shadow() once settled: their tokens per
+// round follow the text without a probe. Without them, an n-gram share tried once while the text had not started
+// repeating itself (code often does, a few lines in) looks poor, and while plain decoding is best probes are
+// rationed: a 128-token completion stayed plain throughout where n-grams would have run 1.3x faster.
+//
 // The tuner never sees tokens or the clock: the session reports each round's measured times and its accepted
 // length, so tests can drive it with any cost model.
 #pragma once
@@ -79,6 +88,13 @@ public:
     // them in `ms`: a measure of what a token behind costs, and nothing is behind any more.
     void caught_up(int32_t n_tokens, double ms);
 
+    // The n-gram-only choices (model drafter idle), which a session may measure by counterfactual rounds.
+    const std::vector<int32_t> &shadow_choices() const { return shadow_choices_; }
+    // A counterfactual round of n-gram-only choice `index`: its tree had `nodes` nodes (root included; 1: no match,
+    // which says nothing, as in record()) and `accepted` of its tokens were what the session then emitted. Updates
+    // that shape's tokens per round as a played round would, and nothing else (no time was spent on it).
+    void record_shadow(int32_t index, int32_t nodes, int32_t accepted);
+
     // Expected tokens per millisecond of a choice under the current estimates (for tests and reports).
     double rate(int32_t index) const;
     double expected_tokens(int32_t index) const;
@@ -116,7 +132,10 @@ private:
     bool measured(int32_t index) const;  // its estimate rests on rounds it was played (or plain), not its guess
     bool is_chain(int32_t index) const { return !choices_[size_t(index)].shape.widths.empty() && choices_[size_t(index)].shape.is_chain() && choices_[size_t(index)].ngram_nodes == 0; }
 
+    void update_arm(int32_t index, int32_t nodes, int32_t accepted);  // a round's tokens and nodes into its arm
+
     std::vector<TreeChoice> choices_;
+    std::vector<int32_t> shadow_choices_;
     std::vector<Arm> arms_;
     std::vector<std::pair<int32_t, int32_t>> parts_;  // [i]: choice i's model tree alone, its n-gram share alone (-1: none)
     std::vector<std::vector<int32_t>> inside_;  // [i]: the choices whose trees choice i's tree holds
