@@ -31,13 +31,24 @@ SPECULA_RACE_FN uint64_t mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-// Candidate id's arrival time E / p at the race keyed by `key` (E: an exponential draw, -log of a uniform in (0, 1]);
-// +inf for p <= 0 (such a candidate never wins).
+// Candidate id's uniform in (0, 1] at the race keyed by `key`.
+SPECULA_RACE_FN double uniform(uint64_t key, int32_t id) {
+    const uint64_t bits = mix64(key ^ mix64(uint64_t(uint32_t(id)) + 0x9E3779B97F4A7C15ull));
+    return double((bits >> 11) + 1) * 0x1.0p-53;
+}
+
+// Candidate id's arrival time E / p at the race keyed by `key` (E = -log(uniform), an exponential draw); +inf for
+// p <= 0 (such a candidate never wins).
 SPECULA_RACE_FN double arrival(uint64_t key, int32_t id, float p) {
     if (!(p > 0.0f)) return INFINITY;
-    const uint64_t bits = mix64(key ^ mix64(uint64_t(uint32_t(id)) + 0x9E3779B97F4A7C15ull));
-    const double u = double((bits >> 11) + 1) * 0x1.0p-53;  // (0, 1]
-    return -log(u) / double(p);
+    return -log(uniform(key, id)) / double(p);
+}
+
+// False only when candidate id cannot arrive before `best`: -log(u) >= 1 - u, so 1 - u >= best p (with a margin
+// for rounding) means E / p >= best. A filter for long candidate lists (a whole vocabulary): most candidates are
+// passed over without a log, and the winner is the same as without it.
+SPECULA_RACE_FN bool may_arrive_before(uint64_t key, int32_t id, float p, double best) {
+    return 1.0 - uniform(key, id) < best * double(p) * (1.0 + 1e-9);
 }
 
 }  // namespace specula::internal::race

@@ -61,6 +61,7 @@ int32_t Sampler::draw(const Candidates &c, uint64_t key) {
     int32_t best = c.items.front().id;
     double best_time = INFINITY;
     for (const Candidate &cand : c.items) {
+        if (best_time < INFINITY && !race::may_arrive_before(key, cand.id, cand.p, best_time)) continue;
         const double t = race::arrival(key, cand.id, cand.p);
         if (t < best_time) {
             best_time = t;
