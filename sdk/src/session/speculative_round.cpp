@@ -49,7 +49,7 @@ void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &targ
     drafter_ = std::move(drafter);
     ngram_ = ngram_raw;
     shadows_.clear();
-    plain_ms_ = shadow_ms_ = 0;
+    shadow_ms_ = 0;
     shadow_skip_ = 0;
     tuner_ = std::move(tuner);
     if (tuner_) tuner_->context_grew(n_tokens);
@@ -60,7 +60,6 @@ void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &targ
 }
 
 void SpeculativeRound::record_plain(int32_t choice, double ms) {
-    plain_ms_ = plain_ms_ > 0 ? 0.9 * plain_ms_ + 0.1 * ms : ms;
     tuner_->record(choice, 1, 0.0, ms, 0);
     ++stats_.rounds;
     ++stats_.plain_rounds;
@@ -102,7 +101,7 @@ void SpeculativeRound::shadow_draft(int32_t choice, std::span<const int32_t> tok
     // Bound the cost: a tiny model's decode step is a tenth of a millisecond, where a few lookups show.
     const double ms = now_ms() - t0;
     shadow_ms_ = shadow_ms_ > 0 ? 0.9 * shadow_ms_ + 0.1 * ms : ms;
-    if (plain_ms_ > 0) shadow_skip_ = std::min(64, int32_t(shadow_ms_ / (0.02 * plain_ms_)));
+    if (tuner_->rounds() > 0) shadow_skip_ = std::min(64, int32_t(shadow_ms_ / (0.02 * tuner_->expected_ms(0))));
 }
 
 void SpeculativeRound::shadow_settle(std::span<const int32_t> tokens) {
@@ -122,9 +121,7 @@ void SpeculativeRound::shadow_settle(std::span<const int32_t> tokens) {
             }
             node = child;
             ++depth;
-            bool leaf = true;
-            for (int32_t c = node + 1; c < sh.tree.size() && leaf; ++c) leaf = sh.tree.parent(c) != node;
-            if (leaf) {
+            if (sh.tree.is_leaf(node)) {
                 settled = true;
                 break;
             }
@@ -167,7 +164,8 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
         request.shape = round.shape;
         request.node_budget = budget;
         request.sampler = sampler.greedy() ? nullptr : &sampler;
-        if (!sampler.greedy() && config_.sampled_drafts == SampledDraftRule::kCoupled)
+        // Only a chain is drafted by sampling (build_beam_tree): other shapes need no keys.
+        if (!sampler.greedy() && config_.sampled_drafts == SampledDraftRule::kCoupled && !round.shape.widths.empty() && round.shape.is_chain())
             request.draw_keys = sampler.peek_keys(size_t(round.shape.depth()));
         request.history_window = sampler.history_window();
         if (sampler.has_logit_processing())

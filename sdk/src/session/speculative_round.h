@@ -143,7 +143,7 @@ private:
     SpeculativeStats stats_;
     std::vector<Shadow> shadows_;  // pending, oldest first
     std::vector<DraftTree> shadow_pool_;  // settled shadows' trees, reused
-    double plain_ms_ = 0, shadow_ms_ = 0;  // decayed: a plain round's time, drafting one round's shadows
+    double shadow_ms_ = 0;                 // decayed: drafting one round's shadows (against the tuner's plain round)
     int32_t shadow_skip_ = 0;              // rounds to pass before the next shadows (their cost bound)
 };
 

@@ -29,6 +29,7 @@ public:
 
     // The child of `parent` carrying `token`, or -1.
     int32_t find_child(int32_t parent, int32_t token) const;
+    bool is_leaf(int32_t node) const { return children_[size_t(node)].empty(); }
     // Adds `token` under `parent` unless that child exists already; returns the child's index either way.
     int32_t add(int32_t parent, int32_t token);
 
