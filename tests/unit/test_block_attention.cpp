@@ -220,7 +220,7 @@ TEST_CASE("KV cache: bytes per type, and Q8_0 refuses rows that are not whole bl
 
 // The lossless invariant at long context: with 8K tokens committed (so the prefix ends inside a block and the tree
 // crosses into the next), every tree node's logits equal plain decoding of its path, bit for bit, for every type.
-TEST_CASE("tree verification at 8K context is bit-identical to plain decoding, every KV type", "[speculative][attention][slow]") {
+TEST_CASE("tree verification at 8K context is bit-identical to plain decoding, every KV type", "[speculative][attention][long]") {
     const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = Model::load(path.string(), LoadOptions{});

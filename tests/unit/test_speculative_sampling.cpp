@@ -50,7 +50,7 @@ SessionConfig cpu_session() {
 
 }  // namespace
 
-TEST_CASE("speculative sampling with a beam tree has the target's distribution", "[speculative][sampling][slow]") {
+TEST_CASE("speculative sampling with a beam tree has the target's distribution", "[speculative][sampling][long]") {
     Fixture f;
     if (!setup(f)) return;
     SpeculativeConfig spec;
@@ -63,7 +63,7 @@ TEST_CASE("speculative sampling with a beam tree has the target's distribution",
     CHECK(r.chi2 < r.threshold);
 }
 
-TEST_CASE("speculative sampling with a chain sampled by the coupled rule has the target's distribution", "[speculative][sampling][slow]") {
+TEST_CASE("speculative sampling with a chain sampled by the coupled rule has the target's distribution", "[speculative][sampling][long]") {
     Fixture f;
     if (!setup(f)) return;
     SpeculativeConfig spec;
@@ -76,7 +76,7 @@ TEST_CASE("speculative sampling with a chain sampled by the coupled rule has the
     CHECK(r.chi2 < r.threshold);
 }
 
-TEST_CASE("speculative sampling with a sampled chain and the Leviathan rule has the target's distribution", "[speculative][sampling][slow]") {
+TEST_CASE("speculative sampling with a sampled chain and the Leviathan rule has the target's distribution", "[speculative][sampling][long]") {
     Fixture f;
     if (!setup(f)) return;
     SpeculativeConfig spec;
@@ -90,7 +90,7 @@ TEST_CASE("speculative sampling with a sampled chain and the Leviathan rule has 
     CHECK(r.chi2 < r.threshold);
 }
 
-TEST_CASE("the sampling test catches a biased verifier that resamples from the target instead of the residual", "[speculative][sampling][slow]") {
+TEST_CASE("the sampling test catches a biased verifier that resamples from the target instead of the residual", "[speculative][sampling][long]") {
     Fixture f;
     if (!setup(f)) return;
     SpeculativeConfig spec;
@@ -104,7 +104,7 @@ TEST_CASE("the sampling test catches a biased verifier that resamples from the t
     CHECK(r.chi2 > r.threshold);
 }
 
-TEST_CASE("plain sampling passes the same goodness-of-fit test", "[speculative][sampling][slow]") {
+TEST_CASE("plain sampling passes the same goodness-of-fit test", "[speculative][sampling][long]") {
     Fixture f;
     if (!setup(f)) return;
     double tau = 0;

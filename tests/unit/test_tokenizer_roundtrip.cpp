@@ -1,6 +1,6 @@
 // Round trips in the spirit of llama.cpp's test-tokenizer-1-{bpe,spm}: the text of every token tokenizes back to
 // something with the same text, and every codepoint survives tokenize + detokenize. The full sweeps take a
-// while and are tagged [slow]; the fast variants sample.
+// while and are tagged [long] (not run under the sanitizers); the fast variants sample.
 #include "test_tokenizer_support.h"
 
 #include "tokenizer/unicode.h"
@@ -66,12 +66,12 @@ TEST_CASE("tokenizer round trip: codepoints (sampled)", "[tokenizer]") {
         SECTION(name) { check_every_codepoint(name, 4099); }
 }
 
-TEST_CASE("tokenizer round trip: every token text", "[tokenizer][slow]") {
+TEST_CASE("tokenizer round trip: every token text", "[tokenizer][long]") {
     for (const char *name : kVocabs)
         SECTION(name) { check_every_token(name, 1); }
 }
 
-TEST_CASE("tokenizer round trip: every codepoint", "[tokenizer][slow]") {
+TEST_CASE("tokenizer round trip: every codepoint", "[tokenizer][long]") {
     for (const char *name : kVocabs)
         SECTION(name) { check_every_codepoint(name, 1); }
 }
