@@ -1,0 +1,98 @@
+// Following a grammar (grammar.h) through generated text, and which tokens may come next.
+//
+// The state is the set of parse stacks llama.cpp's grammar sampler keeps: each stack holds, innermost rule last, the
+// element each enclosing rule continues with, its top always a character class (rule references are expanded into
+// every alternative as soon as they reach the top); an empty stack means the root rule is complete. A code point
+// advances every stack whose top class matches it and drops the others; no stack left means the text is rejected.
+// Text arrives as the bytes of tokens, so a token may end inside a UTF-8 sequence: the state keeps the sequence's
+// first bytes, and a token ending so is allowed when some stack could still match a code point that starts with them.
+//
+// Bounded: a step that would expand more than GrammarMatchLimits::max_expansions stack entries, or keep more than
+// max_stacks stacks (ambiguous grammars multiply them), throws Error(UNSUPPORTED, "grammar: ...") instead of running on.
+// Not thread-safe for one object; copies are independent (a speculative tree keeps one per node it explores).
+#pragma once
+
+#include "grammar/grammar.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace specula::internal {
+
+class Vocab;
+
+struct GrammarMatchLimits {
+    size_t max_stacks = 4096;
+    size_t max_expansions = size_t(1) << 20;  // per code point
+};
+
+// A vocabulary as the matcher reads it: each token's bytes (Vocab::token_to_piece with special tokens rendered, as
+// llama.cpp's grammar sampler reads them), which tokens end generation, and the tokens sorted by their bytes so
+// that tokens sharing a prefix are matched through it once.
+class GrammarVocab {
+public:
+    explicit GrammarVocab(const Vocab &vocab);
+    // For tests: the pieces of a made-up vocabulary, and which of them end generation.
+    GrammarVocab(std::vector<std::string> pieces, std::vector<bool> eog);
+
+    int32_t size() const { return int32_t(pieces_.size()); }
+    const std::string &piece(int32_t token) const { return pieces_[size_t(token)]; }
+    bool is_eog(int32_t token) const { return eog_[size_t(token)]; }
+
+private:
+    friend class GrammarMatcher;
+    void index();
+    std::vector<std::string> pieces_;
+    std::vector<bool> eog_;
+    std::vector<int32_t> sorted_;     // tokens with a non-empty piece that do not end generation, by their bytes
+    std::vector<uint32_t> shared_;    // shared_[i]: bytes sorted_[i] shares with sorted_[i - 1] at its start
+};
+
+class GrammarMatcher {
+public:
+    explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar, const GrammarMatchLimits &limits = GrammarMatchLimits{});
+
+    const Grammar &grammar() const { return *grammar_; }
+
+    // Whether the grammar can continue with these bytes (a token's text), and advancing by them. accept() returns
+    // false and leaves the state unchanged when it cannot.
+    bool accepts(std::string_view bytes) const;
+    bool accept(std::string_view bytes);
+    // The text so far is a whole match of the root rule (no UTF-8 sequence left open): generation may end here.
+    bool can_end() const;
+    // No character can come next (only the end): the grammar is done.
+    bool finished() const;
+
+    // The token's text may come next: an end-of-generation token when can_end(), another token when its bytes are
+    // accepted; a token whose text is empty never.
+    bool allows(const GrammarVocab &vocab, int32_t token) const;
+    bool accept_token(const GrammarVocab &vocab, int32_t token);
+    // allowed[t] = allows(vocab, t) for every token, tokens with a common prefix matched through it once.
+    void allowed_tokens(const GrammarVocab &vocab, std::vector<uint8_t> &allowed) const;
+
+    size_t n_stacks() const { return state_.stacks.size(); }
+
+private:
+    using Stack = std::vector<const GrammarElement *>;
+    struct State {
+        std::vector<Stack> stacks;
+        uint32_t partial = 0;   // the bits of an open UTF-8 sequence
+        uint8_t pending = 0;    // its continuation bytes still to come
+    };
+
+    std::shared_ptr<const Grammar> grammar_;
+    GrammarMatchLimits limits_;
+    State state_;
+
+    void expand(Stack stack, std::vector<Stack> &out) const;
+    void step_codepoint(const State &in, uint32_t cp, State &out) const;
+    // One byte of text: false when the text is rejected there (out is then unspecified).
+    bool step_byte(const State &in, uint8_t byte, State &out) const;
+    bool open_sequence_possible(const State &s) const;
+    bool run(const State &from, std::string_view bytes, State &out) const;
+};
+
+}  // namespace specula::internal
