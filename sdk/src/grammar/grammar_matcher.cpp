@@ -287,4 +287,65 @@ void GrammarMatcher::allowed_tokens(const GrammarVocab &vocab, std::vector<uint8
     }
 }
 
+std::vector<uint32_t> GrammarMatcher::save() const {
+    std::vector<uint32_t> w{state_.partial, state_.pending, uint32_t(state_.stacks.size())};
+    for (const Stack &s : state_.stacks) {
+        w.push_back(uint32_t(s.size()));
+        for (const GrammarElement *e : s) {
+            // Which rule holds the element (rules are separate vectors).
+            uint32_t rule = 0;
+            while (rule < grammar_->n_rules()) {
+                const auto &r = grammar_->rule(rule);
+                if (e >= r.data() && e < r.data() + r.size()) break;
+                ++rule;
+            }
+            w.push_back(rule);
+            w.push_back(uint32_t(e - grammar_->rule(rule).data()));
+        }
+    }
+    require(w.size() <= kMaxSavedWords, SPECULA_ERR_UNSUPPORTED, "grammar: the parse state is too large to save");
+    return w;
+}
+
+GrammarMatcher GrammarMatcher::restore(std::shared_ptr<const Grammar> grammar, const std::vector<uint32_t> &words,
+                                       const GrammarMatchLimits &limits) {
+    GrammarMatcher m(std::move(grammar), limits);
+    const Grammar &g = *m.grammar_;
+    auto bad = [](const std::string &what) { return Error(SPECULA_ERR_FORMAT, "snapshot: the grammar's state " + what); };
+    size_t at = 0;
+    auto next = [&]() -> uint32_t {
+        if (at >= words.size()) throw bad("ends early");
+        return words[at++];
+    };
+    if (words.size() > kMaxSavedWords) throw bad("is too large");
+    State s;
+    s.partial = next();
+    const uint32_t pending = next();
+    if (pending > 3 || s.partial >= (uint32_t(1) << 21) || (pending == 0 && s.partial != 0)) throw bad("has a broken UTF-8 sequence");
+    s.pending = uint8_t(pending);
+    const uint32_t n = next();
+    if (n > limits.max_stacks) throw bad("has too many stacks");
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t depth = next();
+        if (depth > words.size() - at) throw bad("ends early");
+        Stack st;
+        for (uint32_t d = 0; d < depth; ++d) {
+            const uint32_t rule = next(), index = next();
+            if (rule >= g.n_rules() || index >= g.rule(rule).size()) throw bad("points outside the grammar");
+            const GrammarElement *e = g.rule(rule).data() + index;
+            const bool class_start = e->op == GrammarOp::kChar || e->op == GrammarOp::kCharNot || e->op == GrammarOp::kCharAny;
+            // The top is a class to match next; the elements below continue rules after a reference.
+            if (d + 1 == depth ? !class_start
+                               : (ends_sequence(e) || e->op == GrammarOp::kCharAlt || e->op == GrammarOp::kCharRangeUpper || index == 0 ||
+                                  g.rule(rule)[index - 1].op != GrammarOp::kRuleRef))
+                throw bad("holds an element no parse could");
+            st.push_back(e);
+        }
+        s.stacks.push_back(std::move(st));
+    }
+    if (at != words.size()) throw bad("has bytes after its end");
+    m.state_ = std::move(s);
+    return m;
+}
+
 }  // namespace specula::internal

@@ -75,6 +75,15 @@ public:
 
     size_t n_stacks() const { return state_.stacks.size(); }
 
+    // The state as numbers, for snapshots: the open UTF-8 sequence (bits, bytes to come), the number of stacks, then
+    // each stack's depth and its elements as (rule id, index in the rule). restore() reads them back for the same
+    // grammar and checks that every element is one a matcher could hold there; Error(FORMAT) when not.
+    std::vector<uint32_t> save() const;
+    static GrammarMatcher restore(std::shared_ptr<const Grammar> grammar, const std::vector<uint32_t> &words,
+                                  const GrammarMatchLimits &limits = GrammarMatchLimits{});
+    // The most words save() gives: restore() refuses more.
+    static constexpr size_t kMaxSavedWords = size_t(1) << 22;
+
 private:
     using Stack = std::vector<const GrammarElement *>;
     struct State {

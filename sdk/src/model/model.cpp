@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "grammar/grammar_matcher.h"
 
 #include <map>
 
@@ -25,6 +26,12 @@ const char *file_type_name(int64_t ftype) {
 }  // namespace
 
 Model::~Model() = default;
+
+std::shared_ptr<const GrammarVocab> Model::grammar_vocab() const {
+    std::lock_guard<std::mutex> lock(grammar_vocab_mutex_);
+    if (!grammar_vocab_) grammar_vocab_ = std::make_shared<const GrammarVocab>(vocab_);
+    return grammar_vocab_;
+}
 
 std::shared_ptr<const Model> Model::load(const std::string &path, const LoadOptions &options) {
     const double t0 = now_ms();

@@ -12,9 +12,12 @@
 #include <functional>
 #include <vector>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace specula::internal {
+
+class GrammarVocab;
 
 struct LoadOptions {
     bool use_mmap = true;
@@ -44,6 +47,10 @@ public:
         return fingerprint_.get(file_.bytes().data(), file_.bytes().size(), pool);
     }
 
+    // The vocabulary as grammars match it (grammar/grammar_matcher.h), made on first use (every token's text,
+    // sorted) and shared by the sessions on this model. Thread-safe.
+    std::shared_ptr<const GrammarVocab> grammar_vocab() const;
+
     // Data backends derive from the weights and keep while the model lives (the CPU's packed matrices).
     const BackendCache &backend_cache() const { return backend_cache_; }
 
@@ -64,6 +71,8 @@ private:
     bool vocab_only_ = false;
     LazyFingerprint fingerprint_;
     BackendCache backend_cache_;
+    mutable std::mutex grammar_vocab_mutex_;
+    mutable std::shared_ptr<const GrammarVocab> grammar_vocab_;
 };
 
 }  // namespace specula::internal

@@ -16,6 +16,8 @@ std::string sampler_config_problem(const SamplerConfig &c) {
     if (c.penalty_last_n < -1) return "sampler: penalty_last_n must be >= -1";
     if (!(std::isfinite(c.context_penalty) && c.context_penalty > 0.0f)) return "sampler: context_penalty must be a finite number > 0";
     if (c.context_penalty_window < -1) return "sampler: context_penalty_window must be >= -1";
+    if (c.grammar.size() > kMaxGrammarBytes) return "sampler: the grammar is longer than " + std::to_string(kMaxGrammarBytes) + " bytes";
+    if (!c.grammar.empty() && c.grammar_root.empty()) return "sampler: the grammar's start rule has no name";
     return "";
 }
 
@@ -30,6 +32,13 @@ Sampler::Sampler(const SamplerConfig &config) : config_(config), rng_(config.see
     // step to their own logits through process_logits().
     contextual_penalty_ = config.context_penalty != 1.0f && config.context_penalty_window != 0;
     if (contextual_penalty_) steps_.push_back(make_contextual_penalty(config.context_penalty_window, config.context_penalty));
+    n_logit_steps_ = steps_.size();
+    if (!config.grammar.empty()) {
+        require(config.grammar.size() <= kMaxGrammarBytes, SPECULA_ERR_INVALID_ARGUMENT,
+                "grammar: longer than " + std::to_string(kMaxGrammarBytes) + " bytes");
+        grammar_ = Grammar::parse(config.grammar, config.grammar_root);
+        grammar_state_.emplace(grammar_);
+    }
     if (greedy()) return;
     // llama.cpp's order: top-k, top-p, min-p, then temperature.
     if (config.top_k > 0) steps_.push_back(make_top_k(config.top_k));
@@ -38,9 +47,14 @@ Sampler::Sampler(const SamplerConfig &config) : config_(config), rng_(config.see
     steps_.push_back(make_temperature(config.temperature));
 }
 
-void Sampler::distribution(const float *logits, int32_t n_vocab, std::span<const int32_t> history, Candidates &out) const {
+void Sampler::distribution(const float *logits, int32_t n_vocab, std::span<const int32_t> history, Candidates &out,
+                           const GrammarMatcher *grammar) const {
     out.reset(logits, n_vocab);
-    for (const auto &step : steps_) step->apply(out, history);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+        if (i == n_logit_steps_ && grammar_) constrain(out, grammar ? *grammar : *grammar_state_);
+        steps_[i]->apply(out, history);
+    }
+    if (steps_.size() == n_logit_steps_ && grammar_) constrain(out, grammar ? *grammar : *grammar_state_);
     if (greedy()) {
         out.keep_top(1);
         out.items[0].p = 1.0f;
@@ -49,8 +63,8 @@ void Sampler::distribution(const float *logits, int32_t n_vocab, std::span<const
     out.normalize();
 }
 
-int32_t Sampler::sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history) {
-    distribution(logits, n_vocab, history, scratch_);
+int32_t Sampler::sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history, const GrammarMatcher *grammar) {
+    distribution(logits, n_vocab, history, scratch_, grammar);
     if (greedy()) return scratch_.items[0].id;
     return draw(scratch_, next_key());
 }
@@ -73,6 +87,62 @@ int32_t Sampler::draw(const Candidates &c, uint64_t key) {
 
 void Sampler::process_logits(float *logits, int32_t n_vocab, std::span<const int32_t> history) const {
     if (contextual_penalty_) apply_contextual_penalty(logits, n_vocab, history, config_.context_penalty_window, config_.context_penalty);
+}
+
+const GrammarVocab &Sampler::vocab() const {
+    require(grammar_vocab_ != nullptr, SPECULA_ERR_INTERNAL, "sampler: a grammar without a vocabulary");
+    return *grammar_vocab_;
+}
+
+void Sampler::constrain(Candidates &c, const GrammarMatcher &state) const {
+    const GrammarVocab &v = vocab();
+    // Greedy and top-k keep only the most likely allowed tokens: look for them among the most likely tokens first,
+    // one by one, before matching the whole vocabulary (the same tokens either way: the allowed ones in the order
+    // of Candidates::sort, first `need` of them).
+    const size_t need = greedy() ? 1 : config_.top_k > 0 ? size_t(config_.top_k) : 0;
+    if (need > 0 && need <= 16) {
+        const size_t probe = std::min(c.items.size(), size_t(64));
+        const auto before = [](const Candidate &a, const Candidate &b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+        std::partial_sort(c.items.begin(), c.items.begin() + ptrdiff_t(probe), c.items.end(), before);
+        c.sorted = false;
+        size_t picked[16];
+        size_t found = 0;
+        for (size_t i = 0; i < probe && found < need; ++i)
+            if (state.allows(v, c.items[i].id)) picked[found++] = i;
+        if (found == need || probe == c.items.size()) {
+            require(found > 0, SPECULA_ERR_INVALID_ARGUMENT, "grammar: no token of the vocabulary can continue the text here");
+            for (size_t j = 0; j < found; ++j) c.items[j] = c.items[picked[j]];  // picked[j] >= j: read before written
+            c.items.resize(found);
+            c.sorted = true;
+            return;
+        }
+        // Not enough among them: the whole vocabulary.
+    }
+    std::vector<uint8_t> allowed;
+    state.allowed_tokens(v, allowed);
+    size_t kept = 0;
+    for (size_t i = 0; i < c.items.size(); ++i)
+        if (size_t(c.items[i].id) < allowed.size() && allowed[size_t(c.items[i].id)]) c.items[kept++] = c.items[i];  // ids past the vocabulary: padding
+    require(kept > 0, SPECULA_ERR_INVALID_ARGUMENT, "grammar: no token of the vocabulary can continue the text here");
+    c.items.resize(kept);
+}
+
+void Sampler::accept(int32_t token) {
+    if (grammar_state_) advance(*grammar_state_, token);
+}
+
+void Sampler::advance(GrammarMatcher &state, int32_t token) const {
+    require(state.accept_token(vocab(), token), SPECULA_ERR_INTERNAL, "sampler: the grammar does not allow an emitted token");
+}
+
+bool Sampler::allows(const GrammarMatcher *state, int32_t token) const {
+    if (!grammar_) return true;
+    return (state ? *state : *grammar_state_).allows(vocab(), token);
+}
+
+void Sampler::set_grammar_state(GrammarMatcher state) {
+    require(grammar_ != nullptr, SPECULA_ERR_INTERNAL, "sampler: a grammar state without a grammar");
+    grammar_state_.emplace(std::move(state));
 }
 
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }

@@ -2,11 +2,13 @@
 // argmax after the penalties (and TokenSwift's contextual penalty), ties to the lowest id, as llama.cpp.
 #pragma once
 
+#include "grammar/grammar_matcher.h"
 #include "sampling/candidates.h"
 #include "sampling/sampler_steps.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -26,7 +28,16 @@ struct SamplerConfig {
     float context_penalty = 1.0f;  // TokenSwift's contextual penalty theta (1 = off)
     int32_t context_penalty_window = 1024;  // tokens of history it looks at (-1 = all)
     uint64_t seed = 0;
+    // A GBNF grammar the generated text must follow (grammar/grammar.h; empty: none) and its start rule. The
+    // sampler draws from the constrained distribution: tokens the grammar cannot continue with are removed after
+    // the penalties and before top-k (llama.cpp's grammar sampler, applied to every candidate), an end-of-generation
+    // token only where the grammar is complete.
+    std::string grammar;
+    std::string grammar_root = "root";
 };
+
+// The longest grammar text a sampler takes (a JSON schema's grammar is a few kilobytes).
+inline constexpr size_t kMaxGrammarBytes = size_t(1) << 20;
 
 // The first setting out of the range a sampler accepts ("sampler: repeat_penalty must be > 0", ...), or "" when all
 // are in range. The C ABI refuses such settings; a snapshot holding them is damaged.
@@ -34,16 +45,36 @@ std::string sampler_config_problem(const SamplerConfig &config);
 
 class Sampler {
 public:
+    // Throws Error(INVALID_ARGUMENT, "grammar: ...") for a grammar that does not parse.
     explicit Sampler(const SamplerConfig &config);
 
     const SamplerConfig &config() const { return config_; }
     bool greedy() const { return config_.temperature <= 0.0f; }
 
     // The distribution the next token is drawn from: the chain applied to the logits, normalized. For greedy
-    // sampling it holds the single argmax token with p = 1.
-    void distribution(const float *logits, int32_t n_vocab, std::span<const int32_t> history, Candidates &out) const;
+    // sampling it holds the single argmax token with p = 1. With a grammar, `grammar` is its state before the token
+    // (nullptr: the sampler's own, after the tokens accept() was given); Error(INVALID_ARGUMENT) when it allows no token.
+    void distribution(const float *logits, int32_t n_vocab, std::span<const int32_t> history, Candidates &out,
+                      const GrammarMatcher *grammar = nullptr) const;
     // Draws the next token (unless greedy, takes the next key: one word of the random generator per token).
-    int32_t sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history);
+    int32_t sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history, const GrammarMatcher *grammar = nullptr);
+
+    // The grammar (SamplerConfig::grammar): its state follows the tokens given to accept() since the sampler was
+    // made (the session gives it every token it emits). The vocabulary it matches tokens in is the model's, bound by
+    // the session before the first use.
+    bool has_grammar() const { return grammar_ != nullptr; }
+    const std::shared_ptr<const Grammar> &grammar() const { return grammar_; }
+    void bind_vocab(std::shared_ptr<const GrammarVocab> vocab) { grammar_vocab_ = std::move(vocab); }
+    const GrammarMatcher *grammar_state() const { return grammar_state_ ? &*grammar_state_ : nullptr; }
+    // Advances the sampler's grammar by an emitted token (nothing without a grammar, or for an end-of-generation
+    // token); advance() the same on another state (a speculative tree's path). Error(INTERNAL) for a token the
+    // grammar does not allow (the sampler never draws one).
+    void accept(int32_t token);
+    void advance(GrammarMatcher &state, int32_t token) const;
+    // Whether the grammar state allows the token (true without a grammar): drafters drop the branches it rejects.
+    bool allows(const GrammarMatcher *state, int32_t token) const;
+    // A state read back from a snapshot (GrammarMatcher::restore's format).
+    void set_grammar_state(GrammarMatcher state);
     // Applies, in place on a dense logits array, only the steps that must act identically on a drafter's logits
     // and the target's (today: TokenSwift's contextual penalty, when enabled; otherwise nothing). Speculative
     // drafters call it on their raw logits, with the history the drafted token would have.
@@ -73,9 +104,17 @@ public:
     void set_rng_state(const std::string &state);
 
 private:
+    // Removes what the grammar rejects from the candidates (the top `need` allowed ones suffice when need > 0).
+    void constrain(Candidates &c, const GrammarMatcher &state) const;
+    const GrammarVocab &vocab() const;
+
     SamplerConfig config_;
     bool contextual_penalty_ = false;
     std::vector<std::unique_ptr<SamplerStep>> steps_;
+    size_t n_logit_steps_ = 0;  // steps_[0, n) act on each token's logit alone (penalties); the grammar follows them
+    std::shared_ptr<const Grammar> grammar_;
+    std::optional<GrammarMatcher> grammar_state_;
+    std::shared_ptr<const GrammarVocab> grammar_vocab_;
     std::mt19937_64 rng_;
     Candidates scratch_;
 };

@@ -34,6 +34,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionConfig &config
       runner_(config.make_runner ? config.make_runner(model_, choose_n_ctx(*model_, config.n_ctx), *pool_)
                                  : make_target_runner(model_, choose_n_ctx(*model_, config.n_ctx), *pool_, config.backend, backend_note_)),
       sampler_(sampler) {
+    if (sampler_.has_grammar()) sampler_.bind_vocab(model_->grammar_vocab());
     runner_->set_cancel_flag(&cancel_requested_);
     require(config_.n_batch > 0 && config_.n_batch <= 4096, SPECULA_ERR_INVALID_ARGUMENT, "session: n_batch must be in [1, 4096]");
     logits_.init(model_->hparams().n_vocab);
@@ -50,7 +51,9 @@ Session::Session(std::shared_ptr<const Model> model, const SessionConfig &config
 }
 
 void Session::set_sampler(const SamplerConfig &config) {
-    sampler_ = Sampler(config);
+    Sampler sampler(config);
+    if (sampler.has_grammar()) sampler.bind_vocab(model_->grammar_vocab());
+    sampler_ = std::move(sampler);
     drop_ready();  // verified under the old sampler
 }
 
@@ -238,6 +241,7 @@ specula_status Session::step(StepResult &out) {
         return SPECULA_OK;
     }
     if (tokens_.size() >= size_t(n_ctx())) shift_context();  // only with the shift on (checked above)
+    sampler_.accept(token);  // the grammar's state follows the emitted tokens
     tokens_.push_back(token);
     last_token_generated_ = true;
     if (spec_.attached()) spec_.shadow_settle(tokens_);

@@ -221,7 +221,7 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
     SpeculativePart spec;
     if (full) {
         {
-            const std::vector<uint8_t> raw = decode_section(section(kTagSampler, "SAMP"), 1 << 16, "SAMP");
+            const std::vector<uint8_t> raw = decode_section(section(kTagSampler, "SAMP"), sampler_part_bound(), "SAMP");
             ByteReader r(raw, "snapshot: SAMP section");
             sampler = read_sampler_part(r);
         }
@@ -278,6 +278,7 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         drop_ready();
         if (full) {
             sampler_ = std::move(*sampler);
+            if (sampler_.has_grammar()) sampler_.bind_vocab(model_->grammar_vocab());
             // The pending round: its rows become path nodes 0..k-1 of an otherwise empty tree.
             spec_.restore(std::move(spec.ready), std::move(spec.stats));
             logits_.restore_round(std::move(spec.ready_rows), spec_.pending().size());

@@ -106,15 +106,41 @@ SessionPart read_session_part(ByteReader &r, bool full, int32_t n_vocab, int32_t
     return p;
 }
 
+uint64_t sampler_part_bound() { return (uint64_t(1) << 16) + 2 * uint64_t(kMaxGrammarBytes) + 4 * uint64_t(GrammarMatcher::kMaxSavedWords); }
+
 void write_sampler_part(ByteWriter &w, const Sampler &sampler) {
     write_sampler_config(w, sampler.config());
     w.put_string(sampler.rng_state());
+    // A grammar, after the rest (a snapshot without one reads as before): its text, start rule and parse state.
+    if (sampler.has_grammar()) {
+        w.put_string(sampler.config().grammar);
+        w.put_string(sampler.config().grammar_root);
+        const std::vector<uint32_t> state = sampler.grammar_state()->save();
+        w.put_array(std::span<const uint32_t>(state));
+    }
 }
 
 std::unique_ptr<Sampler> read_sampler_part(ByteReader &r) {
-    auto sampler = std::make_unique<Sampler>(read_sampler_config(r));
-    sampler->set_rng_state(r.get_string(16384));
+    SamplerConfig config = read_sampler_config(r);
+    const std::string rng = r.get_string(16384);
+    std::vector<uint32_t> grammar_state;
+    if (r.remaining() > 0) {
+        config.grammar = r.get_string(kMaxGrammarBytes);
+        config.grammar_root = r.get_string(4096);
+        r.check(!config.grammar.empty(), "an empty grammar");
+        grammar_state = r.get_array<uint32_t>(GrammarMatcher::kMaxSavedWords);
+    }
     r.expect_end();
+    std::unique_ptr<Sampler> sampler;
+    try {
+        sampler = std::make_unique<Sampler>(config);
+    } catch (const Error &e) {
+        // The grammar parsed when it was saved: now it does not, so the bytes are damaged.
+        if (e.status() == SPECULA_ERR_INVALID_ARGUMENT) r.check(false, std::string("its grammar does not parse (") + e.what() + ")");
+        throw;
+    }
+    sampler->set_rng_state(rng);
+    if (sampler->has_grammar()) sampler->set_grammar_state(GrammarMatcher::restore(sampler->grammar(), grammar_state));
     return sampler;
 }
 

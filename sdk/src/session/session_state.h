@@ -42,6 +42,8 @@ SessionPart read_session_part(ByteReader &r, bool full, int32_t n_vocab, int32_t
 // The decoded size a SESS section may have (the logits and the held-back text dominate).
 uint64_t session_part_bound(int32_t n_vocab);
 
+// The most bytes a SAMP section holds: the settings and generator (well under 64 KiB) and a grammar with its state.
+uint64_t sampler_part_bound();
 void write_sampler_part(ByteWriter &w, const Sampler &sampler);
 std::unique_ptr<Sampler> read_sampler_part(ByteReader &r);
 

@@ -1,10 +1,12 @@
 #include "beam_tree.h"
 
+#include "core/error.h"
 #include "sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 namespace specula::internal {
 namespace {
@@ -70,6 +72,10 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
     std::vector<int32_t> cand_ids;
     const bool may_topk = score_topk && !sample_chain && !request.process_logits;
     Candidates q;
+    // A sampled chain under a grammar: q is constrained by the grammar's state after the chain so far, as the
+    // target's distribution at that node will be.
+    std::optional<GrammarMatcher> grammar;
+    if (sample_chain && request.sampler->has_grammar()) grammar = *request.sampler->grammar_state();
     int32_t first = 0, count = 1;  // the level whose children are chosen next
     for (int32_t level = 0; level < shape.depth() && tree.size() < request.node_budget; ++level) {
         const int32_t width = std::min(shape.widths[size_t(level)], request.node_budget - tree.size());
@@ -101,11 +107,24 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
             // Sampled chain: one child drawn from q = the sampler chain on the draft logits.
             float *row = logits.data();
             path_history(tree, first, request.tokens, request.history_window, history);
-            request.sampler->distribution(row, n_vocab, history, q);
+            if (grammar) {
+                // The draft may give every token the grammar allows no weight (e.g. ids past its vocabulary): the
+                // chain then ends here.
+                try {
+                    request.sampler->distribution(row, n_vocab, history, q, &*grammar);
+                } catch (const Error &e) {
+                    if (e.status() != SPECULA_ERR_INVALID_ARGUMENT) throw;
+                    break;
+                }
+            } else {
+                request.sampler->distribution(row, n_vocab, history, q);
+            }
             if (!request.draw_keys.empty()) {
                 // Coupled: the race the target runs at this depth, with q's clocks (verifier.h).
                 if (size_t(level) >= request.draw_keys.size()) break;
-                first = tree.add(first, Sampler::draw(q, request.draw_keys[size_t(level)]));
+                const int32_t token = Sampler::draw(q, request.draw_keys[size_t(level)]);
+                first = tree.add(first, token);
+                if (grammar) request.sampler->advance(*grammar, token);
                 cum.push_back(0.0f);
                 count = 1;
                 continue;
@@ -115,6 +134,7 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
             const int32_t token = request.sampler->draw(q);
             const int32_t child = tree.add(first, token);
             tree.set_child_distribution(first, std::move(dense));
+            if (grammar) request.sampler->advance(*grammar, token);
             cum.push_back(0.0f);
             first = child;
             count = 1;

@@ -24,6 +24,7 @@ bool plan_tree_sampling(const DraftTree &tree, const Sampler &sampler, std::span
                         TreeSamplingPlan &plan) {
     const SamplerConfig &c = sampler.config();
     const int32_t n = tree.size();
+    if (sampler.has_grammar()) return false;  // the device walk has no grammar: the host verifier applies it
     if (!sampler.greedy())
         for (int32_t i = 0; i < n; ++i)
             if (tree.has_child_distribution(i)) return false;

@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 
+#include <optional>
+
 namespace specula::internal {
 namespace {
 
@@ -30,6 +32,15 @@ VerifyOutcome verify_tree(const DraftTree &tree, const std::function<const float
     VerifyOutcome result;
     const size_t history_size = history.size();
     Candidates p;
+    // With a grammar, a node's distribution is constrained by the grammar's state after its path (the sampler's
+    // state, then each accepted token).
+    std::optional<GrammarMatcher> grammar;
+    if (sampler.has_grammar()) grammar = *sampler.grammar_state();
+    const GrammarMatcher *state = grammar ? &*grammar : nullptr;
+    auto descend = [&](int32_t token) {
+        history.push_back(token);
+        if (grammar) sampler.advance(*grammar, token);
+    };
     int32_t node = 0;
     for (;;) {
         const float *row = row_of(node);
@@ -40,7 +51,7 @@ VerifyOutcome verify_tree(const DraftTree &tree, const std::function<const float
             for (int32_t c = node + 1; c < tree.size() && child < 0; ++c)
                 if (tree.parent(c) == node) child = c;
             require(child >= 0 && q.size() == size_t(n_vocab), SPECULA_ERR_INTERNAL, "verifier: malformed sampled draft");
-            sampler.distribution(row, n_vocab, history, p);
+            sampler.distribution(row, n_vocab, history, p, state);
             const int32_t token = tree.token(child);
             double p_token = 0.0;
             for (const Candidate &c : p.items)
@@ -49,7 +60,7 @@ VerifyOutcome verify_tree(const DraftTree &tree, const std::function<const float
             const double u = sampler.uniform();
             if (q_token > 0.0 && u * q_token < p_token) {
                 result.path.push_back(child);
-                history.push_back(token);
+                descend(token);
                 node = child;
                 continue;
             }
@@ -68,14 +79,14 @@ VerifyOutcome verify_tree(const DraftTree &tree, const std::function<const float
             result.bonus = draw(p.items, w, total, sampler.uniform());
             break;
         }
-        const int32_t y = sampler.sample(row, n_vocab, history);
+        const int32_t y = sampler.sample(row, n_vocab, history, state);
         const int32_t child = tree.find_child(node, y);
         if (child < 0) {
             result.bonus = y;
             break;
         }
         result.path.push_back(child);
-        history.push_back(y);
+        descend(y);
         node = child;
     }
     history.resize(history_size);
