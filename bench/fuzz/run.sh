@@ -27,7 +27,7 @@ JOBS=2
 TARGETS=""
 BUILD_DIR="$ROOT/build-fuzz"
 ALL_TARGETS=(gguf_model draft_load tokenizer_stories260K tokenizer_llama-spm tokenizer_llama-bpe tokenizer_gpt-2 tokenizer_qwen2
-             tokenizer_deepseek-coder tokenizer_phi-3 chat_template snapshot_load serve_request serve_json)
+             tokenizer_deepseek-coder tokenizer_phi-3 chat_template grammar snapshot_load serve_request serve_json)
 
 usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do

@@ -735,6 +735,87 @@ TEST_CASE("chat templates", "[catalogue][files]") {
     run_table(table);
 }
 
+// ---- grammars ---------------------------------------------------------------------------------------------
+
+TEST_CASE("grammars", "[catalogue][grammar]") {
+    ModelPtr model{load_model(kModel)};
+    specula_session *s = new_session(model.m);
+    specula_error *err = nullptr;
+    // A session whose sampler is set to `gbnf`; after a refusal the session keeps its sampler and still generates.
+    auto with_grammar = [&](const std::string &gbnf, const char *root = nullptr) {
+        specula_sampler_options sa;
+        specula_sampler_options_init(&sa);
+        sa.grammar = gbnf.c_str();
+        sa.grammar_root = root;
+        const Outcome o = outcome(specula_session_set_sampler(s, &sa, &err), err);
+        if (o.status != SPECULA_OK) {
+            REQUIRE(specula_session_rewind(s, 0, &err) == SPECULA_OK);
+            REQUIRE(specula_session_append_text(s, "Once", 4, SPECULA_TOKENIZE_ADD_SPECIAL, &err) == SPECULA_OK);
+            specula_generate_options g;
+            specula_generate_options_init(&g);
+            g.max_tokens = 4;
+            specula_stop_reason stop;
+            CHECK(specula_session_generate(s, &g, nullptr, nullptr, &stop, &err) == SPECULA_OK);
+        }
+        return o;
+    };
+    std::string nested = "root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')');
+    std::string huge((size_t(1) << 20) + 1, ' ');  // specula.h: at most 1 MiB
+    huge.replace(0, 14, "root ::= \"a\"  ");
+    const std::vector<Entry> table = {
+        {"grammar-undefined-rule", "root ::= value, no rule value", SPECULA_ERR_INVALID_ARGUMENT, "undefined rule 'value' at line 1, column 10",
+         [&] { return with_grammar("root ::= value"); }},
+        {"grammar-no-root", "a grammar without the start rule", SPECULA_ERR_INVALID_ARGUMENT, "no rule named 'root'",
+         [&] { return with_grammar("start ::= \"a\""); }},
+        {"grammar-other-root", "grammar_root \"start\" names the start rule", SPECULA_OK, "",
+         [&] { return with_grammar("start ::= [a-z]+", "start"); }},
+        {"grammar-left-recursion", "expr ::= expr \"+\" term | term (a matcher would loop)", SPECULA_ERR_INVALID_ARGUMENT, "left-recursive",
+         [&] { return with_grammar("root ::= expr\nexpr ::= expr \"+\" term | term\nterm ::= [0-9]+"); }},
+        {"grammar-unclosed-literal", "a literal without its closing quote", SPECULA_ERR_INVALID_ARGUMENT, "never closed",
+         [&] { return with_grammar("root ::= \"abc"); }},
+        {"grammar-unclosed-group", "a group without its closing parenthesis", SPECULA_ERR_INVALID_ARGUMENT, "group that is never closed",
+         [&] { return with_grammar("root ::= (\"a\" | \"b\""); }},
+        {"grammar-bad-escape", "the escape \\q", SPECULA_ERR_INVALID_ARGUMENT, "unknown escape", [&] { return with_grammar("root ::= \"\\q\""); }},
+        {"grammar-invalid-utf8", "a lone continuation byte in a literal", SPECULA_ERR_INVALID_ARGUMENT, "invalid UTF-8",
+         [&] { return with_grammar("root ::= \"\x80\""); }},
+        {"grammar-huge-repetition", "\"a\"{1000000}", SPECULA_ERR_INVALID_ARGUMENT, "repetition count above", [&] { return with_grammar("root ::= \"a\"{1000000}"); }},
+        {"grammar-deep-nesting", "groups nested 300 deep", SPECULA_ERR_INVALID_ARGUMENT, "nested deeper", [&] { return with_grammar(nested); }},
+        {"grammar-too-long", "a grammar of 1 MiB + 1 byte", SPECULA_ERR_INVALID_ARGUMENT, "longer than 1 MiB", [&] { return with_grammar(huge); }},
+        {"grammar-duplicate-rule", "root defined twice", SPECULA_ERR_INVALID_ARGUMENT, "defined twice",
+         [&] { return with_grammar("root ::= \"a\"\nroot ::= \"b\""); }},
+        {"grammar-session-create", "specula_session_create with a grammar that does not parse", SPECULA_ERR_INVALID_ARGUMENT, "undefined rule",
+         [&] {
+             specula_sampler_options sa;
+             specula_sampler_options_init(&sa);
+             sa.grammar = "root ::= x";
+             specula_session *out = nullptr;
+             const Outcome o = outcome(specula_session_create(model.m, nullptr, &sa, &out, &err), err);
+             CHECK(out == nullptr);
+             return o;
+         }},
+        {"grammar-impossible", "a code point no UTF-8 sequence encodes: generation fails, no token is made up", SPECULA_ERR_INVALID_ARGUMENT,
+         "no token of the vocabulary can continue",
+         [&] {
+             specula_sampler_options sa;
+             specula_sampler_options_init(&sa);
+             sa.grammar = "root ::= \"\\UFFFFFFFF\"";
+             REQUIRE(specula_session_set_sampler(s, &sa, &err) == SPECULA_OK);
+             REQUIRE(specula_session_rewind(s, 0, &err) == SPECULA_OK);
+             REQUIRE(specula_session_append_text(s, "Once", 4, SPECULA_TOKENIZE_ADD_SPECIAL, &err) == SPECULA_OK);
+             specula_generate_options g;
+             specula_generate_options_init(&g);
+             g.max_tokens = 4;
+             specula_stop_reason stop;
+             const int32_t before = specula_session_n_tokens(s);
+             const Outcome o = outcome(specula_session_generate(s, &g, nullptr, nullptr, &stop, &err), err);
+             CHECK(specula_session_n_tokens(s) == before);  // nothing was added
+             return o;
+         }},
+    };
+    run_table(table);
+    specula_session_destroy(s);
+}
+
 // ---- C ABI misuse -------------------------------------------------------------------------------------------
 
 TEST_CASE("C ABI misuse", "[catalogue][abi]") {

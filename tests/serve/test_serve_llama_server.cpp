@@ -327,3 +327,31 @@ TEST_CASE("a seeded sampled request gets the same text with and without a drafte
     }
     CHECK(!texts[0].empty());
 }
+
+TEST_CASE("a grammar constrains /completion and /v1/chat/completions, with a drafter too; one that does not parse is a 400", "[serve][grammar]") {
+    const std::string draft = std::string(SPECULA_SOURCE_DIR) + "/models/drafts/stories260K.longspec.gguf";
+    for (const std::vector<std::string> &flags : std::vector<std::vector<std::string>>{{"--spec", "none"}, {"--draft", draft, "--spec", "ngram"}}) {
+        std::vector<std::string> args = {"-m", bundled_model(), "-c", "512"};
+        args.insert(args.end(), flags.begin(), flags.end());
+        ServerProcess server(args);
+        auto c = server.client();
+        // llama-server's own case (test_completion_with_grammar): five a's, then the end, within 6 tokens.
+        const Reply five = post(c, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 6}, {"temperature", 0},
+                                                       {"grammar", "root ::= \"a\"{5,5}"}});
+        INFO(flags.back() << ": " << five.body.substr(0, 400));
+        REQUIRE(five.status == 200);
+        CHECK(five.data["content"] == "aaaaa");
+        CHECK(five.data["stop_type"] == "eos");
+        CHECK(five.data["generation_settings"]["grammar"] == "root ::= \"a\"{5,5}");
+        // Sampled, in a chat: one of the grammar's words.
+        const Reply chat = post(c, "/v1/chat/completions",
+                                json{{"messages", {{{"role", "user"}, {"content", "Yes or no?"}}}}, {"max_tokens", 8}, {"temperature", 1.0}, {"seed", 3},
+                                     {"grammar", "root ::= (\"yes\" | \"no\") \".\""}});
+        REQUIRE(chat.status == 200);
+        const std::string answer = chat.data["choices"][0]["message"]["content"];
+        CHECK((answer == "yes." || answer == "no."));
+        const Reply bad = post(c, "/completion", json{{"prompt", "x"}, {"n_predict", 4}, {"grammar", "root ::= (\"a\""}});
+        CHECK(bad.status == 400);
+        CHECK_THAT(bad.body, Catch::Contains("Failed to parse grammar") && Catch::Contains("never closed"));
+    }
+}

@@ -205,6 +205,11 @@ TEST_CASE("grammar: hostile grammars are refused or bounded, never a hang", "[gr
         CHECK(bounded);
         CHECK(size_t(1) << accepted <= max_stacks * 4);
     }
+    // Text nested past the matcher's depth: bounded too.
+    GrammarMatchLimits shallow;
+    shallow.max_depth = 64;
+    GrammarMatcher deep(Grammar::parse("root ::= p\np ::= \"(\" p \")\" | \"x\""), shallow);
+    CHECK_THROWS_WITH(deep.accept(std::string(100, '(')), Catch::Contains("nested deeper"));
 }
 
 TEST_CASE("grammar: generated rules for groups and repetitions", "[grammar]") {
@@ -212,9 +217,9 @@ TEST_CASE("grammar: generated rules for groups and repetitions", "[grammar]") {
     CHECK(g->to_gbnf() ==
           "root ::= root_2 [e] root_4 [^f]\n"
           "root_1 ::= [a] | [b-d]\n"
-          "root_2 ::= root_1 root_2 |\n"
-          "root_3 ::= [e] |\n"
-          "root_4 ::= [e] root_3 |\n");
+          "root_2 ::= root_1 root_2 | \"\"\n"
+          "root_3 ::= [e] | \"\"\n"
+          "root_4 ::= [e] root_3 | \"\"\n");
 }
 
 TEST_CASE("grammar: the token mask equals each token's own check, on made-up and real vocabularies", "[grammar]") {
@@ -254,4 +259,37 @@ TEST_CASE("grammar: the token mask equals each token's own check, on made-up and
     const auto model = Model::load(path.string(), LoadOptions{});
     const GrammarVocab real(model->vocab());
     for (uint32_t seed = 1; seed <= 6; ++seed) CHECK(check_walk(real, seed, 60) > 2);
+}
+
+TEST_CASE("grammar: a parse state saved and restored continues the same, and damaged states are refused", "[grammar][snapshot]") {
+    const auto json = Grammar::parse(kJson);
+    GrammarMatcher m(json);
+    REQUIRE(m.accept("{\"a\": [1, {\"b\": \"\xE6"));  // inside objects, an array and a UTF-8 sequence
+    const std::vector<uint32_t> words = m.save();
+    GrammarMatcher back = GrammarMatcher::restore(json, words);
+    CHECK(back.save() == words);
+    for (const char *rest : {"\x97\xA5\"}]}", "\x97\xA5\", \"c\": null}]}", "\x97\xA5\"]}"}) {
+        GrammarMatcher a = m, b = back;
+        const bool ok = a.accept(rest);
+        CHECK(b.accept(rest) == ok);
+        CHECK(a.can_end() == b.can_end());
+    }
+    // Every single-word change is either refused or a state a matcher could hold (never a crash).
+    int refused = 0;
+    for (size_t i = 0; i < words.size(); ++i) {
+        for (const uint32_t v : {0u, 1u, 2u, 7u, 1000u, 0xFFFFFFFFu}) {
+            std::vector<uint32_t> bad = words;
+            bad[i] = v;
+            try {
+                GrammarMatcher r = GrammarMatcher::restore(json, bad);
+                r.accepts("}");
+            } catch (const Error &e) {
+                CHECK(e.status() == SPECULA_ERR_FORMAT);
+                ++refused;
+            }
+        }
+    }
+    CHECK(refused > 0);
+    std::vector<uint32_t> cut(words.begin(), words.end() - 1);
+    CHECK_THROWS_WITH(GrammarMatcher::restore(json, cut), Catch::Contains("snapshot: the grammar's state"));
 }

@@ -82,6 +82,9 @@ CompletionParams parse_completion_params(const json &body, const SamplingDefault
         }
     }
     if (s.temperature < 0.0f) s.temperature = 0.0f;  // llama.cpp: a temperature <= 0 picks the most likely token
+    // A GBNF grammar (docs/grammars.md): parsed when the slot's sampler is set (a 400 there when it does not parse).
+    const std::string grammar = string_field(body, "grammar");
+    if (!grammar.empty()) s.set_grammar(grammar);
     s.seed = p.seed < 0 ? (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) : uint64_t(p.seed);
     return p;
 }
@@ -109,6 +112,7 @@ json generation_settings(const CompletionParams &p, int32_t n_ctx) {
             {"cache_prompt", p.cache_prompt},
             {"n_probs", p.n_probs},
             {"post_sampling_probs", p.post_sampling_probs},
+            {"grammar", p.sampler.grammar_text()},
             {"samplers", p.has_samplers ? p.samplers : std::vector<std::string>{"penalties", "top_k", "top_p", "min_p", "temperature"}}};
 }
 
@@ -173,7 +177,14 @@ CompletionResult CompletionRunner::run(Slot &slot, const std::vector<int32_t> &w
     specula::Session &s = slot.session;
     const size_t cached = params.cache_prompt ? common_prefix(s.tokens(), prompt) : 0;
     const specula_stats before = s.stats();
-    s.set_sampler(params.sampler);
+    try {
+        s.set_sampler(params.sampler);
+    } catch (const specula::Error &e) {
+        // llama-server's answer to a grammar that does not parse, with the parser's line and column.
+        if (e.status() == SPECULA_ERR_INVALID_ARGUMENT && !params.sampler.grammar_text().empty())
+            throw bad_request(std::string("Failed to parse grammar: ") + e.what());
+        throw;
+    }
     s.rewind(int32_t(cached));
     s.append_tokens(prompt.data() + cached, prompt.size() - cached);
 

@@ -72,6 +72,7 @@ struct GenerateArgs {
     int32_t top_logits = 0;
     bool no_bos = false;
     CLI::Option *seed_opt = nullptr;  // to tell "--seed given" from "library default"
+    std::string grammar, grammar_file;  // GBNF text, or a file of it
     // Speculative decoding.
     std::string draft;        // LongSpec draft file
     std::string draft_model;  // independent draft model
@@ -146,6 +147,14 @@ int run_generate(GenerateArgs &a) {
         throw UsageError("nothing to generate from: empty prompt and --no-bos");
     bool sampler_given = false;
     for (const CLI::Option *o : a.sampler_opts) sampler_given = sampler_given || o->count() > 0;
+    if (!a.grammar_file.empty()) {
+        std::ifstream f(a.grammar_file, std::ios::binary);
+        if (!f) throw std::runtime_error("cannot open grammar file '" + a.grammar_file + "': " + std::strerror(errno));
+        a.grammar.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        if (f.bad()) throw std::runtime_error("cannot read grammar file '" + a.grammar_file + "'");
+        if (a.grammar.empty()) throw UsageError("--grammar-file: '" + a.grammar_file + "' is empty");
+    }
+    if (!a.grammar.empty()) a.sampler.set_grammar(a.grammar);
 
     const bool ngram = a.spec == "ngram";
     const bool model_drafter = !a.draft.empty() || !a.draft_model.empty();
@@ -324,6 +333,13 @@ Command add_generate_command(CLI::App &parent) {
         ->capture_default_str());
     a.seed_opt = cmd->add_option("--seed", s.seed, "Sampling seed (default: random per run)");
     so_list.push_back(a.seed_opt);
+    auto *grammar = cmd->add_option("--grammar", a.grammar,
+                                    "A GBNF grammar (llama.cpp's format, docs/grammars.md) the generated text must follow");
+    auto *grammar_file = cmd->add_option("--grammar-file", a.grammar_file, "Read the --grammar from a file");
+    grammar->excludes(grammar_file);
+    grammar_file->excludes(grammar);
+    so_list.push_back(grammar);
+    so_list.push_back(grammar_file);
 
     specula_session_options &so = a.session;
     cmd->add_option("-c,--ctx-size", so.n_ctx, "Context length in tokens (0 = min(trained, 4096))")

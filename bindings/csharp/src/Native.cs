@@ -254,6 +254,8 @@ namespace Specula
             public ulong seed;
             public float context_penalty;
             public int context_penalty_window;
+            public IntPtr grammar;             // since 0.13: const char *, borrowed for the call (SamplerOptions.Grammar)
+            public IntPtr grammar_root;        // since 0.13
         }
 
         [StructLayout(LayoutKind.Sequential)]

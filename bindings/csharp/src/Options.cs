@@ -105,6 +105,15 @@ namespace Specula
         public float ContextPenalty { get { return Native.context_penalty; } set { Native.context_penalty = value; } }
         /// <summary>Tokens of history the contextual penalty looks at; default 1024; -1 = all; 0 = off.</summary>
         public int ContextPenaltyWindow { get { return Native.context_penalty_window; } set { Native.context_penalty_window = value; } }
+        /// <summary>
+        /// A GBNF grammar (llama.cpp's format, docs/grammars.md) the generated text must follow; null or "" (default):
+        /// none. Tokens it cannot continue with are never drawn; an end-of-generation token only where it is complete.
+        /// One that does not parse makes the session constructor or SetSampler throw InvalidArgument with the parser's
+        /// message. Since 0.13.
+        /// </summary>
+        public string Grammar { get; set; }
+        /// <summary>The grammar's start rule; null (default): "root".</summary>
+        public string GrammarRoot { get; set; }
     }
 
     /// <summary>Options of one generation (specula_generate_options).</summary>

@@ -169,10 +169,19 @@ namespace Specula
         {
             if (model == null) throw new ArgumentNullException("model");
             NativeMethods.specula_session_options o = (options ?? new SessionOptions()).Native;
-            NativeMethods.specula_sampler_options s = (sampler ?? new SamplerOptions()).Native;
+            SamplerOptions so = sampler ?? new SamplerOptions();
+            NativeMethods.specula_sampler_options s = so.Native;
             SessionHandle session;
             ErrorHandle err;
-            Status st = NativeMethods.specula_session_create(model.Handle, &o, &s, out session, out err);
+            Status st;
+            byte[] grammar = Utf8.Z(so.Grammar), root = Utf8.Z(so.GrammarRoot);
+            fixed (byte* g = grammar)
+            fixed (byte* r = root)
+            {
+                s.grammar = (IntPtr)g;  // null arrays pin as null pointers
+                s.grammar_root = (IntPtr)r;
+                st = NativeMethods.specula_session_create(model.Handle, &o, &s, out session, out err);
+            }
             if (st != Status.Ok)
             {
                 if (session != null) session.Dispose();
@@ -206,7 +215,15 @@ namespace Specula
             if (sampler == null) throw new ArgumentNullException("sampler");
             NativeMethods.specula_sampler_options s = sampler.Native;
             ErrorHandle err;
-            Status st = NativeMethods.specula_session_set_sampler(handle, &s, out err);
+            Status st;
+            byte[] grammar = Utf8.Z(sampler.Grammar), root = Utf8.Z(sampler.GrammarRoot);
+            fixed (byte* g = grammar)
+            fixed (byte* r = root)
+            {
+                s.grammar = (IntPtr)g;
+                s.grammar_root = (IntPtr)r;
+                st = NativeMethods.specula_session_set_sampler(handle, &s, out err);
+            }
             SpeculaException.Check(st, err);
         }
 

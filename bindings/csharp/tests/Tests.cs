@@ -859,6 +859,33 @@ namespace Specula.Tests
             }
         }
 
+        [Test("grammar")]
+        private static void GrammarConstrained()
+        {
+            const string gbnf = "root ::= \" the \" [a-z]+ (\" \" [a-z]+){2,9} \".\"";
+            using (Model model = LoadModel())
+            using (Draft draft = Draft.Load(Program.DraftPath, model))
+            {
+                var sampler = new SamplerOptions { Temperature = 0.0f, Grammar = gbnf };
+                Func<SpeculativeOptions, string> run = opts =>
+                {
+                    using (Session s = new Session(model, CpuOptions(), sampler))
+                    {
+                        if (opts != null) s.SetSpeculative(opts);
+                        s.AppendText("Once upon a time");
+                        return TextOf(s.Generate(new GenerateOptions(64)));
+                    }
+                };
+                string plain = run(null);
+                Assert.True(Regex.IsMatch(plain, "^ the [a-z]+( [a-z]+){2,9}\\.$"), "the text follows the grammar: '" + plain + "'");
+                Assert.Equal(plain, run(new SpeculativeOptions { Draft = draft, Ngram = true }), "the same text with drafters");
+                sampler.Grammar = "root ::= missing";
+                SpeculaException e = Assert.Throws<SpeculaException>(() => run(null), "a grammar that does not parse");
+                Assert.Equal(Status.InvalidArgument, e.Status, "its status");
+                Assert.True(e.Message.Contains("undefined rule 'missing'"), "its message: " + e.Message);
+            }
+        }
+
         [Test("speculative_draft")]
         private static void SpeculativeDraft()
         {

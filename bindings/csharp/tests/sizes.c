@@ -80,6 +80,8 @@ int main(void) {
     FIELD(specula_sampler_options, seed);
     FIELD(specula_sampler_options, context_penalty);
     FIELD(specula_sampler_options, context_penalty_window);
+    FIELD(specula_sampler_options, grammar);
+    FIELD(specula_sampler_options, grammar_root);
 
     STRUCT(specula_generate_options);
     FIELD(specula_generate_options, struct_size);

@@ -466,6 +466,17 @@ typedef struct specula_sampler_options {
                                        (negative) by it; 1 = off (default); must be > 0 */
     int32_t context_penalty_window; /* tokens of history the contextual penalty looks at; default 1024;
                                        -1 = the whole context; 0 = off */
+    /* Since 0.13: */
+    const char *grammar;      /* a GBNF grammar (llama.cpp's grammar format; docs/grammars.md) the generated text
+                                 must follow, UTF-8, NUL-terminated, at most 1 MiB; NULL or "" (default): none.
+                                 Copied. Tokens the grammar cannot continue with are removed before top-k; an
+                                 end-of-generation token is allowed only where the grammar is complete. Its state
+                                 follows the tokens generated since the sampler was set (set it again to start
+                                 over; rewinding does not take the state back). A grammar that does not parse is
+                                 INVALID_ARGUMENT with the parser's message ("grammar: undefined rule 'x' at line
+                                 2, column 9"); generation where no token can continue it fails with
+                                 INVALID_ARGUMENT ("grammar: no token of the vocabulary can continue the text") */
+    const char *grammar_root; /* the grammar's start rule; NULL (default): "root" */
 } specula_sampler_options;
 
 SPECULA_API void specula_sampler_options_init(specula_sampler_options *opts);

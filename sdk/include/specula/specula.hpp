@@ -160,13 +160,34 @@ struct SnapshotOptions : specula_snapshot_options {
 };
 
 struct SamplerOptions : specula_sampler_options {
-    SamplerOptions() noexcept : specula_sampler_options() { specula_sampler_options_init(this); }
+    SamplerOptions() : specula_sampler_options() { specula_sampler_options_init(this); }
     /// Convenience: greedy decoding (argmax).
-    static SamplerOptions greedy() noexcept {
+    static SamplerOptions greedy() {
         SamplerOptions s;
         s.temperature = 0.0f;
         return s;
     }
+    /// A GBNF grammar the generated text must follow (llama.cpp's format; docs/grammars.md) and its start rule; an
+    /// empty grammar removes it. Kept in this object (the C fields `grammar`/`grammar_root` point into it when the
+    /// options are used); a grammar that does not parse throws Error (INVALID_ARGUMENT) when the sampler is set.
+    SamplerOptions &set_grammar(std::string gbnf, std::string root = "root") {
+        grammar_text_ = std::move(gbnf);
+        grammar_root_ = std::move(root);
+        return *this;
+    }
+    const std::string &grammar_text() const noexcept { return grammar_text_; }
+    /// The C struct for a call, pointing into this object (valid while it lives unchanged).
+    specula_sampler_options to_c() const noexcept {
+        specula_sampler_options c = *this;
+        if (!grammar_text_.empty()) {
+            c.grammar = grammar_text_.c_str();
+            c.grammar_root = grammar_root_.c_str();
+        }
+        return c;
+    }
+
+private:
+    std::string grammar_text_, grammar_root_ = "root";
 };
 
 /// Options for Model::load.
@@ -532,7 +553,8 @@ public:
     explicit Session(const Model &model, const SessionOptions &opts = SessionOptions(),
                      const SamplerOptions &sampler = SamplerOptions()) {
         specula_error *err = nullptr;
-        const specula_status status = specula_session_create(model.get(), &opts, &sampler, &s_, &err);
+        const specula_sampler_options c = sampler.to_c();
+        const specula_status status = specula_session_create(model.get(), &opts, &c, &s_, &err);
         check(status, err);
     }
     /// Adopts a session the caller owns.
@@ -554,7 +576,8 @@ public:
     /// Replaces the sampler settings and reseeds.
     void set_sampler(const SamplerOptions &sampler) {
         specula_error *err = nullptr;
-        const specula_status status = specula_session_set_sampler(s_, &sampler, &err);
+        const specula_sampler_options c = sampler.to_c();
+        const specula_status status = specula_session_set_sampler(s_, &c, &err);
         check(status, err);
     }
 

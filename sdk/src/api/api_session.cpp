@@ -22,6 +22,12 @@ SamplerConfig to_config(const specula_sampler_options *user) {
     c.seed = o.seed;
     c.context_penalty = o.context_penalty;
     c.context_penalty_window = o.context_penalty_window;
+    if (o.grammar != nullptr) {
+        const size_t n = strnlen(o.grammar, kMaxGrammarBytes + 1);
+        require_arg(n <= kMaxGrammarBytes, "sampler: the grammar is longer than 1 MiB");
+        c.grammar.assign(o.grammar, n);
+    }
+    if (o.grammar_root != nullptr) c.grammar_root = o.grammar_root;
     const std::string problem = sampler_config_problem(c);
     require_arg(problem.empty(), problem.c_str());
     return c;

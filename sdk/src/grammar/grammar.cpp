@@ -23,7 +23,8 @@ public:
         for (size_t id = 0; id < rules_.size(); ++id)
             if (rules_[id].empty()) fail_at(first_use_[id], "undefined rule '" + names_[id] + "'");
         const auto root = ids_.find(std::string(root_name));
-        if (root == ids_.end()) fail_at(src_.size(), "the grammar has no rule named '" + std::string(root_name) + "'");
+        if (root == ids_.end())
+            throw Error(SPECULA_ERR_INVALID_ARGUMENT, "grammar: the grammar has no rule named '" + std::string(root_name) + "' (its start rule)");
         check_left_recursion();
         g->rules_ = std::move(rules_);
         g->names_ = std::move(names_);
@@ -420,11 +421,19 @@ std::string Grammar::to_gbnf() const {
     for (size_t id = 0; id < rules_.size(); ++id) {
         out += names_[id] + " ::=";
         const auto &r = rules_[id];
+        bool empty_alternative = true;  // written "" (a bare `|` at the end of a line would continue the rule)
         for (size_t i = 0; i < r.size(); ++i) {
             const GrammarElement &e = r[i];
+            if (e.op == GrammarOp::kEnd || e.op == GrammarOp::kAlt) {
+                if (empty_alternative) out += " \"\"";
+                if (e.op == GrammarOp::kAlt) out += " |";
+                empty_alternative = true;
+                continue;
+            }
+            empty_alternative = false;
             switch (e.op) {
-            case GrammarOp::kEnd: break;
-            case GrammarOp::kAlt: out += " |"; break;
+            case GrammarOp::kEnd:
+            case GrammarOp::kAlt: break;
             case GrammarOp::kRuleRef: out += " " + names_[e.value]; break;
             case GrammarOp::kCharAny: out += " ."; break;
             case GrammarOp::kChar:

@@ -120,6 +120,9 @@ void GrammarMatcher::expand(Stack stack, std::vector<Stack> &out) const {
         const GrammarElement *ref = s.back();
         s.pop_back();
         if (!ends_sequence(ref + 1)) s.push_back(ref + 1);
+        if (s.size() >= limits_.max_depth)
+            throw Error(SPECULA_ERR_UNSUPPORTED, "grammar: the text is nested deeper than the grammar matcher follows (" +
+                                                     std::to_string(limits_.max_depth) + " levels of rules)");
         const std::vector<GrammarElement> &rule = grammar_->rule(ref->value);
         const GrammarElement *alt = rule.data();
         for (;;) {

@@ -7,8 +7,9 @@
 // Text arrives as the bytes of tokens, so a token may end inside a UTF-8 sequence: the state keeps the sequence's
 // first bytes, and a token ending so is allowed when some stack could still match a code point that starts with them.
 //
-// Bounded: a step that would expand more than GrammarMatchLimits::max_expansions stack entries, or keep more than
-// max_stacks stacks (ambiguous grammars multiply them), throws Error(UNSUPPORTED, "grammar: ...") instead of running on.
+// Bounded: a step that would expand more than GrammarMatchLimits::max_expansions stack entries, keep more than
+// max_stacks stacks (ambiguous grammars multiply them) or a stack deeper than max_depth (text nested that deep)
+// throws Error(UNSUPPORTED, "grammar: ...") instead of running on.
 // Not thread-safe for one object; copies are independent (a speculative tree keeps one per node it explores).
 #pragma once
 
@@ -24,9 +25,12 @@ namespace specula::internal {
 
 class Vocab;
 
+// Far above what real grammars need (llama.cpp's JSON grammar keeps a handful of stacks, a few elements per nesting
+// level), low enough that one character costs milliseconds at most.
 struct GrammarMatchLimits {
-    size_t max_stacks = 4096;
-    size_t max_expansions = size_t(1) << 20;  // per code point
+    size_t max_stacks = 1024;
+    size_t max_expansions = size_t(1) << 16;  // per code point
+    size_t max_depth = size_t(1) << 14;       // elements of one stack (nesting of the text)
 };
 
 // A vocabulary as the matcher reads it: each token's bytes (Vocab::token_to_piece with special tokens rendered, as

@@ -197,6 +197,12 @@ pub struct SamplerOptions {
     pub context_penalty: f32,
     /// Tokens of history the contextual penalty looks at; -1 = all, 0 = off. Default 1024.
     pub context_penalty_window: i32,
+    /// A GBNF grammar (llama.cpp's format, docs/grammars.md) the generated text must follow; `None` (default): none.
+    /// Tokens it cannot continue with are never drawn; an end-of-generation token only where it is complete. One that
+    /// does not parse is `InvalidArgument` with the parser's message when the sampler is set. Since 0.13.
+    pub grammar: Option<String>,
+    /// The grammar's start rule; `None` (default): "root".
+    pub grammar_root: Option<String>,
 }
 
 impl Default for SamplerOptions {
@@ -214,6 +220,8 @@ impl Default for SamplerOptions {
             seed: c.seed,
             context_penalty: c.context_penalty,
             context_penalty_window: c.context_penalty_window,
+            grammar: None,
+            grammar_root: None,
         }
     }
 }
@@ -230,7 +238,9 @@ impl SamplerOptions {
         c
     }
 
-    pub(crate) fn to_c(&self) -> sys::specula_sampler_options {
+    pub(crate) fn to_c(&self) -> Result<CSamplerOptions> {
+        let grammar = self.grammar.as_deref().map(|g| util::cstring(g, "grammar")).transpose()?;
+        let root = self.grammar_root.as_deref().map(|r| util::cstring(r, "grammar root")).transpose()?;
         let mut c = SamplerOptions::init();
         c.temperature = self.temperature;
         c.top_k = self.top_k;
@@ -243,8 +253,18 @@ impl SamplerOptions {
         c.seed = self.seed;
         c.context_penalty = self.context_penalty;
         c.context_penalty_window = self.context_penalty_window;
-        c
+        c.grammar = grammar.as_ref().map_or(std::ptr::null(), |g| g.as_ptr());
+        c.grammar_root = root.as_ref().map_or(std::ptr::null(), |r| r.as_ptr());
+        Ok(CSamplerOptions { c, _grammar: grammar, _root: root })
     }
+}
+
+/// A `specula_sampler_options` whose grammar pointers point into the strings it owns (heap buffers: moving it keeps
+/// them valid).
+pub(crate) struct CSamplerOptions {
+    pub(crate) c: sys::specula_sampler_options,
+    _grammar: Option<CString>,
+    _root: Option<CString>,
 }
 
 /// Options of one generation run (`specula_generate_options`).

@@ -380,9 +380,9 @@ impl<'m> Session<'m> {
     /// model, bad options), `OutOfMemory`, `Unsupported` (a backend that cannot be used, without fallback).
     pub fn new(model: &'m Model, opts: &SessionOptions, sampler: &SamplerOptions) -> Result<Session<'m>> {
         let o = opts.to_c();
-        let s = sampler.to_c();
+        let s = sampler.to_c()?;
         let mut out: *mut sys::specula_session = ptr::null_mut();
-        ffi(|err| unsafe { sys::specula_session_create(model.as_raw(), &o, &s, &mut out, err) })?;
+        ffi(|err| unsafe { sys::specula_session_create(model.as_raw(), &o, &s.c, &mut out, err) })?;
         let raw = NonNull::new(out).ok_or_else(|| Error::new(Status::Internal, "specula_session_create returned no session"))?;
         Ok(Session { raw, model, cancel: Arc::new(CancelShared { session: out, state: AtomicUsize::new(0) }) })
     }
@@ -408,8 +408,8 @@ impl<'m> Session<'m> {
 
     /// Replaces the sampler settings (and reseeds).
     pub fn set_sampler(&mut self, sampler: &SamplerOptions) -> Result<()> {
-        let s = sampler.to_c();
-        ffi(|err| unsafe { sys::specula_session_set_sampler(self.p(), &s, err) })
+        let s = sampler.to_c()?;
+        ffi(|err| unsafe { sys::specula_session_set_sampler(self.p(), &s.c, err) })
     }
 
     /// Appends UTF-8 text to the context, tokenized with `flags` ([`TokenizeFlags::ADD_SPECIAL`] adds BOS only

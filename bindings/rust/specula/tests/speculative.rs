@@ -174,3 +174,37 @@ fn a_seed_gives_plain_samplings_text_with_every_drafter() {
     let leviathan = SpeculativeOptions { sampled_drafts: SampledDrafts::Leviathan, ..chain };
     assert_eq!(run(Some(&leviathan)).len(), N as usize);
 }
+
+/// A grammar constrains the text (docs/grammars.md), and drafters change nothing of it; one that does not parse is
+/// InvalidArgument with the parser's message.
+#[test]
+fn a_grammar_constrains_the_text_with_and_without_drafters() {
+    let model = load_model();
+    let draft = Draft::load(draft_path(), &model).unwrap();
+    let gbnf = r#"root ::= " the " [a-z]+ (" " [a-z]+){2,9} ".""#;
+    let sampler = SamplerOptions { temperature: 0.0, grammar: Some(gbnf.to_string()), ..SamplerOptions::default() };
+    let run = |sampler: &SamplerOptions, opts: Option<&SpeculativeOptions<'_>>| -> specula::Result<Vec<u8>> {
+        let mut s = Session::new(&model, &session_options(), sampler)?;
+        if let Some(o) = opts {
+            s.set_speculative(o)?;
+        }
+        s.append_text("Once upon a time", specula::TokenizeFlags::ADD_SPECIAL)?;
+        let (tokens, stop) = s.generate_tokens(&specula::GenerateOptions { max_tokens: 64, ..specula::GenerateOptions::default() })?;
+        assert_eq!(stop, StopReason::Eos, "the grammar ends the text with its last word");
+        let mut text = Vec::new();
+        for t in tokens {
+            text.extend(model.token_to_piece(t, true)?);
+        }
+        Ok(text)
+    };
+    let plain = String::from_utf8(run(&sampler, None).unwrap()).unwrap();
+    assert!(plain.starts_with(" the ") && plain.ends_with('.'), "{plain:?}");
+    let words: Vec<&str> = plain.trim_end_matches('.').split(' ').skip(1).collect();
+    assert!(words.len() >= 4 && words.len() <= 11 && words.iter().all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase())), "{plain:?}");
+    let merged = SpeculativeOptions { ngram: true, ..SpeculativeOptions::longspec(&draft) };
+    assert_eq!(String::from_utf8(run(&sampler, Some(&merged)).unwrap()).unwrap(), plain);
+    let bad = SamplerOptions { grammar: Some("root ::= missing".to_string()), ..SamplerOptions::default() };
+    let e = run(&bad, None).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument);
+    assert!(e.message().contains("undefined rule 'missing'"), "{}", e.message());
+}
