@@ -793,6 +793,33 @@ TEST_CASE("grammars", "[catalogue][grammar]") {
              CHECK(out == nullptr);
              return o;
          }},
+        {"grammar-schema-not-json", "specula_json_schema_to_grammar on text that is not JSON", SPECULA_ERR_INVALID_ARGUMENT, "not JSON",
+         [&] {
+             const std::string schema = R"({"type": )";
+             char buf[64];
+             size_t len = 0;
+             return outcome(specula_json_schema_to_grammar(schema.data(), schema.size(), buf, sizeof buf, &len, &err), err);
+         }},
+        {"grammar-schema-pattern", "a JSON schema with \"pattern\" (a regular expression)", SPECULA_ERR_UNSUPPORTED, "pattern",
+         [&] {
+             const std::string schema = R"({"type": "string", "pattern": "^a+$"})";
+             size_t len = 0;
+             return outcome(specula_json_schema_to_grammar(schema.data(), schema.size(), nullptr, 0, &len, &err), err);
+         }},
+        {"grammar-schema-small-buffer", "a 4-byte buffer for a schema's grammar (two-call pattern)", SPECULA_ERR_BUFFER_TOO_SMALL, "too small",
+         [&] {
+             const std::string schema = R"({"type": "integer"})";
+             char buf[4];
+             size_t len = 0;
+             const Outcome o = outcome(specula_json_schema_to_grammar(schema.data(), schema.size(), buf, sizeof buf, &len, &err), err);
+             CHECK(len > 4);
+             return o;
+         }},
+        {"grammar-schema-null", "specula_json_schema_to_grammar with a NULL schema of length 5", SPECULA_ERR_INVALID_ARGUMENT, "schema is NULL",
+         [&] {
+             size_t len = 0;
+             return outcome(specula_json_schema_to_grammar(nullptr, 5, nullptr, 0, &len, &err), err);
+         }},
         {"grammar-impossible", "a code point no UTF-8 sequence encodes: generation fails, no token is made up", SPECULA_ERR_INVALID_ARGUMENT,
          "no token of the vocabulary can continue",
          [&] {

@@ -5,7 +5,7 @@
 #   2. A backend includes no other backend's header (backends/cpu, backends/cuda and backends/vulkan know the core only).
 #   3. Only backends/registry.cpp names the backends' entry points.
 #   4. Inside the core, folders include only their own and lower ones, in this order (lowest first):
-#        core formats gguf tokenizer model chat sampling graph backend speculative snapshot session api
+#        core formats gguf tokenizer grammar model chat sampling graph backend speculative snapshot session api
 #      (a model is described as a graph, which backends execute; drafters use backends; sessions use drafters and
 #      snapshots; the C shims use everything).
 set -u
@@ -28,7 +28,7 @@ report "backends/vulkan includes no other backend" "$(grep -rnE '#include *[<"](
 report "only backends/registry.cpp names a backend's registry entry" \
     "$(grep -rnE '\b(cpu_backend|cuda_backend|vulkan_backend)\(\)' --include='*.cpp' --include='*.h' sdk backends tools tests bench demo_app 2>/dev/null |
         grep -vE '^backends/registry\.cpp:|^backends/[a-z]+/[a-z]+_backend\.(h|cpp):' || true)"
-core_order=(core formats gguf tokenizer model chat sampling graph backend speculative snapshot session api)
+core_order=(core formats gguf tokenizer grammar model chat sampling graph backend speculative snapshot session api)
 rank_of() {
     local i
     for i in "${!core_order[@]}"; do [ "${core_order[$i]}" = "$1" ] && echo "$i" && return; done

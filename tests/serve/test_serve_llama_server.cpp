@@ -328,7 +328,8 @@ TEST_CASE("a seeded sampled request gets the same text with and without a drafte
     CHECK(!texts[0].empty());
 }
 
-TEST_CASE("a grammar constrains /completion and /v1/chat/completions, with a drafter too; one that does not parse is a 400", "[serve][grammar]") {
+TEST_CASE("a grammar or a JSON schema constrains /completion and /v1/chat/completions, with a drafter too; a bad one is a 400",
+          "[serve][grammar]") {
     const std::string draft = std::string(SPECULA_SOURCE_DIR) + "/models/drafts/stories260K.longspec.gguf";
     for (const std::vector<std::string> &flags : std::vector<std::vector<std::string>>{{"--spec", "none"}, {"--draft", draft, "--spec", "ngram"}}) {
         std::vector<std::string> args = {"-m", bundled_model(), "-c", "512"};
@@ -353,5 +354,29 @@ TEST_CASE("a grammar constrains /completion and /v1/chat/completions, with a dra
         const Reply bad = post(c, "/completion", json{{"prompt", "x"}, {"n_predict", 4}, {"grammar", "root ::= (\"a\""}});
         CHECK(bad.status == 400);
         CHECK_THAT(bad.body, Catch::Contains("Failed to parse grammar") && Catch::Contains("never closed"));
+        // JSON schemas: "json_schema", and OpenAI's response_format (json_schema and json_object).
+        const json schema = {{"type", "object"},
+                             {"properties", {{"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", 9}}}}},
+                             {"required", {"n"}}};
+        const Reply schema_reply = post(c, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 32}, {"temperature", 0}, {"json_schema", schema}});
+        REQUIRE(schema_reply.status == 200);
+        const json value = json::parse(schema_reply.data["content"].get<std::string>());
+        CHECK((value.is_object() && value.size() == 1 && value["n"].is_number_integer() && value["n"] >= 1 && value["n"] <= 9));
+        const json messages = {{{"role", "user"}, {"content", "Give me a number as JSON."}}};
+        const Reply formatted = post(c, "/v1/chat/completions",
+                                     json{{"messages", messages}, {"max_tokens", 32}, {"temperature", 0},
+                                          {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", schema}}}}}});
+        REQUIRE(formatted.status == 200);
+        CHECK(json::parse(formatted.data["choices"][0]["message"]["content"].get<std::string>()) == value);
+        const Reply object = post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 48}, {"temperature", 0},
+                                                                   {"response_format", {{"type", "json_object"}}}});
+        REQUIRE(object.status == 200);
+        if (object.data["choices"][0]["finish_reason"] == "stop")  // a whole object within the tokens
+            CHECK(json::parse(object.data["choices"][0]["message"]["content"].get<std::string>()).is_object());
+        CHECK(post(c, "/v1/chat/completions", json{{"messages", messages}, {"response_format", {{"type", "xml"}}}}).status == 400);
+        CHECK(post(c, "/completion", json{{"prompt", "x"}, {"grammar", "root ::= \"a\""}, {"json_schema", schema}}).status == 400);
+        const Reply pattern = post(c, "/completion", json{{"prompt", "x"}, {"json_schema", {{"type", "string"}, {"pattern", "^a$"}}}});
+        CHECK(pattern.status == 400);
+        CHECK_THAT(pattern.body, Catch::Contains("json_schema") && Catch::Contains("pattern"));
     }
 }

@@ -148,6 +148,16 @@ TEST_CASE("grammar: text split inside a UTF-8 sequence is followed byte by byte"
     REQUIRE(m.accept("\xE3"));
     CHECK_FALSE(m.can_end());  // a character is still open
     CHECK_FALSE(m.accepts("a"));
+    // Only valid UTF-8: overlong forms of "{" (which byte tokens could spell), surrogates, past U+10FFFF.
+    GrammarMatcher brace(Grammar::parse(R"(root ::= [{] | [\uD800-\uDFFF] | [\U00110000-\U001FFFFF] | .)"));
+    CHECK(brace.accepts("{"));
+    CHECK_FALSE(brace.accepts("\xC1\xBB"));
+    CHECK_FALSE(brace.accepts("\xE0\x81\xBB"));
+    CHECK_FALSE(brace.accepts("\xF0\x80"));  // refused as soon as no valid sequence can follow
+    CHECK_FALSE(brace.accepts("\xED\xA0\x80"));  // U+D800
+    CHECK_FALSE(brace.accepts("\xF4\x90\x80\x80"));  // U+110000
+    CHECK(brace.accepts("\xF4\x8F\xBF\xBF"));  // U+10FFFF
+    CHECK(brace.accepts("\xC3\xA9"));
 }
 
 TEST_CASE("grammar: malformed grammars are refused with what and where", "[grammar]") {
@@ -292,4 +302,33 @@ TEST_CASE("grammar: a parse state saved and restored continues the same, and dam
     CHECK(refused > 0);
     std::vector<uint32_t> cut(words.begin(), words.end() - 1);
     CHECK_THROWS_WITH(GrammarMatcher::restore(json, cut), Catch::Contains("snapshot: the grammar's state"));
+}
+
+TEST_CASE("grammar: the text a grammar forces, spelled with the vocabulary's longest tokens", "[grammar]") {
+    const auto g = Grammar::parse(R"(root ::= "{\"name\": \"" [a-z]+ "\", \"id\": " [0-9] "}")");
+    GrammarMatcher m(g);
+    CHECK(m.forced_text(256) == "{\"name\": \"");
+    CHECK(m.forced_text(3) == "{\"n");
+    REQUIRE(m.accept("{\"name\": \"ab"));
+    CHECK(m.forced_text(256).empty());  // another letter or the closing quote: a choice
+    REQUIRE(m.accept("\""));
+    CHECK(m.forced_text(256) == ", \"id\": ");
+    REQUIRE(m.accept(", \"id\": 7"));
+    CHECK(m.forced_text(256) == "}");
+    REQUIRE(m.accept("}"));
+    CHECK(m.forced_text(256).empty());  // complete
+    // A one-character range and UTF-8 are forced too; the end of the grammar is a choice beside more text.
+    CHECK(GrammarMatcher(Grammar::parse(R"(root ::= [x-x] "日本")")).forced_text(256) == "x日本");
+    CHECK(GrammarMatcher(Grammar::parse(R"(root ::= "a" | "ab")")).forced_text(256) == "a");
+    CHECK(GrammarMatcher(Grammar::parse(R"(root ::= "" | "a")")).forced_text(256).empty());
+
+    const GrammarVocab v({"{", "{\"", "\"", "name", "na", ": ", ":", " ", "\xE6\x97\xA5", "</s>"}, {false, false, false, false, false, false, false,
+                                                                                                  false, false, true});
+    size_t len = 0;
+    CHECK(v.longest_prefix_token("{\"name\"", len) == 1);
+    CHECK(len == 2);
+    CHECK(v.longest_prefix_token("name\": ", len) == 3);
+    CHECK(v.longest_prefix_token(": x", len) == 5);
+    CHECK(v.longest_prefix_token("</s>", len) == -1);  // an end-of-generation token never spells text
+    CHECK(len == 0);
 }

@@ -227,3 +227,35 @@ TEST_CASE("grammar sampling: a snapshot in the middle of constrained text resume
         CHECK(got == want);
     }
 }
+
+TEST_CASE("grammar sampling: the grammar drafts the text it forces and drops the drafts it rejects, the output unchanged",
+          "[grammar][speculative]") {
+    const auto model = load("models/stories260K.gguf");
+    if (!model) return;
+    const std::vector<int32_t> prompt = model->vocab().tokenize("Once upon a time, there was a little dog.", true, false);
+    SamplerConfig sc;
+    sc.temperature = 0.0f;
+    sc.grammar = kRecords;
+    SessionConfig session;
+    session.n_ctx = 512;
+    Session plain(model, session, sc);
+    const std::vector<int32_t> want = until_end(plain, prompt, 120);
+    // n-grams propose what the context repeats (often text the grammar rejects); the grammar adds what it forces.
+    SpeculativeConfig spec;
+    spec.ngram = true;
+    spec.shape = TreeShape::chain(4);
+    Session s(model, session, sc);
+    s.set_speculative(spec);
+    CHECK(until_end(s, prompt, 120) == want);
+    const SpeculativeStats &st = s.speculative_stats();
+    INFO("grammar drafted " << st.grammar_drafted << ", accepted " << st.grammar_accepted << ", pruned " << st.grammar_pruned
+                            << "; drafted " << st.drafted << ", accepted " << st.accepted << " in " << st.rounds << " rounds");
+    CHECK(st.grammar_drafted > 0);
+    CHECK(st.grammar_accepted > 0);
+    CHECK(st.grammar_accepted <= st.accepted);
+    // Through the C ABI's counters too.
+    const specula_stats c = s.stats();
+    CHECK(c.n_grammar_drafted == st.grammar_drafted);
+    CHECK(c.n_grammar_accepted == st.grammar_accepted);
+    CHECK(c.n_grammar_pruned == st.grammar_pruned);
+}

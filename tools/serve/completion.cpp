@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 
 namespace specula_serve {
@@ -85,6 +86,27 @@ CompletionParams parse_completion_params(const json &body, const SamplingDefault
     // A GBNF grammar (docs/grammars.md): parsed when the slot's sampler is set (a 400 there when it does not parse).
     const std::string grammar = string_field(body, "grammar");
     if (!grammar.empty()) s.set_grammar(grammar);
+    // A JSON schema: "json_schema", or OpenAI's "response_format" (as llama-server reads them), made into a grammar.
+    std::optional<json> schema;
+    if (has_field(body, "json_schema") && !body.at("json_schema").is_null()) schema = body.at("json_schema");
+    if (has_field(body, "response_format")) {
+        const json &rf = body.at("response_format");
+        if (!rf.is_object()) throw bad_request("\"response_format\" must be an object");
+        const std::string type = string_field(rf, "type");
+        const auto object_in = [](const json &j, const char *key) { return j.contains(key) && j.at(key).is_object() ? j.at(key) : json::object(); };
+        if (type == "json_object") schema = object_in(rf, "schema");
+        else if (type == "json_schema") schema = object_in(object_in(rf, "json_schema"), "schema");
+        else if (!type.empty() && type != "text")
+            throw bad_request("response_format type must be one of \"text\" or \"json_object\", but got: " + type);
+    }
+    if (schema) {
+        if (!grammar.empty()) throw bad_request("Either \"json_schema\" or \"grammar\" can be specified, but not both");
+        try {
+            s.set_grammar(specula::json_schema_to_grammar(schema->dump()));
+        } catch (const specula::Error &e) {
+            throw bad_request(std::string("\"json_schema\": ") + e.what());
+        }
+    }
     s.seed = p.seed < 0 ? (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) : uint64_t(p.seed);
     return p;
 }

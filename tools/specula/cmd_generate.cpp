@@ -73,6 +73,7 @@ struct GenerateArgs {
     bool no_bos = false;
     CLI::Option *seed_opt = nullptr;  // to tell "--seed given" from "library default"
     std::string grammar, grammar_file;  // GBNF text, or a file of it
+    std::string json_schema, json_schema_file;  // a JSON schema (its grammar), or a file of it
     // Speculative decoding.
     std::string draft;        // LongSpec draft file
     std::string draft_model;  // independent draft model
@@ -153,6 +154,19 @@ int run_generate(GenerateArgs &a) {
         a.grammar.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
         if (f.bad()) throw std::runtime_error("cannot read grammar file '" + a.grammar_file + "'");
         if (a.grammar.empty()) throw UsageError("--grammar-file: '" + a.grammar_file + "' is empty");
+    }
+    if (!a.json_schema_file.empty()) {
+        std::ifstream f(a.json_schema_file, std::ios::binary);
+        if (!f) throw std::runtime_error("cannot open JSON schema file '" + a.json_schema_file + "': " + std::strerror(errno));
+        a.json_schema.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        if (f.bad()) throw std::runtime_error("cannot read JSON schema file '" + a.json_schema_file + "'");
+    }
+    if (!a.json_schema.empty()) {
+        try {
+            a.grammar = specula::json_schema_to_grammar(a.json_schema);
+        } catch (const specula::Error &e) {
+            throw specula::Error(e.status(), std::string("--json-schema: ") + e.what());
+        }
     }
     if (!a.grammar.empty()) a.sampler.set_grammar(a.grammar);
 
@@ -336,10 +350,14 @@ Command add_generate_command(CLI::App &parent) {
     auto *grammar = cmd->add_option("--grammar", a.grammar,
                                     "A GBNF grammar (llama.cpp's format, docs/grammars.md) the generated text must follow");
     auto *grammar_file = cmd->add_option("--grammar-file", a.grammar_file, "Read the --grammar from a file");
-    grammar->excludes(grammar_file);
-    grammar_file->excludes(grammar);
-    so_list.push_back(grammar);
-    so_list.push_back(grammar_file);
+    auto *schema = cmd->add_option("-j,--json-schema", a.json_schema,
+                                   "A JSON schema the output must follow (turned into a grammar, as llama.cpp's --json-schema)");
+    auto *schema_file = cmd->add_option("--json-schema-file", a.json_schema_file, "Read the --json-schema from a file");
+    for (CLI::Option *o : {grammar, grammar_file, schema, schema_file}) {
+        for (CLI::Option *other : {grammar, grammar_file, schema, schema_file})
+            if (other != o) o->excludes(other);
+        so_list.push_back(o);
+    }
 
     specula_session_options &so = a.session;
     cmd->add_option("-c,--ctx-size", so.n_ctx, "Context length in tokens (0 = min(trained, 4096))")

@@ -18,6 +18,9 @@ std::string stats_line(const specula_stats &stats, specula_stop_reason reason, c
         std::snprintf(buf, sizeof buf, ": tau %.2f, rounds %d, accepted %d/%d drafted, draft %.1fms verify %.1fms",
                       stats.tau, stats.n_spec_rounds, stats.n_accepted, stats.n_drafted, stats.draft_ms, stats.verify_ms);
         line += " | spec " + drafter + (tree.empty() ? "" : " (tree " + tree + ")") + buf;
+        if (stats.n_grammar_drafted > 0 || stats.n_grammar_pruned > 0)
+            line += ", grammar drafted " + std::to_string(stats.n_grammar_drafted) + " (accepted " + std::to_string(stats.n_grammar_accepted) +
+                    "), pruned " + std::to_string(stats.n_grammar_pruned);
     }
     return line;
 }

@@ -98,6 +98,20 @@ namespace Specula
             return list;
         }
 
+        /// <summary>
+        /// The GBNF grammar of the JSON text a JSON schema admits (specula_json_schema_to_grammar, since 0.13), for
+        /// SamplerOptions.Grammar. Throws SpeculaException: InvalidArgument (not JSON, not a schema), Unsupported
+        /// ("pattern").
+        /// </summary>
+        public static string JsonSchemaToGrammar(string schema)
+        {
+            if (schema == null) throw new ArgumentNullException("schema");
+            int n;
+            byte[] bytes = Utf8.Bytes(schema, out n);
+            return TwoCall.Text((byte[] buf, UIntPtr size, out UIntPtr len, out ErrorHandle err) =>
+                NativeMethods.specula_json_schema_to_grammar(bytes, (UIntPtr)n, buf, size, out len, out err));
+        }
+
         /// <summary>Why backend cannot be used now (no driver, no device, built without it, ...); null when it can.
         /// Auto: null when any GPU backend can, else every GPU backend's reason ("CUDA: ...; Vulkan: ...").</summary>
         public static string BackendUnavailableReason(Backend backend)

@@ -294,6 +294,9 @@ namespace Specula
             public int n_restored_tokens;
             public int n_context_shifts;
             public long n_discarded_tokens;
+            public int n_grammar_drafted;      // since 0.13
+            public int n_grammar_accepted;
+            public int n_grammar_pruned;
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -517,6 +520,9 @@ namespace Specula
         internal static extern Status specula_chat_format(ModelHandle model, byte[] tmpl, specula_chat_message[] messages,
                                                           UIntPtr n_messages, specula_chat_options* opts, [Out] byte[] buf,
                                                           UIntPtr buf_size, out UIntPtr len, out ErrorHandle err);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern Status specula_json_schema_to_grammar(byte[] schema, UIntPtr len, [Out] byte[] buf, UIntPtr buf_size,
+                                                                     out UIntPtr grammar_len, out ErrorHandle err);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr specula_chat_template_detect(ModelHandle model, byte[] tmpl);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]

@@ -41,6 +41,11 @@ namespace Specula
         /// <summary>Context shifts (ContextPolicy.Shift) since the session began, and the tokens they dropped.</summary>
         public int NContextShifts { get; internal set; }
         public long NDiscardedTokens { get; internal set; }
+        /// <summary>Under a grammar (since 0.13): tokens it drafted (text it forces), those accepted, and drafted
+        /// tokens it rejected before verification.</summary>
+        public int NGrammarDrafted { get; internal set; }
+        public int NGrammarAccepted { get; internal set; }
+        public int NGrammarPruned { get; internal set; }
 
         /// <summary>
         /// Copies library-owned stats, reading only the bytes its struct_size says are there (an older library
@@ -63,6 +68,7 @@ namespace Specula
                 DraftMs = c.draft_ms, VerifyMs = c.verify_ms, AcceptedAtDepth = depth,
                 DrafterBytes = c.drafter_bytes.ToUInt64(), NRestoredTokens = c.n_restored_tokens,
                 NContextShifts = c.n_context_shifts, NDiscardedTokens = c.n_discarded_tokens,
+                NGrammarDrafted = c.n_grammar_drafted, NGrammarAccepted = c.n_grammar_accepted, NGrammarPruned = c.n_grammar_pruned,
             };
         }
     }

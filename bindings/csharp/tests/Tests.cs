@@ -879,6 +879,13 @@ namespace Specula.Tests
                 string plain = run(null);
                 Assert.True(Regex.IsMatch(plain, "^ the [a-z]+( [a-z]+){2,9}\\.$"), "the text follows the grammar: '" + plain + "'");
                 Assert.Equal(plain, run(new SpeculativeOptions { Draft = draft, Ngram = true }), "the same text with drafters");
+                // A JSON schema's grammar: an object with the required key, whatever the model would rather say.
+                sampler.Grammar = Library.JsonSchemaToGrammar("{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 9}}, \"required\": [\"n\"]}");
+                string json = run(null);
+                Assert.True(Regex.IsMatch(json, "^\\{ ?\"n\" ?: ?[1-9] ?\\}\\s*$"), "the schema's JSON: '" + json + "'");
+                Assert.Equal(json, run(new SpeculativeOptions { Draft = draft, Ngram = true }), "the same JSON with drafters");
+                SpeculaException bad = Assert.Throws<SpeculaException>(() => Library.JsonSchemaToGrammar("{\"type\": "), "a schema that is not JSON");
+                Assert.Equal(Status.InvalidArgument, bad.Status, "its status");
                 sampler.Grammar = "root ::= missing";
                 SpeculaException e = Assert.Throws<SpeculaException>(() => run(null), "a grammar that does not parse");
                 Assert.Equal(Status.InvalidArgument, e.Status, "its status");

@@ -114,6 +114,9 @@ int main(void) {
     FIELD(specula_stats, n_restored_tokens);
     FIELD(specula_stats, n_context_shifts);
     FIELD(specula_stats, n_discarded_tokens);
+    FIELD(specula_stats, n_grammar_drafted);
+    FIELD(specula_stats, n_grammar_accepted);
+    FIELD(specula_stats, n_grammar_pruned);
 
     STRUCT(specula_token_event);
     FIELD(specula_token_event, struct_size);

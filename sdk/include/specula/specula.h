@@ -481,6 +481,18 @@ typedef struct specula_sampler_options {
 
 SPECULA_API void specula_sampler_options_init(specula_sampler_options *opts);
 
+/* Since 0.13. The GBNF grammar (start rule "root") of the JSON text a JSON schema admits, for
+ * specula_sampler_options.grammar: what llama.cpp's json_schema_to_grammar makes of `json_schema` and
+ * `response_format` (docs/grammars.md lists the keywords read: types, properties and required, additionalProperties,
+ * items, prefixItems, min/maxItems, min/maxLength, enum, const, anyOf/oneOf, allOf of objects, $ref into the schema,
+ * the date/time/uuid formats, integer bounds). schema: UTF-8 JSON text of len bytes, at most 1 MiB. Two-call
+ * pattern: *grammar_len (required) receives the grammar's length without the NUL; buf receives it NUL-terminated
+ * when buf_size exceeds that (else BUFFER_TOO_SMALL; buf may be NULL with buf_size 0).
+ * Statuses: INVALID_ARGUMENT (not JSON, not a schema, nested deeper than 64, a $ref that does not resolve),
+ * UNSUPPORTED ("pattern", references outside the schema), BUFFER_TOO_SMALL. Thread-safe. */
+SPECULA_API specula_status specula_json_schema_to_grammar(const char *schema, size_t len, char *buf, size_t buf_size,
+                                                          size_t *grammar_len, specula_error **err);
+
 /* Creates a session on model (which it retains). sampler may be NULL for defaults.
  * Statuses: INVALID_ARGUMENT, OUT_OF_MEMORY. Thread-safe with respect to the model. */
 SPECULA_API specula_status specula_session_create(specula_model *model, const specula_session_options *opts,
@@ -584,6 +596,12 @@ typedef struct specula_stats {
     /* Since 0.9: */
     int32_t n_context_shifts;     /* context shifts (SPECULA_CONTEXT_SHIFT) since the session began */
     int64_t n_discarded_tokens;   /* tokens those shifts dropped */
+    /* Since 0.13: speculation under a grammar (docs/grammars.md), since the session began. */
+    int32_t n_grammar_drafted;    /* tokens the grammar drafted (text it forces: punctuation, a schema's keys);
+                                     counted in n_drafted too */
+    int32_t n_grammar_accepted;   /* those the target accepted (counted in n_accepted too) */
+    int32_t n_grammar_pruned;     /* drafted tokens the grammar rejected, dropped before verification (not in
+                                     n_drafted) */
 } specula_stats;
 
 typedef struct specula_token_event {

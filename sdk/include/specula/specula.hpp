@@ -138,6 +138,14 @@ std::string fetch_text(Fn &&call) {
 
 }  // namespace detail
 
+/// The GBNF grammar of the JSON text a JSON schema admits (specula_json_schema_to_grammar), for
+/// SamplerOptions::set_grammar. Throws Error: INVALID_ARGUMENT (not JSON, not a schema), UNSUPPORTED ("pattern").
+inline std::string json_schema_to_grammar(std::string_view schema) {
+    return detail::fetch_text([&](char *buf, size_t size, size_t *len, specula_error **err) {
+        return specula_json_schema_to_grammar(detail::text_ptr(schema), schema.size(), buf, size, len, err);
+    });
+}
+
 /* ------------------------------------------------------------------------------------------------------ */
 /* Options                                                                                                */
 // SessionOptions and SamplerOptions are the C structs, pre-filled by the library's *_init() so that new

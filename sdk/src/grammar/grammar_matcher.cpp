@@ -57,19 +57,43 @@ GrammarVocab::GrammarVocab(const Vocab &vocab) {
     const int32_t n = vocab.n_tokens();
     pieces_.resize(size_t(n));
     eog_.resize(size_t(n));
+    ordinary_.resize(size_t(n));
     for (int32_t t = 0; t < n; ++t) {
         pieces_[size_t(t)] = vocab.token_to_piece(t, true);
         eog_[size_t(t)] = vocab.is_eog(t);
+        ordinary_[size_t(t)] = !vocab.is_eog(t) && !vocab.is_control(t);
     }
     index();
 }
 
 GrammarVocab::GrammarVocab(std::vector<std::string> pieces, std::vector<bool> eog) : pieces_(std::move(pieces)), eog_(std::move(eog)) {
     eog_.resize(pieces_.size(), false);
+    ordinary_.resize(pieces_.size());
+    for (size_t t = 0; t < pieces_.size(); ++t) ordinary_[t] = !eog_[t];
     index();
 }
 
+int32_t GrammarVocab::longest_prefix_token(std::string_view text, size_t &length) const {
+    for (size_t n = std::min(text.size(), longest_piece_); n > 0; --n) {
+        const auto it = by_piece_.find(text.substr(0, n));
+        if (it != by_piece_.end()) {
+            length = n;
+            return it->second;
+        }
+    }
+    length = 0;
+    return -1;
+}
+
 void GrammarVocab::index() {
+    by_piece_.clear();
+    longest_piece_ = 0;
+    for (int32_t t = 0; t < int32_t(pieces_.size()); ++t) {
+        const std::string &p = pieces_[size_t(t)];
+        if (!ordinary_[size_t(t)] || p.empty()) continue;
+        by_piece_.emplace(std::string_view(p), t);  // the first (lowest) id keeps its place
+        longest_piece_ = std::max(longest_piece_, p.size());
+    }
     sorted_.clear();
     for (int32_t t = 0; t < int32_t(pieces_.size()); ++t)
         if (!eog_[size_t(t)] && !pieces_[size_t(t)].empty()) sorted_.push_back(t);
@@ -143,6 +167,7 @@ void GrammarMatcher::step_codepoint(const State &in, uint32_t cp, State &out) co
     out.stacks.clear();
     out.partial = 0;
     out.pending = 0;
+    out.length = 0;
     for (const Stack &s : in.stacks) {
         if (s.empty()) continue;  // the root is complete there: no character may follow on this stack
         const GrammarElement *next = nullptr;
@@ -160,8 +185,14 @@ void GrammarMatcher::step_codepoint(const State &in, uint32_t cp, State &out) co
                                                  " parse stacks at once)");
 }
 
+// The smallest code point a UTF-8 sequence of `length` bytes encodes (shorter forms of smaller ones are overlong).
+static uint32_t min_code_point(uint8_t length) { return length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000; }
+
 bool GrammarMatcher::open_sequence_possible(const State &s) const {
-    const uint32_t lo = s.partial << (6 * s.pending), hi = lo | ((uint32_t(1) << (6 * s.pending)) - 1);
+    uint32_t lo = s.partial << (6 * s.pending), hi = lo | ((uint32_t(1) << (6 * s.pending)) - 1);
+    lo = std::max(lo, min_code_point(s.length));
+    hi = std::min(hi, uint32_t(0x10FFFF));
+    if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
     for (const Stack &st : s.stacks)
         if (!st.empty() && may_match_range(st.back(), lo, hi)) return true;
     return false;
@@ -172,12 +203,14 @@ bool GrammarMatcher::step_byte(const State &in, uint8_t b, State &out) const {
         if ((b & 0xC0) != 0x80) return false;  // not a continuation byte: invalid UTF-8
         const uint32_t v = (in.partial << 6) | (b & 0x3Fu);
         if (in.pending == 1) {
+            if (v < min_code_point(in.length) || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return false;  // not valid UTF-8
             step_codepoint(in, v, out);
             return !out.stacks.empty();
         }
         out.stacks = in.stacks;
         out.partial = v;
         out.pending = uint8_t(in.pending - 1);
+        out.length = in.length;
         return open_sequence_possible(out);
     }
     if (b < 0x80) {
@@ -201,6 +234,7 @@ bool GrammarMatcher::step_byte(const State &in, uint8_t b, State &out) const {
     out.stacks = in.stacks;
     out.partial = bits;
     out.pending = pending;
+    out.length = uint8_t(pending + 1);
     return open_sequence_possible(out);
 }
 
@@ -238,6 +272,58 @@ bool GrammarMatcher::can_end() const {
     for (const Stack &s : state_.stacks)
         if (s.empty()) return true;
     return false;
+}
+
+std::string GrammarMatcher::forced_text(size_t max_bytes) const {
+    std::string out;
+    State cur = state_, next;
+    while (out.size() < max_bytes && cur.pending == 0) {
+        uint32_t only = UINT32_MAX;
+        bool single = !cur.stacks.empty();
+        for (const Stack &s : cur.stacks) {
+            // The end is a choice too; so is a class of more than one code point.
+            if (s.empty()) {
+                single = false;
+                break;
+            }
+            const GrammarElement *top = s.back();
+            uint32_t cp;
+            if (top->op == GrammarOp::kChar && top[1].op != GrammarOp::kCharAlt && top[1].op != GrammarOp::kCharRangeUpper) cp = top->value;
+            else if (top->op == GrammarOp::kChar && top[1].op == GrammarOp::kCharRangeUpper && top[1].value == top->value &&
+                     top[2].op != GrammarOp::kCharAlt)
+                cp = top->value;
+            else {
+                single = false;
+                break;
+            }
+            if (only != UINT32_MAX && cp != only) {
+                single = false;
+                break;
+            }
+            only = cp;
+        }
+        if (!single || only > 0x10FFFF) break;
+        step_codepoint(cur, only, next);
+        if (next.stacks.empty()) break;
+        // UTF-8 of the code point.
+        if (only < 0x80) {
+            out += char(only);
+        } else if (only < 0x800) {
+            out += char(0xC0 | (only >> 6));
+            out += char(0x80 | (only & 0x3F));
+        } else if (only < 0x10000) {
+            out += char(0xE0 | (only >> 12));
+            out += char(0x80 | ((only >> 6) & 0x3F));
+            out += char(0x80 | (only & 0x3F));
+        } else {
+            out += char(0xF0 | (only >> 18));
+            out += char(0x80 | ((only >> 12) & 0x3F));
+            out += char(0x80 | ((only >> 6) & 0x3F));
+            out += char(0x80 | (only & 0x3F));
+        }
+        std::swap(cur, next);
+    }
+    return out;
 }
 
 bool GrammarMatcher::finished() const {
@@ -291,7 +377,7 @@ void GrammarMatcher::allowed_tokens(const GrammarVocab &vocab, std::vector<uint8
 }
 
 std::vector<uint32_t> GrammarMatcher::save() const {
-    std::vector<uint32_t> w{state_.partial, state_.pending, uint32_t(state_.stacks.size())};
+    std::vector<uint32_t> w{state_.partial, uint32_t(state_.pending) | uint32_t(state_.length) << 8, uint32_t(state_.stacks.size())};
     for (const Stack &s : state_.stacks) {
         w.push_back(uint32_t(s.size()));
         for (const GrammarElement *e : s) {
@@ -323,9 +409,13 @@ GrammarMatcher GrammarMatcher::restore(std::shared_ptr<const Grammar> grammar, c
     if (words.size() > kMaxSavedWords) throw bad("is too large");
     State s;
     s.partial = next();
-    const uint32_t pending = next();
-    if (pending > 3 || s.partial >= (uint32_t(1) << 21) || (pending == 0 && s.partial != 0)) throw bad("has a broken UTF-8 sequence");
+    const uint32_t packed = next();
+    const uint32_t pending = packed & 0xFF, length = packed >> 8;
+    if (pending > 3 || s.partial >= (uint32_t(1) << 21) ||
+        (pending == 0 ? (s.partial != 0 || length != 0) : (length < 2 || length > 4 || pending >= length)))
+        throw bad("has a broken UTF-8 sequence");
     s.pending = uint8_t(pending);
+    s.length = uint8_t(length);
     const uint32_t n = next();
     if (n > limits.max_stacks) throw bad("has too many stacks");
     for (uint32_t i = 0; i < n; ++i) {

@@ -6,6 +6,8 @@
 // advances every stack whose top class matches it and drops the others; no stack left means the text is rejected.
 // Text arrives as the bytes of tokens, so a token may end inside a UTF-8 sequence: the state keeps the sequence's
 // first bytes, and a token ending so is allowed when some stack could still match a code point that starts with them.
+// UTF-8 is read strictly: overlong forms (F0 80 81 BB for "{", which byte tokens can spell), surrogates and code
+// points above U+10FFFF are rejected, so constrained text is always valid UTF-8.
 //
 // Bounded: a step that would expand more than GrammarMatchLimits::max_expansions stack entries, keep more than
 // max_stacks stacks (ambiguous grammars multiply them) or a stack deeper than max_depth (text nested that deep)
@@ -19,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace specula::internal {
@@ -45,12 +48,18 @@ public:
     int32_t size() const { return int32_t(pieces_.size()); }
     const std::string &piece(int32_t token) const { return pieces_[size_t(token)]; }
     bool is_eog(int32_t token) const { return eog_[size_t(token)]; }
+    // The token whose text is the longest start of `text` among the ordinary tokens (not control or end tokens;
+    // the lowest id among equal texts), and its length in bytes; -1 and 0 when none.
+    int32_t longest_prefix_token(std::string_view text, size_t &length) const;
 
 private:
     friend class GrammarMatcher;
     void index();
     std::vector<std::string> pieces_;
     std::vector<bool> eog_;
+    std::vector<bool> ordinary_;  // may spell forced text: not a control token
+    std::unordered_map<std::string_view, int32_t> by_piece_;  // ordinary tokens by their text (views into pieces_)
+    size_t longest_piece_ = 0;
     std::vector<int32_t> sorted_;     // tokens with a non-empty piece that do not end generation, by their bytes
     std::vector<uint32_t> shared_;    // shared_[i]: bytes sorted_[i] shares with sorted_[i - 1] at its start
 };
@@ -67,6 +76,10 @@ public:
     bool accept(std::string_view bytes);
     // The text so far is a whole match of the root rule (no UTF-8 sequence left open): generation may end here.
     bool can_end() const;
+    // The text the grammar admits next in exactly one way (each next code point the only one possible, and the
+    // grammar not complete before it), at most max_bytes: JSON punctuation, a schema's fixed keys. "" when the next
+    // character is a choice.
+    std::string forced_text(size_t max_bytes) const;
     // No character can come next (only the end): the grammar is done.
     bool finished() const;
 
@@ -79,7 +92,8 @@ public:
 
     size_t n_stacks() const { return state_.stacks.size(); }
 
-    // The state as numbers, for snapshots: the open UTF-8 sequence (bits, bytes to come), the number of stacks, then
+    // The state as numbers, for snapshots: the open UTF-8 sequence (bits, bytes to come | its length << 8), the number
+    // of stacks, then
     // each stack's depth and its elements as (rule id, index in the rule). restore() reads them back for the same
     // grammar and checks that every element is one a matcher could hold there; Error(FORMAT) when not.
     std::vector<uint32_t> save() const;
@@ -94,6 +108,7 @@ private:
         std::vector<Stack> stacks;
         uint32_t partial = 0;   // the bits of an open UTF-8 sequence
         uint8_t pending = 0;    // its continuation bytes still to come
+        uint8_t length = 0;     // its length in bytes (2-4): the code points it may encode without overlong forms
     };
 
     std::shared_ptr<const Grammar> grammar_;

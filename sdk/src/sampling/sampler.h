@@ -65,6 +65,7 @@ public:
     bool has_grammar() const { return grammar_ != nullptr; }
     const std::shared_ptr<const Grammar> &grammar() const { return grammar_; }
     void bind_vocab(std::shared_ptr<const GrammarVocab> vocab) { grammar_vocab_ = std::move(vocab); }
+    const GrammarVocab *grammar_vocab() const { return grammar_vocab_.get(); }
     const GrammarMatcher *grammar_state() const { return grammar_state_ ? &*grammar_state_ : nullptr; }
     // Advances the sampler's grammar by an emitted token (nothing without a grammar, or for an end-of-generation
     // token); advance() the same on another state (a speculative tree's path). Error(INTERNAL) for a token the

@@ -359,6 +359,9 @@ specula_stats Session::stats() const {
     s.n_restored_tokens = n_restored_tokens_;
     s.n_context_shifts = n_shifts_;
     s.n_discarded_tokens = n_discarded_;
+    s.n_grammar_drafted = spec_.stats().grammar_drafted;
+    s.n_grammar_accepted = spec_.stats().grammar_accepted;
+    s.n_grammar_pruned = spec_.stats().grammar_pruned;
     const SpeculativeStats &sp = spec_.stats();
     s.n_spec_rounds = sp.rounds;
     s.n_drafted = sp.drafted;

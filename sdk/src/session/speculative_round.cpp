@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "session/phase_hook.h"
+#include "speculative/grammar_draft.h"
 #include "speculative/longspec_drafter.h"
 #include "speculative/model_drafter.h"
 #include "speculative/vocab_compat.h"
@@ -152,6 +153,7 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     const int32_t n_past = int32_t(tokens.size()) - 1;
     drop_ready();
     tree_.reset(tokens.back());
+    grammar_forced_.clear();
     // The round's tree: the tuner's choice (auto), or the configured one.
     const TreeChoice &round = tuner_ ? tuner_->choices()[size_t(choice)] : fixed_tree_;
     const int32_t budget = std::min(1 + round.max_nodes(), n_ctx - n_past);
@@ -174,6 +176,12 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
             };
         drafter_->draft(request, tree_);
         require(tree_.size() <= budget, SPECULA_ERR_INTERNAL, "speculative: the drafter exceeded its node budget");
+        // Under a grammar: drop what it rejects, add what it forces (within the context's room, 16 tokens a round).
+        if (sampler.has_grammar()) {
+            const GrammarDraftCounts g = shape_tree_by_grammar(tree_, sampler, n_ctx - n_past, 32, 16, grammar_forced_);
+            stats_.grammar_pruned += g.pruned;
+            stats_.grammar_drafted += g.forced;
+        }
     }
     const double t1 = now_ms();
     const int32_t n_nodes = tree_.size();
@@ -203,7 +211,10 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     runner.commit_tree_path(n_past, path_.data(), int32_t(path_.size()));
     at_phase(Phase::Commit);
 
-    for (int32_t node : outcome.path) ready_.push_back({tree_.token(node), true});
+    for (int32_t node : outcome.path) {
+        ready_.push_back({tree_.token(node), true});
+        if (sampler.has_grammar() && size_t(node) < grammar_forced_.size() && grammar_forced_[size_t(node)]) ++stats_.grammar_accepted;
+    }
     ready_.push_back({outcome.bonus, false});
 
     const double t2 = now_ms();

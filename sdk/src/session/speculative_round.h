@@ -62,6 +62,8 @@ struct SpeculativeStats {
     std::string tree;          // the last round's tree (TreeChoice::to_string), "auto:" first when auto
     std::vector<int32_t> accepted_at_depth;  // [d]: rounds whose accepted path reached depth d + 1
     int32_t device_verified = 0;              // rounds the target's backend verified on its device
+    // Under a grammar (speculative/grammar_draft.h): nodes it drafted, those accepted, drafted nodes it dropped.
+    int32_t grammar_drafted = 0, grammar_accepted = 0, grammar_pruned = 0;
 };
 
 class SpeculativeRound {
@@ -135,6 +137,7 @@ private:
     // One round's buffers, reused.
     DraftTree tree_;
     std::vector<uint8_t> mask_;
+    std::vector<uint8_t> grammar_forced_;  // per node of the round's tree: drafted by the grammar
     std::vector<int32_t> positions_, path_;  // path_: the root (0), then the accepted nodes
     TreeSamplingPlan plan_;                  // what a device verification gets (tree_sampling_plan.h)
     int32_t n_vocab_ = 0;

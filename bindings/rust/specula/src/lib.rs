@@ -75,6 +75,7 @@
 mod chat;
 mod device;
 mod error;
+mod grammar;
 mod log;
 mod model;
 mod options;
@@ -89,6 +90,7 @@ pub use specula_sys as sys;
 pub use crate::chat::{apply_template as apply_chat_template, builtin_templates, detect_template, format as format_chat, ChatMessage, ChatOptions};
 pub use crate::device::{backend_check, device_count, devices, DeviceInfo};
 pub use crate::error::{Error, Result, Status};
+pub use crate::grammar::json_schema_to_grammar;
 pub use crate::log::{clear_logger, set_logger, LogLevel};
 pub use crate::model::{FimToken, Model, ModelOptions, TensorInfo, TokenKind, TokenizeFlags};
 pub use crate::options::{Backend, ContextPolicy, GenerateOptions, KvType, SamplerOptions, SessionOptions, SnapshotOptions, SnapshotScope};
@@ -140,6 +142,7 @@ mod tests {
             include_str!("chat.rs"),
             include_str!("device.rs"),
             include_str!("error.rs"),
+            include_str!("grammar.rs"),
             include_str!("lib.rs"),
             include_str!("log.rs"),
             include_str!("model.rs"),

@@ -118,6 +118,12 @@ pub struct Stats {
     pub n_context_shifts: i32,
     /// Tokens those shifts dropped.
     pub n_discarded_tokens: i64,
+    /// Under a grammar (since 0.13): tokens it drafted (text it forces; counted in `n_drafted` too).
+    pub n_grammar_drafted: i32,
+    /// Those the target accepted (counted in `n_accepted` too).
+    pub n_grammar_accepted: i32,
+    /// Drafted tokens the grammar rejected, dropped before verification.
+    pub n_grammar_pruned: i32,
 }
 
 impl Stats {
@@ -159,6 +165,9 @@ impl Stats {
             n_restored_tokens: c.n_restored_tokens,
             n_context_shifts: c.n_context_shifts,
             n_discarded_tokens: c.n_discarded_tokens,
+            n_grammar_drafted: c.n_grammar_drafted,
+            n_grammar_accepted: c.n_grammar_accepted,
+            n_grammar_pruned: c.n_grammar_pruned,
         }
     }
 }

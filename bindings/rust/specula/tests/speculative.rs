@@ -203,6 +203,14 @@ fn a_grammar_constrains_the_text_with_and_without_drafters() {
     assert!(words.len() >= 4 && words.len() <= 11 && words.iter().all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase())), "{plain:?}");
     let merged = SpeculativeOptions { ngram: true, ..SpeculativeOptions::longspec(&draft) };
     assert_eq!(String::from_utf8(run(&sampler, Some(&merged)).unwrap()).unwrap(), plain);
+    // A JSON schema's grammar: an object with its required key.
+    let schema = r#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9}}, "required": ["n"]}"#;
+    let json_sampler = SamplerOptions { grammar: Some(specula::json_schema_to_grammar(schema).unwrap()), ..sampler.clone() };
+    let json = String::from_utf8(run(&json_sampler, None).unwrap()).unwrap();
+    let value: Vec<char> = json.chars().filter(|c| !c.is_whitespace()).collect();
+    assert!(value.len() == 7 && value.starts_with(&['{', '"', 'n', '"', ':']) && value[5].is_ascii_digit() && value[5] != '0' && value[6] == '}', "{json:?}");
+    assert_eq!(String::from_utf8(run(&json_sampler, Some(&merged)).unwrap()).unwrap(), json);
+    assert_eq!(specula::json_schema_to_grammar("{\"type\": ").unwrap_err().status(), Status::InvalidArgument);
     let bad = SamplerOptions { grammar: Some("root ::= missing".to_string()), ..SamplerOptions::default() };
     let e = run(&bad, None).unwrap_err();
     assert_eq!(e.status(), Status::InvalidArgument);

@@ -1,0 +1,73 @@
+#include "speculative/grammar_draft.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+namespace specula::internal {
+
+GrammarDraftCounts shape_tree_by_grammar(DraftTree &tree, const Sampler &sampler, int32_t max_nodes, int32_t max_depth, int32_t max_forced,
+                                         std::vector<uint8_t> &forced) {
+    GrammarDraftCounts counts;
+    forced.assign(size_t(tree.size()), 0);
+    if (!sampler.has_grammar() || sampler.grammar_vocab() == nullptr) return counts;
+    for (int32_t i = 0; i < tree.size(); ++i)
+        if (tree.has_child_distribution(i)) return counts;
+
+    // 1. The grammar's state after each node (parents come before children); a node it rejects is dropped, and
+    // with it every node below.
+    const int32_t n = tree.size();
+    std::vector<std::optional<GrammarMatcher>> state(static_cast<size_t>(n));
+    state[0] = *sampler.grammar_state();
+    DraftTree kept;
+    kept.reset(tree.token(0));
+    std::vector<int32_t> new_index(size_t(n), -1);
+    new_index[0] = 0;
+    std::vector<std::optional<GrammarMatcher>> kept_state(1);
+    kept_state[0] = state[0];
+    for (int32_t i = 1; i < n; ++i) {
+        const int32_t p = tree.parent(i);
+        if (!state[size_t(p)] || !sampler.allows(&*state[size_t(p)], tree.token(i))) {
+            ++counts.pruned;
+            continue;
+        }
+        state[size_t(i)] = *state[size_t(p)];
+        sampler.advance(*state[size_t(i)], tree.token(i));
+        new_index[size_t(i)] = kept.add(new_index[size_t(p)], tree.token(i));
+        if (size_t(new_index[size_t(i)]) >= kept_state.size()) kept_state.resize(size_t(new_index[size_t(i)]) + 1);
+        kept_state[size_t(new_index[size_t(i)])] = state[size_t(i)];
+    }
+    if (counts.pruned > 0) tree = kept;
+    forced.assign(size_t(tree.size()), 0);
+
+    // 2. The leaves, deepest first, each followed by what the grammar forces after it.
+    std::vector<int32_t> leaves;
+    for (int32_t i = 0; i < tree.size(); ++i)
+        if (tree.is_leaf(i)) leaves.push_back(i);
+    std::stable_sort(leaves.begin(), leaves.end(), [&](int32_t a, int32_t b) { return tree.depth(a) > tree.depth(b); });
+    const GrammarVocab &vocab = *sampler.grammar_vocab();
+    for (const int32_t leaf : leaves) {
+        if (counts.forced >= max_forced || tree.size() >= max_nodes || tree.depth(leaf) >= max_depth) continue;
+        const GrammarMatcher &at = *kept_state[size_t(leaf)];
+        if (at.can_end()) continue;  // the end is possible: nothing is forced
+        const std::string text = at.forced_text(256);
+        size_t pos = 0;
+        int32_t node = leaf;
+        while (pos < text.size() && counts.forced < max_forced && tree.size() < max_nodes && tree.depth(node) < max_depth) {
+            size_t len = 0;
+            const int32_t token = vocab.longest_prefix_token(std::string_view(text).substr(pos), len);
+            if (token < 0) break;
+            const int32_t before = tree.size();
+            node = tree.add(node, token);
+            forced.resize(size_t(tree.size()), 0);
+            if (tree.size() > before) {
+                forced[size_t(node)] = 1;
+                ++counts.forced;
+            }
+            pos += len;
+        }
+    }
+    return counts;
+}
+
+}  // namespace specula::internal

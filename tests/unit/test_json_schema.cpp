@@ -1,0 +1,151 @@
+// JSON schemas into grammars (grammar/json_schema.h): each schema's grammar parses, and admits exactly the JSON
+// texts the schema does among the ones tried (whole values; whitespace as llama.cpp's `space` rule allows).
+#include "core/error.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/json_schema.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace specula::internal;
+
+namespace {
+
+bool admits(const std::string &grammar, const std::string &text) {
+    GrammarMatcher m(Grammar::parse(grammar));
+    return m.accept(text) && m.can_end();
+}
+
+void check(const std::string &schema, const std::vector<std::string> &yes, const std::vector<std::string> &no) {
+    const std::string g = json_schema_to_grammar(schema);
+    INFO("schema " << schema << "\ngrammar:\n" << g);
+    for (const std::string &t : yes) {
+        INFO("admits " << t);
+        CHECK(admits(g, t));
+    }
+    for (const std::string &t : no) {
+        INFO("refuses " << t);
+        CHECK_FALSE(admits(g, t));
+    }
+}
+
+specula_status status_of(const std::string &schema, std::string *message = nullptr) {
+    try {
+        json_schema_to_grammar(schema);
+    } catch (const Error &e) {
+        if (message) *message = e.what();
+        return e.status();
+    }
+    return SPECULA_OK;
+}
+
+}  // namespace
+
+TEST_CASE("json schema: objects with required, optional and additional properties", "[grammar][json-schema]") {
+    check("{}", {R"({"a": 1})", "{}", R"({"x": [1, {"y": null}]})"}, {"[1]", "1", R"("a")"});
+    check(R"({"type": "object"})", {R"({"a": "b"})"}, {"[]"});
+    check(R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]})",
+          {R"({"name": "Ada"})", R"({"name": "Ada", "age": 36})", R"({ "name" : "x" ,"age":-1 })", "{\n  \"name\": \"Ada\",\n  \"age\": 36\n}"},
+          {R"({"age": 36})", R"({"age": 36, "name": "Ada"})", R"({"name": "Ada", "other": 1})", R"({"name": 5})", R"({"name": "Ada", "age": 1.5})", "{}"});
+    check(R"({"properties": {"a": {"type": "boolean"}, "b": {"type": "null"}, "c": {"type": "number"}}})",
+          {"{}", R"({"b": null})", R"({"a": true, "c": 2.5})", R"({"a": false, "b": null, "c": -1e3})", R"({"c": 0})"},
+          {R"({"b": null, "a": true})", R"({"a": true,})", R"({, "a": true})", R"({"d": 1})"});
+    check(R"({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"], "additionalProperties": true})",
+          {R"({"id": 1})", R"({"id": 1, "x": [1], "y": "z"})"}, {R"({"x": 1})", R"({"x": 1, "id": 1})"});
+    check(R"({"type": "object", "additionalProperties": {"type": "integer"}})", {"{}", R"({"a": 1, "b": 2})"}, {R"({"a": "x"})"});
+    check(R"({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                        {"properties": {"b": {"type": "string"}}, "required": ["b"]}]})",
+          {R"({"a": 1, "b": "x"})"}, {R"({"a": 1})", R"({"b": "x"})"});
+}
+
+TEST_CASE("json schema: arrays, tuples, strings, enums, constants, alternatives and formats", "[grammar][json-schema]") {
+    check(R"({"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 3})", {"[1]", "[1, 2.5, -3e2]", "[ 0 ]"},
+          {"[]", "[1, 2, 3, 4]", R"(["1"])", "[1,]"});
+    check(R"({"type": "array", "items": {"type": "boolean"}})", {"[]", "[true, false, true]"}, {"[null]"});
+    check(R"({"type": "array", "maxItems": 0})", {"[]"}, {"[1]"});
+    check(R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}]})", {R"(["a", 1])"}, {R"(["a"])", R"([1, "a"])"});
+    check(R"({"type": "string", "minLength": 2, "maxLength": 3})", {R"("ab")", R"("a\nb")", R"("\u00e9tk")"}, {R"("a")", R"("abcd")", "ab"});
+    check(R"({"enum": ["red", 1, null, {"k": [true]}]})", {R"("red")", "1", "null", R"({"k":[true]})"}, {R"("blue")", "2", R"({"k": [true]})"});
+    check(R"({"const": "fixed"})", {R"("fixed")"}, {R"("other")"});
+    check(R"({"anyOf": [{"type": "string"}, {"type": "integer"}]})", {R"("x")", "42"}, {"4.2", "true"});
+    check(R"({"oneOf": [{"type": "null"}, {"type": "array", "items": {"type": "integer"}}]})", {"null", "[1, 2]"}, {R"(["1"])"});
+    check(R"({"type": ["string", "null"]})", {R"("x")", "null"}, {"1"});
+    check(R"({"type": "string", "format": "date"})", {R"("2024-02-29")"}, {R"("2024-13-01")", R"("24-01-01")"});
+    check(R"({"type": "string", "format": "date-time"})", {R"("2024-02-29T13:45:00Z")", R"("2024-02-29T13:45:00.123+02:00")"},
+          {R"("2024-02-29 13:45:00")"});
+    check(R"({"type": "string", "format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567")"});
+    check("true", {"1", R"({"a": [null]})"}, {});
+}
+
+TEST_CASE("json schema: references, recursion included", "[grammar][json-schema]") {
+    const std::string list = R"({
+        "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                           "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+                           "required": ["v", "next"]}},
+        "$ref": "#/$defs/node"})";
+    check(list, {R"({"v": 1, "next": null})", R"({"v": 1, "next": {"v": 2, "next": {"v": 3, "next": null}}})"},
+          {R"({"v": 1})", R"({"v": 1, "next": {"v": 2}})"});
+    // A definition named like a built-in rule keeps its own meaning.
+    check(R"({"definitions": {"string": {"type": "integer"}}, "type": "object", "properties": {"s": {"$ref": "#/definitions/string"},
+            "t": {"type": "string"}}, "required": ["s", "t"]})",
+          {R"({"s": 1, "t": "x"})"}, {R"({"s": "x", "t": "x"})", R"({"s": 1, "t": 1})"});
+}
+
+TEST_CASE("json schema: integer bounds admit exactly the integers in range", "[grammar][json-schema]") {
+    struct Range {
+        const char *schema;
+        int64_t lo, hi;  // inclusive; INT64_MIN / INT64_MAX: unbounded
+    };
+    const Range ranges[] = {
+        {R"({"type": "integer", "minimum": 1, "maximum": 9})", 1, 9},
+        {R"({"type": "integer", "minimum": -15, "maximum": 120})", -15, 120},
+        {R"({"type": "integer", "minimum": 0})", 0, INT64_MAX},
+        {R"({"type": "integer", "exclusiveMinimum": 0})", 1, INT64_MAX},
+        {R"({"type": "integer", "minimum": 100})", 100, INT64_MAX},
+        {R"({"type": "integer", "maximum": -3})", INT64_MIN, -3},
+        {R"({"type": "integer", "maximum": 57})", INT64_MIN, 57},
+        {R"({"type": "integer", "minimum": -101, "exclusiveMaximum": -7})", -101, -8},
+        {R"({"type": "integer", "minimum": 1.5, "maximum": 20.5})", 2, 20},
+        {R"({"type": "integer", "minimum": 7, "maximum": 7})", 7, 7},
+    };
+    for (const Range &r : ranges) {
+        const std::string g = json_schema_to_grammar(r.schema);
+        INFO(r.schema << "\n" << g);
+        GrammarMatcher m(Grammar::parse(g));
+        for (int64_t v = -1200; v <= 1200; ++v) {
+            INFO(v);
+            const bool in = v >= r.lo && v <= r.hi;
+            GrammarMatcher t = m;
+            CHECK((t.accept(std::to_string(v)) && t.can_end()) == in);
+        }
+        for (const int64_t v : {int64_t(123456789), int64_t(-123456789)}) {
+            GrammarMatcher t = m;
+            CHECK((t.accept(std::to_string(v)) && t.can_end()) == (v >= r.lo && v <= r.hi));
+        }
+        GrammarMatcher lead = m;
+        CHECK_FALSE((lead.accept("007") && lead.can_end()));  // no leading zeros
+    }
+}
+
+TEST_CASE("json schema: malformed and unsupported schemas are refused with a message", "[grammar][json-schema]") {
+    std::string message;
+    CHECK(status_of(R"({"type": )", &message) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(message, Catch::Contains("json schema: not JSON"));
+    CHECK(status_of(R"({"type": "string", "pattern": "^a+$"})", &message) == SPECULA_ERR_UNSUPPORTED);
+    CHECK_THAT(message, Catch::Contains("pattern"));
+    CHECK(status_of(R"({"$ref": "#/$defs/missing"})", &message) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(message, Catch::Contains("does not resolve"));
+    CHECK(status_of(R"({"$ref": "https://example.com/schema.json"})") == SPECULA_ERR_UNSUPPORTED);
+    CHECK(status_of(R"({"type": "thing"})", &message) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(message, Catch::Contains("unknown type 'thing'"));
+    CHECK(status_of(R"({"type": "array", "minItems": 3, "maxItems": 2})") == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(status_of(R"({"type": "integer", "minimum": 5, "maximum": 4})") == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(status_of("[1, 2]") == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(status_of("false") == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(status_of(std::string(100, '[') + std::string(100, ']'), &message) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(message, Catch::Contains("nested deeper than 64"));
+    CHECK(status_of(R"({"type": "object", "properties": 5})") == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK(status_of(R"({"type": "array", "minItems": "x"})") == SPECULA_ERR_INVALID_ARGUMENT);
+}
