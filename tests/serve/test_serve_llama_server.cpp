@@ -374,6 +374,7 @@ TEST_CASE("a grammar or a JSON schema constrains /completion and /v1/chat/comple
         if (object.data["choices"][0]["finish_reason"] == "stop")  // a whole object within the tokens
             CHECK(json::parse(object.data["choices"][0]["message"]["content"].get<std::string>()).is_object());
         CHECK(post(c, "/v1/chat/completions", json{{"messages", messages}, {"response_format", {{"type", "xml"}}}}).status == 400);
+        CHECK(post(c, "/v1/chat/completions", json{{"messages", messages}, {"response_format", {{"type", "json_object"}, {"schema", 123}}}}).status == 400);
         CHECK(post(c, "/completion", json{{"prompt", "x"}, {"grammar", "root ::= \"a\""}, {"json_schema", schema}}).status == 400);
         const Reply pattern = post(c, "/completion", json{{"prompt", "x"}, {"json_schema", {{"type", "string"}, {"pattern", "^a$"}}}});
         CHECK(pattern.status == 400);

@@ -93,7 +93,11 @@ CompletionParams parse_completion_params(const json &body, const SamplingDefault
         const json &rf = body.at("response_format");
         if (!rf.is_object()) throw bad_request("\"response_format\" must be an object");
         const std::string type = string_field(rf, "type");
-        const auto object_in = [](const json &j, const char *key) { return j.contains(key) && j.at(key).is_object() ? j.at(key) : json::object(); };
+        // As llama-server's json_value: a missing or null member is {}, any other value is the schema (and a schema
+        // that is not one is refused by the converter).
+        const auto object_in = [](const json &j, const char *key) {
+            return j.is_object() && j.contains(key) && !j.at(key).is_null() ? j.at(key) : json::object();
+        };
         if (type == "json_object") schema = object_in(rf, "schema");
         else if (type == "json_schema") schema = object_in(object_in(rf, "json_schema"), "schema");
         else if (!type.empty() && type != "text")
