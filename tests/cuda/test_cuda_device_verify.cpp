@@ -7,6 +7,7 @@
 #include "common/fixture_files.h"
 #include "common/session_run.h"
 #include "cuda_draft_fixtures.h"
+#include "grammar/json_schema.h"
 
 #include <catch2/catch.hpp>
 
@@ -219,4 +220,37 @@ TEST_CASE("cuda: the round's rows a session may still read come over before the 
         rows[device_verify].assign(l, l + n_vocab);
     }
     CHECK(same_bits(rows[1], rows[0]));  // the device round's row, as the host verifier's session has it
+}
+
+// Under a grammar (docs/grammars.md) the device walk does not verify (it has no grammar): the host verifier does,
+// on the rows the device computed, and every drafter gives plain constrained decoding's tokens, greedy and sampled.
+TEST_CASE("cuda: under a JSON schema's grammar every drafter gives plain constrained decoding's tokens, verified on the host",
+          "[cuda][verify][grammar]") {
+    const std::optional<Story> story = load_story();
+    if (!story) return;
+    const auto &[model, prompt, tree_spec] = *story;
+    const std::string grammar = json_schema_to_grammar(
+        R"({"type": "object", "properties": {"who": {"type": "string", "maxLength": 10}, "age": {"type": "integer", "minimum": 1, "maximum": 99},
+            "friends": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 3}}, "required": ["who", "age", "friends"]})");
+    SpeculativeConfig chain = tree_spec;
+    chain.shape = TreeShape::chain(4);
+    SpeculativeConfig ngram;
+    ngram.ngram = true;
+    for (const float temperature : {0.0f, 0.9f}) {
+        SamplerConfig sampler;
+        sampler.temperature = temperature;
+        sampler.seed = 5;
+        sampler.grammar = grammar;
+        CAPTURE(temperature);
+        const Trace plain = run(model, sampler, nullptr, true, prompt, 24, 0);
+        REQUIRE(!plain.tokens.empty());
+        const std::pair<const char *, SpeculativeConfig> drafters[] = {{"beam tree", tree_spec}, {"chain", chain}, {"n-grams", ngram}};
+        for (const auto &[name, spec] : drafters) {
+            INFO(name);
+            const Trace got = run(model, sampler, &spec, true, prompt, 24, 0);
+            CHECK(got.tokens == plain.tokens);
+            CHECK(got.stats.rounds > 0);
+            CHECK(got.stats.device_verified == 0);
+        }
+    }
 }
