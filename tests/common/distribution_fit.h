@@ -9,29 +9,36 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace test_sampling {
 
 using namespace specula::internal;
 
-inline SamplerConfig sampling_config(uint64_t seed) {
+// grammar: a GBNF grammar the text must follow (docs/grammars.md), or none.
+inline SamplerConfig sampling_config(uint64_t seed, const std::string &grammar = "") {
     SamplerConfig c;  // the whole chain stays on: top-k 40, top-p 0.98, min-p 0.01, temperature 1
     c.temperature = 1.0f;
     c.top_p = 0.98f;
     c.min_p = 0.01f;
     c.seed = seed;
+    c.grammar = grammar;
     return c;
 }
 
 using Pair = std::pair<int32_t, int32_t>;
 
-// The exact probability of every (t1, t2) the target can produce after `prompt`.
-inline std::map<Pair, double> exact_joint(const std::shared_ptr<const Model> &model, TargetRunner &runner, const std::vector<int32_t> &prompt) {
+// The exact probability of every (t1, t2) the target can produce after `prompt` (under `grammar`, when given: the
+// second token's distribution constrained by the grammar's state after the first).
+inline std::map<Pair, double> exact_joint(const std::shared_ptr<const Model> &model, TargetRunner &runner, const std::vector<int32_t> &prompt,
+                                          const std::string &grammar = "") {
     const int32_t n_vocab = model->hparams().n_vocab;
     std::vector<float> logits(static_cast<size_t>(n_vocab));
     runner.eval(prompt.data(), int32_t(prompt.size()), 0, logits.data(), false);
-    Sampler sampler(sampling_config(0));
+    Sampler sampler(sampling_config(0, grammar));
+    if (sampler.has_grammar()) sampler.bind_vocab(model->grammar_vocab());
     Candidates first, second;
     std::vector<int32_t> history = prompt;
     sampler.distribution(logits.data(), n_vocab, history, first);
@@ -39,7 +46,12 @@ inline std::map<Pair, double> exact_joint(const std::shared_ptr<const Model> &mo
     for (const Candidate &a : first.items) {
         runner.eval(&a.id, 1, int32_t(prompt.size()), logits.data(), false);
         history.push_back(a.id);
-        sampler.distribution(logits.data(), n_vocab, history, second);
+        std::optional<GrammarMatcher> after;
+        if (sampler.has_grammar()) {
+            after = *sampler.grammar_state();
+            sampler.advance(*after, a.id);
+        }
+        sampler.distribution(logits.data(), n_vocab, history, second, after ? &*after : nullptr);
         history.pop_back();
         for (const Candidate &b : second.items) joint[{a.id, b.id}] += double(a.p) * double(b.p);
     }
@@ -89,8 +101,9 @@ inline FitResult chi_square(const std::map<Pair, double> &p, const std::map<Pair
 
 // Samples (t1, t2) n_samples times from a session made with `sc` (seeds 1000..) and tests the counts against joint.
 inline FitResult speculative_fit(const std::shared_ptr<const Model> &model, const SessionConfig &sc, const SpeculativeConfig &spec,
-                          const std::vector<int32_t> &prompt, const std::map<Pair, double> &joint, int n_samples, double *tau) {
-    Session s(model, sc, sampling_config(1));
+                          const std::vector<int32_t> &prompt, const std::map<Pair, double> &joint, int n_samples, double *tau,
+                          const std::string &grammar = "") {
+    Session s(model, sc, sampling_config(1, grammar));
     s.set_speculative(spec);
     GenerateConfig run;
     run.max_tokens = 2;
@@ -99,7 +112,7 @@ inline FitResult speculative_fit(const std::shared_ptr<const Model> &model, cons
     s.append_tokens(prompt.data(), prompt.size());
     std::map<Pair, int> counts;
     for (int i = 0; i < n_samples; ++i) {
-        s.set_sampler(sampling_config(1000 + uint64_t(i)));
+        s.set_sampler(sampling_config(1000 + uint64_t(i), grammar));
         s.rewind(int32_t(prompt.size()));
         s.begin_run();
         int32_t t[2] = {-1, -1};
