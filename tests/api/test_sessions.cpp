@@ -229,6 +229,41 @@ TEST_CASE("two sessions on one model in two threads match one session alone", "[
     }
 }
 
+// The model's vocabulary for grammars is made on first use and shared: sessions with grammars started at once on a
+// fresh model race to make it (ThreadSanitizer watches); each gets the text one session alone gets.
+TEST_CASE("sessions with grammars started at once on a fresh model share its grammar vocabulary and match one alone",
+          "[session][threads][grammar][concurrency]") {
+    specula::SamplerOptions sampler = seeded(7);
+    sampler.set_grammar(R"(root ::= " " [a-z]+ (" " [a-z]+){3,8} ".")");
+    auto run = [&](const specula::Model &model) {
+        specula::Session s = make_session(model, sampler);
+        s.append_text(kPrompt);
+        return generate(s.get(), 48).tokens;
+    };
+    const std::vector<int32_t> expected = run(specula::Model::load(kModelPath));
+    REQUIRE(!expected.empty());
+    for (int round = 0; round < 3; ++round) {
+        const specula::Model model = specula::Model::load(kModelPath);
+        std::vector<int32_t> results[4];
+        std::exception_ptr errors[4];
+        std::thread threads[4];
+        for (int t = 0; t < 4; ++t) {
+            threads[t] = std::thread([&, t] {
+                try {
+                    results[t] = run(model);
+                } catch (...) {
+                    errors[t] = std::current_exception();
+                }
+            });
+        }
+        for (auto &th : threads) th.join();
+        for (int t = 0; t < 4; ++t) {
+            if (errors[t]) std::rethrow_exception(errors[t]);
+            CHECK(results[t] == expected);
+        }
+    }
+}
+
 TEST_CASE("destroying the model before its session is fine", "[session][lifetime][concurrency]") {
     specula_model *model = nullptr;
     REQUIRE(specula_model_load(kModelPath.c_str(), nullptr, &model, nullptr) == SPECULA_OK);
