@@ -328,7 +328,7 @@ TEST_CASE("a seeded sampled request gets the same text with and without a drafte
     CHECK(!texts[0].empty());
 }
 
-TEST_CASE("a grammar or a JSON schema constrains /completion and /v1/chat/completions, with a drafter too; a bad one is a 400",
+TEST_CASE("a grammar or a JSON schema constrains /completion and /v1/chat/completions, with a drafter too, and a bad one is a 400",
           "[serve][grammar]") {
     const std::string draft = std::string(SPECULA_SOURCE_DIR) + "/models/drafts/stories260K.longspec.gguf";
     for (const std::vector<std::string> &flags : std::vector<std::vector<std::string>>{{"--spec", "none"}, {"--draft", draft, "--spec", "ngram"}}) {
