@@ -1,6 +1,7 @@
 #include "grammar/grammar_matcher.h"
 
 #include "core/error.h"
+#include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
@@ -305,22 +306,7 @@ std::string GrammarMatcher::forced_text(size_t max_bytes) const {
         if (!single || only > 0x10FFFF) break;
         step_codepoint(cur, only, next);
         if (next.stacks.empty()) break;
-        // UTF-8 of the code point.
-        if (only < 0x80) {
-            out += char(only);
-        } else if (only < 0x800) {
-            out += char(0xC0 | (only >> 6));
-            out += char(0x80 | (only & 0x3F));
-        } else if (only < 0x10000) {
-            out += char(0xE0 | (only >> 12));
-            out += char(0x80 | ((only >> 6) & 0x3F));
-            out += char(0x80 | (only & 0x3F));
-        } else {
-            out += char(0xF0 | (only >> 18));
-            out += char(0x80 | ((only >> 12) & 0x3F));
-            out += char(0x80 | ((only >> 6) & 0x3F));
-            out += char(0x80 | (only & 0x3F));
-        }
+        append_utf8(out, only);  // only <= 0x10FFFF (checked above)
         std::swap(cur, next);
     }
     return out;
