@@ -39,22 +39,7 @@ std::shared_ptr<const Model> load(const std::string &rel) {
 std::vector<int32_t> until_end(Session &s, const std::vector<int32_t> &prompt, int32_t n, bool *ended = nullptr) {
     s.rewind(0);
     s.append_tokens(prompt.data(), prompt.size());
-    GenerateConfig run;
-    run.max_tokens = n;
-    s.configure_run(run);
-    s.begin_run();
-    std::vector<int32_t> out;
-    for (;;) {
-        StepResult r;
-        s.step(r);
-        if (r.stop == SPECULA_STOP_EOS) {
-            if (ended) *ended = true;
-            break;
-        }
-        if (r.token >= 0) out.push_back(r.token);
-        if (r.stop != SPECULA_STOP_NONE) break;
-    }
-    return out;
+    return test_sessions::generate_more(s, n, true, ended);
 }
 
 // The tokens' text as the grammar reads it (each token's piece, special tokens rendered).
