@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -50,6 +51,12 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                        b.has_devices ? 2e-3 : 0.0, b.kind == BackendKind::Cpu});
     }
 #ifdef SPECULA_CUDA_EMULATION
+    // On a GPU machine the real CUDA backend is tested above, and the emulated one (seconds per check, minutes per
+    // architecture) would spend the lease: bench/gpu/run.sh sets SPECULA_TEST_SKIP_EMULATED.
+    if (const char *skip = std::getenv("SPECULA_TEST_SKIP_EMULATED"); skip && *skip && std::string(skip) != "0") {
+        WARN("cuda (emulated) not tested: SPECULA_TEST_SKIP_EMULATED is set");
+        return out;
+    }
     out.push_back({"cuda (emulated)",
                    [](std::shared_ptr<const Model> m, int32_t n_ctx, ThreadPool &) {
                        return std::unique_ptr<TargetRunner>(std::make_unique<cuda::CudaRunner>(std::move(m), n_ctx, 0));

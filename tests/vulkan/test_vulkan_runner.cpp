@@ -298,17 +298,23 @@ TEST_CASE("vulkan: a session that does not fit the device is refused with the si
         CHECK(std::string(e.what()).find("MiB") != std::string::npos);
     }
     CHECK(vulkan::get_device(0)->free_memory() == free_before);
-    // Through a session without fallback: the same status; with fallback: the CPU, and the note says why.
+    // Through a session without fallback: the same status. A session takes at most 4M tokens of context, which on a
+    // card of more than ~2.5 GiB is not enough for this small model's cache to overflow it (seen on an H100's 80 GiB:
+    // the session refused the context as too large, INVALID_ARGUMENT, before any runner was made).
     SessionConfig sc = on_vulkan();
     sc.n_ctx = n_ctx;
     SamplerConfig greedy;
     greedy.temperature = 0.0f;
+    const bool fits_a_session = n_ctx <= (1 << 22);
     try {
         Session s(model, sc, greedy);
         FAIL("a session that does not fit was made");
     } catch (const Error &e) {
-        CHECK(e.status() == SPECULA_ERR_OUT_OF_MEMORY);
+        INFO(e.what());
+        CHECK(e.status() == (fits_a_session ? SPECULA_ERR_OUT_OF_MEMORY : SPECULA_ERR_INVALID_ARGUMENT));
     }
+    if (!fits_a_session) WARN("the device holds this model's cache for any context a session takes: the session's refusal was its n_ctx limit");
+    CHECK(vulkan::get_device(0)->free_memory() == free_before);
 }
 
 TEST_CASE("vulkan: the registry lists the device, AUTO passes a CPU implementation by, and asking by name uses it", "[vulkan]") {
