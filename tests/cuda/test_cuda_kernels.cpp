@@ -46,6 +46,15 @@ TEST_CASE("cuda gemm matches a host loop and is batch invariant", "[cuda][kernel
                 INFO("row " << t);
                 CHECK(std::memcmp(y1.data(), y.data() + size_t(t) * rows, size_t(rows) * 4) == 0);
             }
+            // And inside batches that take the kernel's other tile counts per pass (2, 4, 8 tiles): rows 17.. of
+            // the 69 as a batch of 18, 40 and 52.
+            for (int32_t m : {18, 40, 52}) {
+                DeviceBuffer dym(size_t(m * rows) * 4), scratch_m(std::max<size_t>(gemm_scratch_bytes(w.m, m), 256));
+                gemm(w.m, dx.as<float>() + size_t(17) * cols, m, dym.as<float>(), scratch_m.as(), nullptr);
+                const std::vector<float> ym = download(dym, size_t(m * rows));
+                INFO("batch of " << m);
+                CHECK(std::memcmp(ym.data(), y.data() + size_t(17) * rows, size_t(m * rows) * 4) == 0);
+            }
         }
     }
 }

@@ -41,14 +41,22 @@ __global__ void gemm_f32_kernel(const float *__restrict__ w, int64_t ld, int64_t
 
 // ---- F16 weights: tensor cores ---------------------------------------------------------------------------
 // Activations are first rounded to F16 into a [n_pad][ld] buffer (tokens padded to 16 with zero rows, columns
-// to ld with zeros). A warp computes a 16-row x 16-token output tile over one 512-wide K segment, up to four
-// token tiles per pass so a weight fragment is read once for 64 tokens; fragments come straight from global
-// memory (the weights are streamed once, there is nothing to reuse from shared memory for small n). Segment
-// partial sums go to scratch and a second kernel adds them in segment order.
+// to ld with zeros). A warp computes 16-row x 16-token output tiles over one 512-wide K segment, up to kTiles
+// token tiles per pass so a weight fragment is read once for kTiles * 16 tokens; fragments come straight from
+// global memory (the weights are streamed once, there is nothing to reuse from shared memory for small n).
+// Segment partial sums go to scratch and a second kernel adds them in segment order.
+//
+// Every (16-row tile, token tile) accumulates its K steps in ascending order with the same mma instructions
+// whatever n is, how many tiles a pass holds or how far the loads run ahead: a row's bits never depend on the
+// batch (kernels.h). So the kernel is compiled for 1, 2, 4 and 8 tiles per pass and a batch takes the smallest
+// that holds it: decoding keeps few registers and many warps in flight to cover the memory latency of a streamed
+// weight matrix, and a 69-node tree reads the weights once (with four tiles per pass, as before, twice). Weight fragments are loaded
+// kLoadsAhead K steps ahead of their use: the first measurement on an H100 (8B F16, decode at 27% of the
+// memory bandwidth, 17.9 ms a step) showed a loop of one load in flight per warp.
 using namespace nvcuda;
 constexpr int kTile = 16;
 constexpr int kSegment = 512;
-constexpr int kTilesPerPass = 4;
+constexpr int kLoadsAhead = 4;
 constexpr int kF16WarpsPerBlock = 4;
 
 __global__ void to_half_padded_kernel(const float *__restrict__ x, int32_t n, int64_t cols, int32_t n_pad, int64_t ld,
@@ -60,9 +68,11 @@ __global__ void to_half_padded_kernel(const float *__restrict__ x, int32_t n, in
     }
 }
 
-// grid: x = row tiles / kF16WarpsPerBlock, y = K segments. partial[seg][t][r] for t < n_pad, r < rows_alloc.
+// grid: x = row tiles / kF16WarpsPerBlock, y = K segments. partial[seg][t][r] for t < n (the padded tokens' rows
+// are neither written nor read), r < rows_alloc. The segment's length is a multiple of 16 (ld is).
+template <int kTiles>
 __global__ void gemm_f16_kernel(const __half *__restrict__ w, int64_t ld, int64_t rows_alloc, const __half *__restrict__ xh,
-                                int32_t n_pad, int32_t n_segments, float *__restrict__ partial) {
+                                int32_t n, int32_t n_pad, float *__restrict__ partial) {
     __shared__ __align__(32) float tile[kF16WarpsPerBlock][kTile * kTile];  // WMMA stores need 256-bit alignment
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int64_t r0 = (int64_t(blockIdx.x) * kF16WarpsPerBlock + warp) * kTile;
@@ -71,38 +81,47 @@ __global__ void gemm_f16_kernel(const __half *__restrict__ w, int64_t ld, int64_
     const int64_t k_begin = int64_t(seg) * kSegment, k_end = min(k_begin + kSegment, ld);
     const int n_tiles = n_pad / kTile;
     float *out = partial + int64_t(seg) * n_pad * rows_alloc;
-    for (int tt0 = 0; tt0 < n_tiles; tt0 += kTilesPerPass) {
-        const int tiles = min(kTilesPerPass, n_tiles - tt0);
-        wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float> acc[kTilesPerPass];
+    const __half *wr = w + r0 * ld;
+    for (int tt0 = 0; tt0 < n_tiles; tt0 += kTiles) {
+        const int tiles = min(kTiles, n_tiles - tt0);
+        wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float> acc[kTiles];
 #pragma unroll
-        for (int j = 0; j < kTilesPerPass; ++j) wmma::fill_fragment(acc[j], 0.0f);
-        for (int64_t k = k_begin; k < k_end; k += kTile) {
-            wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, __half, wmma::row_major> a;
-            wmma::load_matrix_sync(a, w + r0 * ld + k, unsigned(ld));
+        for (int j = 0; j < kTiles; ++j) wmma::fill_fragment(acc[j], 0.0f);
+        for (int64_t k0 = k_begin; k0 < k_end; k0 += kLoadsAhead * kTile) {
+            const int steps = int(min(int64_t(kLoadsAhead), (k_end - k0) / kTile));
+            wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, __half, wmma::row_major> a[kLoadsAhead];
 #pragma unroll
-            for (int j = 0; j < kTilesPerPass; ++j) {
-                if (j < tiles) {
-                    wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, __half, wmma::col_major> b;
-                    wmma::load_matrix_sync(b, xh + int64_t(tt0 + j) * kTile * ld + k, unsigned(ld));
-                    wmma::mma_sync(acc[j], a, b, acc[j]);
+            for (int u = 0; u < kLoadsAhead; ++u)
+                if (u < steps) wmma::load_matrix_sync(a[u], wr + k0 + u * kTile, unsigned(ld));
+#pragma unroll
+            for (int u = 0; u < kLoadsAhead; ++u) {
+                if (u >= steps) continue;
+                const int64_t k = k0 + u * kTile;
+#pragma unroll
+                for (int j = 0; j < kTiles; ++j) {
+                    if (j < tiles) {
+                        wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, __half, wmma::col_major> b;
+                        wmma::load_matrix_sync(b, xh + int64_t(tt0 + j) * kTile * ld + k, unsigned(ld));
+                        wmma::mma_sync(acc[j], a[u], b, acc[j]);
+                    }
                 }
             }
         }
 #pragma unroll
-        for (int j = 0; j < kTilesPerPass; ++j) {
+        for (int j = 0; j < kTiles; ++j) {
             if (j >= tiles) continue;
             // tile[i][c] = output row r0 + i, token (tt0 + j) * 16 + c
             wmma::store_matrix_sync(tile[warp], acc[j], kTile, wmma::mem_row_major);
             __syncwarp();
-            for (int e = lane; e < kTile * kTile; e += kWarp) {
-                const int i = e / kTile, c = e % kTile;
-                const int64_t t = int64_t(tt0 + j) * kTile + c;
-                out[t * rows_alloc + r0 + i] = tile[warp][e];
+            const int64_t t_base = int64_t(tt0 + j) * kTile;
+            const int cols = int(min(int64_t(kTile), int64_t(n) - t_base));  // the tile's real tokens
+            for (int e = lane; e < kTile * cols; e += kWarp) {
+                const int c = e / kTile, i = e % kTile;  // consecutive lanes write consecutive rows of one token
+                out[(t_base + c) * rows_alloc + r0 + i] = tile[warp][i * kTile + c];
             }
             __syncwarp();
         }
     }
-    (void)n_segments;
 }
 
 // y[t][r] = sum over segments s, in order, of partial[s][t][r].
@@ -151,8 +170,17 @@ void gemm(const DeviceMatrix &w, const float *x, int32_t n, float *y, void *scra
     float *partial = reinterpret_cast<float *>(static_cast<char *>(scratch) + (halves * sizeof(__half) + 255) / 256 * 256);
     SPECULA_LAUNCH(to_half_padded_kernel, grid_for(int64_t(halves), 256), 256, 0, stream)(x, n, w.cols, n_pad, w.ld, xh);
     const dim3 grid(unsigned((w.rows_alloc / kTile + kF16WarpsPerBlock - 1) / kF16WarpsPerBlock), unsigned(n_seg));
-    SPECULA_LAUNCH(gemm_f16_kernel, grid, kF16WarpsPerBlock * kWarp, 0, stream)(static_cast<const __half *>(w.data), w.ld, w.rows_alloc, xh,
-                                                                     n_pad, n_seg, partial);
+    const __half *wh = static_cast<const __half *>(w.data);
+    // As many token tiles per pass as the batch fills (up to 8), so the weights are read once up to 128 tokens.
+    const int32_t n_tiles = n_pad / kTile;
+    if (n_tiles == 1)
+        SPECULA_LAUNCH(gemm_f16_kernel<1>, grid, kF16WarpsPerBlock * kWarp, 0, stream)(wh, w.ld, w.rows_alloc, xh, n, n_pad, partial);
+    else if (n_tiles == 2)
+        SPECULA_LAUNCH(gemm_f16_kernel<2>, grid, kF16WarpsPerBlock * kWarp, 0, stream)(wh, w.ld, w.rows_alloc, xh, n, n_pad, partial);
+    else if (n_tiles <= 4)
+        SPECULA_LAUNCH(gemm_f16_kernel<4>, grid, kF16WarpsPerBlock * kWarp, 0, stream)(wh, w.ld, w.rows_alloc, xh, n, n_pad, partial);
+    else
+        SPECULA_LAUNCH(gemm_f16_kernel<8>, grid, kF16WarpsPerBlock * kWarp, 0, stream)(wh, w.ld, w.rows_alloc, xh, n, n_pad, partial);
     SPECULA_LAUNCH(sum_segments_kernel, grid_for(int64_t(n) * w.rows, 256), 256, 0, stream)(partial, n_seg, n, n_pad, w.rows, w.rows_alloc, y);
 }
 
