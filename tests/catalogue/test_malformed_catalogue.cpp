@@ -800,9 +800,17 @@ TEST_CASE("grammars", "[catalogue][grammar]") {
              size_t len = 0;
              return outcome(specula_json_schema_to_grammar(schema.data(), schema.size(), buf, sizeof buf, &len, &err), err);
          }},
-        {"grammar-schema-pattern", "a JSON schema with \"pattern\" (a regular expression)", SPECULA_ERR_UNSUPPORTED, "pattern",
+        {"grammar-schema-pattern-backreference", "a JSON schema whose \"pattern\" has a backreference", SPECULA_ERR_UNSUPPORTED,
+         "backreferences",
          [&] {
-             const std::string schema = R"({"type": "string", "pattern": "^a+$"})";
+             const std::string schema = R"({"type": "string", "pattern": "^(a+)b\\1$"})";
+             size_t len = 0;
+             return outcome(specula_json_schema_to_grammar(schema.data(), schema.size(), nullptr, 0, &len, &err), err);
+         }},
+        {"grammar-schema-pattern-unclosed", "a JSON schema whose \"pattern\" has an unclosed group", SPECULA_ERR_INVALID_ARGUMENT,
+         "unclosed '('",
+         [&] {
+             const std::string schema = R"({"type": "string", "pattern": "^(a|b$"})";
              size_t len = 0;
              return outcome(specula_json_schema_to_grammar(schema.data(), schema.size(), nullptr, 0, &len, &err), err);
          }},

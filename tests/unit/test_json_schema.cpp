@@ -133,8 +133,8 @@ TEST_CASE("json schema: malformed and unsupported schemas are refused with a mes
     std::string message;
     CHECK(status_of(R"({"type": )", &message) == SPECULA_ERR_INVALID_ARGUMENT);
     CHECK_THAT(message, Catch::Contains("json schema: not JSON"));
-    CHECK(status_of(R"({"type": "string", "pattern": "^a+$"})", &message) == SPECULA_ERR_UNSUPPORTED);
-    CHECK_THAT(message, Catch::Contains("pattern"));
+    CHECK(status_of(R"({"type": "string", "pattern": "a+"})", &message) == SPECULA_ERR_UNSUPPORTED);
+    CHECK_THAT(message, Catch::Contains("must start with '^' and end with '$'"));
     CHECK(status_of(R"({"$ref": "#/$defs/missing"})", &message) == SPECULA_ERR_INVALID_ARGUMENT);
     CHECK_THAT(message, Catch::Contains("does not resolve"));
     CHECK(status_of(R"({"$ref": "https://example.com/schema.json"})") == SPECULA_ERR_UNSUPPORTED);
@@ -148,4 +148,50 @@ TEST_CASE("json schema: malformed and unsupported schemas are refused with a mes
     CHECK_THAT(message, Catch::Contains("nested deeper than 64"));
     CHECK(status_of(R"({"type": "object", "properties": 5})") == SPECULA_ERR_INVALID_ARGUMENT);
     CHECK(status_of(R"({"type": "array", "minItems": "x"})") == SPECULA_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("json schema: string patterns (regular expressions) admit the JSON strings they match whole", "[grammar][json-schema]") {
+    check(R"({"type": "string", "pattern": "^a+$"})", {R"("a")", R"("aaa")"}, {R"("")", R"("ab")", R"("b")", "\"a\"x"});
+    check(R"({"pattern": "^[A-Z]{2}-\\d{3,4}$"})", {R"("AB-123")", R"("ZZ-0000")"}, {R"("ab-123")", R"("AB-12")", R"("AB-12345")", R"("AB123")"});
+    check(R"({"type": "string", "pattern": "^(?:cat|dog)s?( [0-9]+)*$"})", {R"("cat")", R"("dogs 1 22")", R"("cats")"},
+          {R"("cow")", R"("cat ")", R"("dogss")"});
+    // Characters JSON writes escaped are admitted escaped only; '.' is any character but a line break.
+    check(R"({"type": "string", "pattern": "^a.c$"})", {R"("abc")", R"("a c")", R"("a\"c")", R"("a\\c")", "\"a\xC3\xA9" "c\""},
+          {R"("a"c")", "\"a\nc\"", R"("ac")", R"("abbc")"});
+    check(R"({"type": "string", "pattern": "^[^,]*$"})", {R"("")", R"("x y")", R"("say \"hi\"")"}, {R"("a,b")", R"("a"b")"});
+    check(R"({"type": "string", "pattern": "^\\\"\\w+\\\"$"})", {R"("\"word_1\"")"}, {R"(""word"")", R"("\"a b\"")"});
+    check(R"({"type": "string", "pattern": "^\\S+@\\S+\\.[a-z]{2,}$"})", {R"("ada@example.org")"}, {R"("ada@example")", R"("a da@x.org")"});
+    check(R"({"type": "string", "pattern": "^[\\u00e9\\-x]{2}$"})", {"\"\xC3\xA9-\"", R"("xx")", R"("-x")"}, {R"("ab")", R"("x")"});
+    check(R"({"type": "string", "pattern": "^a{2,}b??$"})", {R"("aa")", R"("aaab")"}, {R"("a")", R"("aabb")"});
+    check(R"({"type": "object", "properties": {"code": {"type": "string", "pattern": "^[0-9]{3}$"}}, "required": ["code"]})",
+          {R"({"code": "007"})"}, {R"({"code": "07"})", R"({"code": 7})"});
+}
+
+TEST_CASE("json schema: patterns that cannot be translated or do not parse are refused with a message", "[grammar][json-schema]") {
+    const std::pair<const char *, specula_status> cases[] = {
+        {"^(a)\\\\1$", SPECULA_ERR_UNSUPPORTED},      // a backreference
+        {"^(?=a)a$", SPECULA_ERR_UNSUPPORTED},        // a lookahead
+        {"^a\\\\bb$", SPECULA_ERR_UNSUPPORTED},       // a word boundary
+        {"^a$|^b$", SPECULA_ERR_UNSUPPORTED},         // anchors inside
+        {"^a{1,20000}$", SPECULA_ERR_UNSUPPORTED},    // past the grammar's repetition bound
+        {"^(a$", SPECULA_ERR_INVALID_ARGUMENT},       // unclosed group
+        {"^a)$", SPECULA_ERR_INVALID_ARGUMENT},       // unmatched parenthesis
+        {"^[a-$", SPECULA_ERR_INVALID_ARGUMENT},      // unclosed class
+        {"^[z-a]$", SPECULA_ERR_INVALID_ARGUMENT},    // range out of order
+        {"^*a$", SPECULA_ERR_INVALID_ARGUMENT},       // nothing to repeat
+        {"^a**$", SPECULA_ERR_INVALID_ARGUMENT},      // a quantifier after a quantifier
+        {"^a{3,1}$", SPECULA_ERR_INVALID_ARGUMENT},   // n < m
+        {"^\\\\q$", SPECULA_ERR_INVALID_ARGUMENT},    // unknown escape
+        {"^\\\\x4$", SPECULA_ERR_INVALID_ARGUMENT},   // truncated escape
+        {"^\\\\n$", SPECULA_ERR_INVALID_ARGUMENT},    // a control character JSON would escape
+    };
+    for (const auto &[pattern, want] : cases) {
+        std::string message;
+        const std::string schema = std::string(R"({"type": "string", "pattern": ")") + pattern + "\"}";
+        INFO(schema);
+        CHECK(status_of(schema, &message) == want);
+        CHECK_THAT(message, Catch::Contains("pattern"));
+    }
+    std::string message;
+    CHECK(status_of(R"({"type": "string", "pattern": 5})", &message) == SPECULA_ERR_INVALID_ARGUMENT);
 }

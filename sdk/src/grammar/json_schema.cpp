@@ -1,5 +1,7 @@
 #include "grammar/json_schema.h"
 
+#include "grammar/json_pattern.h"
+
 #include "core/error.h"
 
 #include <nlohmann/json.hpp>
@@ -233,7 +235,12 @@ private:
             primitive("space");
             return add(name, body + ") space");
         }
-        if (schema.contains("pattern")) unsupported("\"pattern\" (a regular expression) is not supported");
+        if (schema.contains("pattern") && (!schema.contains("type") || schema.at("type") == "string")) {
+            const json &pattern = schema.at("pattern");
+            if (!pattern.is_string()) invalid("\"pattern\" must be a string");
+            primitive("space");
+            return add(name, "\"\\\"\" (" + json_pattern_to_gbnf(pattern.get<std::string>()) + ") \"\\\"\" space");
+        }
         json type = schema.contains("type") ? schema.at("type") : json();
         if (type.is_array()) {
             std::string body;
