@@ -6,11 +6,13 @@
 // sequences too), checking that accepts() predicts accept(), that a refused piece leaves the state unchanged, that a
 // saved state restores to the same words, and that the token mask over a small vocabulary equals each token's own
 // check. Limits are those of the library (grammar.h, grammar_matcher.h): a hostile grammar must be refused or
-// bounded within the fuzzer's 10 s.
+// bounded within the fuzzer's 10 s. Grammar text starting with '^' is a JSON schema pattern instead (translated by
+// grammar/json_pattern.h, then checked the same way).
 #include "fuzz_common.h"
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
+#include "grammar/json_pattern.h"
 
 using namespace specula::internal;
 
@@ -34,8 +36,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const std::string_view grammar_text = in.until('\0');
     const std::string_view text = in.bytes(512);
     std::shared_ptr<const Grammar> g;
+    // Text starting with '^' (never a GBNF rule) is a JSON schema's string pattern (json_pattern.h): refused with
+    // INVALID_ARGUMENT or UNSUPPORTED, or translated into an expression that must parse; its grammar is then followed.
+    std::string pattern_grammar;
+    if (!grammar_text.empty() && grammar_text[0] == '^') {
+        try {
+            pattern_grammar = "root ::= " + json_pattern_to_gbnf(std::string(grammar_text));
+        } catch (const Error &e) {
+            fuzz::expected_error(e);
+            FUZZ_CHECK(e.status() == SPECULA_ERR_INVALID_ARGUMENT || e.status() == SPECULA_ERR_UNSUPPORTED);
+            return 0;
+        }
+        try {
+            g = Grammar::parse(pattern_grammar);
+        } catch (const Error &e) {
+            const std::string why = e.what();
+            FUZZ_CHECK(e.status() == SPECULA_ERR_INVALID_ARGUMENT &&
+                       (why.find("more than") != std::string::npos || why.find("above") != std::string::npos ||
+                        why.find("deeper") != std::string::npos));
+            return 0;  // only the grammar's size limits may refuse a translation
+        }
+    }
     try {
-        g = Grammar::parse(grammar_text);
+        if (!g) g = Grammar::parse(grammar_text);
     } catch (const Error &e) {
         fuzz::expected_error(e);
         FUZZ_CHECK(e.status() == SPECULA_ERR_INVALID_ARGUMENT);
