@@ -21,8 +21,9 @@
 // Rows: AR (plain decoding); for each --draft, LABEL (the LongSpec draft with --tree); with --ngram also
 // LABEL+ngram (the draft's tree merged with 16 n-gram nodes) and ngram (prompt lookup + token reuse alone, the
 // library's defaults: 16 nodes).
-// A run: a fresh session, the prompt, one generated token (prompt evaluation, not timed), then -n tokens timed
-// around the generate call (end-of-generation ignored). Every row runs once untimed on the first prompt (warm-up),
+// A run: a fresh session, the prompt (evaluated once per prompt and forked into each run's session: the context's
+// tokens and keys/values), one generated token (not timed), then -n tokens timed around the generate call
+// (end-of-generation ignored). Every row runs once untimed on the first prompt (warm-up),
 // then prompt by prompt every row runs --reps times, AR first: interleaving the rows spreads the machine's drift
 // over all of them. A prompt's time is the median of its reps.
 // Columns, aggregated over all prompts (sums of the timed parts, not means of per-prompt ratios):
@@ -54,6 +55,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -248,16 +250,34 @@ struct RunResult {
     specula_stats before{}, after{};
 };
 
-RunResult run_once(const specula::Model &model, const std::vector<int32_t> &prompt, const Row &row, const Args &args) {
+specula::SessionOptions session_options(const specula::Model &model, const std::vector<int32_t> &prompt, const Args &args) {
     specula::SessionOptions so;
     so.n_threads = args.threads;
     so.backend = specula_apps::backend_from_name(args.backend);
     so.allow_fallback = 0;
     // The library's default (min(n_ctx_train, 4096)), grown when the prompt and the run need more.
     so.n_ctx = std::max<int32_t>(std::min<int32_t>(model.n_ctx_train(), 4096), int32_t(prompt.size()) + args.n_tokens + 8);
-    specula::Session session(model, so, specula::SamplerOptions::greedy());
+    return so;
+}
+
+// A prompt evaluated once, forked into every row's session (specula_session_fork, the context only): at 8K tokens
+// the prompt's evaluation took longer than the generation timed after it, row after row.
+std::unique_ptr<specula::Session> evaluated_prompt(const specula::Model &model, const std::vector<int32_t> &prompt, const Args &args) {
+    auto base = std::make_unique<specula::Session>(model, session_options(model, prompt, args), specula::SamplerOptions::greedy());
+    base->append_tokens(prompt);
+    base->evaluate();
+    return base;
+}
+
+RunResult run_once(const specula::Model &model, const std::vector<int32_t> &prompt, const Row &row, const Args &args,
+                   specula::Session *base = nullptr) {
+    specula::Session session(model, session_options(model, prompt, args), specula::SamplerOptions::greedy());
     if (!row.ar) session.set_speculative(row.spec);
-    session.append_tokens(prompt);
+    if (base) {
+        base->fork_into(session, specula::SnapshotOptions::context());
+    } else {
+        session.append_tokens(prompt);
+    }
 
     RunResult r;
     specula::GenerateOptions go(1);
@@ -457,13 +477,14 @@ int main(int argc, char **argv) {
 
         for (size_t pi = 0; pi < prompts.size(); ++pi) {
             const Prompt &p = prompts[pi];
+            const std::unique_ptr<specula::Session> base = evaluated_prompt(model, p.tokens, args);
             std::vector<int32_t> ar_tokens;
             std::string progress;
             for (Row &row : rows) {
                 RunResult last;
                 std::vector<double> times;
                 for (int32_t rep = 0; rep < args.reps; ++rep) {
-                    last = run_once(model, p.tokens, row, args);
+                    last = run_once(model, p.tokens, row, args, base.get());
                     times.push_back(last.seconds);
                 }
                 const double seconds = median(times);
