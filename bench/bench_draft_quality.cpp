@@ -473,7 +473,10 @@ int main(int argc, char **argv) {
         std::fflush(stdout);
 
         // Warm-up: every row once on the first prompt (page faults of the mapped files, first allocations).
-        for (const Row &r : rows) run_once(model, prompts.front().tokens, r, args);
+        {
+            const std::unique_ptr<specula::Session> base = evaluated_prompt(model, prompts.front().tokens, args);
+            for (const Row &r : rows) run_once(model, prompts.front().tokens, r, args, base.get());
+        }
 
         for (size_t pi = 0; pi < prompts.size(); ++pi) {
             const Prompt &p = prompts[pi];
