@@ -4,7 +4,7 @@
 // Regenerate with `bash bindings/rust/specula-sys/generate.sh` after changing the header.
 
 pub const SPECULA_VERSION_MAJOR : u32 = 0 ;
-pub const SPECULA_VERSION_MINOR : u32 = 12 ;
+pub const SPECULA_VERSION_MINOR : u32 = 13 ;
 pub const SPECULA_VERSION_PATCH : u32 = 0 ;
 pub const SPECULA_ABI_VERSION : u32 = 1 ;
 pub const SPECULA_TOKEN_NULL : i32 = - 1 ;
