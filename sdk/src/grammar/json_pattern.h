@@ -8,7 +8,9 @@
 // \t \n \r \f \v \xHH \uHHHH, groups ((...) and (?:...)), alternation, and the quantifiers * + ? {m} {m,} {m,n}
 // (lazy ones mean the same set of strings). Refused with UNSUPPORTED: a pattern not anchored at both ends,
 // backreferences, lookarounds, word boundaries, anchors inside it, named groups. Syntax errors (an unclosed group
-// or class, a quantifier with nothing before it, a range out of order) are INVALID_ARGUMENT.
+// or class, a quantifier with nothing before it, a range out of order) are INVALID_ARGUMENT. A repeated group that
+// can match the empty string (^(a|)*$) translates into a rule the grammar parser refuses as left-recursive
+// (INVALID_ARGUMENT when the grammar is used).
 #pragma once
 
 #include <string>
