@@ -244,9 +244,7 @@ private:
         ++i_;
         Ranges set;
         if (class_escape(e, set)) return set_expression(set);
-        const uint32_t c = escaped_char(e);
-        if (c < 0x20 || c == 0x7F) return set_expression({{c, c}});  // refused there with a clear message
-        return literal_char(c);
+        return literal_char(escaped_char(e));  // a control character is refused there, with why
     }
 
     std::string char_class() {
