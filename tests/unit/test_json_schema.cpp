@@ -58,6 +58,26 @@ TEST_CASE("json schema: objects with required, optional and additional propertie
     check(R"({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
                         {"properties": {"b": {"type": "string"}}, "required": ["b"]}]})",
           {R"({"a": 1, "b": "x"})"}, {R"({"a": 1})", R"({"b": "x"})"});
+    // As llama.cpp merges allOf: a listed schema's properties are required, those of an anyOf inside it optional.
+    check(R"({"allOf": [{"properties": {"a": {"type": "integer"}}},
+                        {"anyOf": [{"properties": {"c": {"type": "integer"}}}, {"properties": {"d": {"type": "integer"}}}]}]})",
+          {R"({"a": 1})", R"({"a": 1, "c": 2})", R"({"a": 1, "c": 2, "d": 3})", R"({"a": 1, "d": 3})"}, {"{}", R"({"c": 2})", R"({"d": 3, "a": 1})"});
+}
+
+TEST_CASE("json schema: an additional property's key is any JSON string but a declared key", "[grammar][json-schema]") {
+    // A declared key does not come again with the additional properties' type; other keys are JSON strings, escapes
+    // included, and never raw control characters (llama.cpp's converter lets those through).
+    check(R"({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"], "additionalProperties": {"type": "string"}})",
+          {R"({"a": 1, "b": "x"})", R"({"a": 1, "ab": "x", "": "y"})", R"({"a": 1, "\"q\\\\": "x"})", R"({"a": 1, "é": "x"})"},
+          {R"({"a": 1, "a": "x"})", R"({"a": 1, "b": 2})", "{\"a\": 1, \"\tb\": \"x\"}", R"({"a": 1, "\q": "x"})"});
+    // Keys with a character class's metacharacters and non-ASCII ones, and keys that prefix each other.
+    check(R"({"properties": {"a-b": {"type": "integer"}, "]": {"type": "integer"}, "é": {"type": "integer"}, "ab": {"type": "integer"},
+                             "abc": {"type": "integer"}}, "additionalProperties": {"type": "integer"}})",
+          {R"({"a-b": 1, "]": 2})", R"({"]x": 2})", R"({"éa": 1})", R"({"a": 1, "abcd": 2, "b": 3})", R"({"ab": 1, "abc": 2, "x^": 3})"},
+          {R"({"]": 1, "]": 2})", R"({"a-b": 1, "a-b": 2})", R"({"ab": 1, "ab": 2})", R"({"abc": 1, "abc": 1})"});
+    // With additionalProperties true the other keys' values are any JSON value.
+    check(R"({"properties": {"k": {"type": "boolean"}}, "additionalProperties": true})", {R"({"k": true, "x": [1]})", R"({"x": "k"})"},
+          {R"({"k": true, "k": 1})", R"({"x": 1, "k": true})"});
 }
 
 TEST_CASE("json schema: arrays, tuples, strings, enums, constants, alternatives and formats", "[grammar][json-schema]") {
@@ -66,6 +86,11 @@ TEST_CASE("json schema: arrays, tuples, strings, enums, constants, alternatives 
     check(R"({"type": "array", "items": {"type": "boolean"}})", {"[]", "[true, false, true]"}, {"[null]"});
     check(R"({"type": "array", "maxItems": 0})", {"[]"}, {"[1]"});
     check(R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}]})", {R"(["a", 1])"}, {R"(["a"])", R"([1, "a"])"});
+    // As llama.cpp reads them: "items" as a list is a tuple too, "prefixItems" as one schema is every item's, and a
+    // schema with a known "format" and no type is that string.
+    check(R"({"items": [{"format": "date"}, {"type": "integer"}]})", {R"(["2024-02-29", 1])"}, {R"([1, "2024-02-29"])", R"([true, 1])"});
+    check(R"({"type": "array", "prefixItems": {"type": "string"}})", {"[]", R"(["a", "b"])"}, {"[1]"});
+    check(R"({"format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {"1", R"("x")"});
     check(R"({"type": "string", "minLength": 2, "maxLength": 3})", {R"("ab")", R"("a\nb")", R"("\u00e9tk")"}, {R"("a")", R"("abcd")", "ab"});
     check(R"({"enum": ["red", 1, null, {"k": [true]}]})", {R"("red")", "1", "null", R"({"k":[true]})"}, {R"("blue")", "2", R"({"k": [true]})"});
     check(R"({"const": "fixed"})", {R"("fixed")"}, {R"("other")"});

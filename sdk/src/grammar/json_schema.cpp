@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -83,6 +84,47 @@ std::string literal(const std::string &text) {
         }
     }
     return out + "\"";
+}
+
+// The code points of text when none of them is one JSON writes escaped (a quote, a backslash, a control character).
+bool plain_code_points(const std::string &text, std::vector<uint32_t> &out) {
+    out.clear();
+    for (size_t i = 0; i < text.size();) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (n == 0 || i + n > text.size()) return false;
+        uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+        for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        if (cp == '"' || cp == '\\' || cp < 0x20 || cp == 0x7F) return false;
+        out.push_back(cp);
+        i += n;
+    }
+    return true;
+}
+
+// A code point inside a GBNF character class: the class's own metacharacters as \xHH, others as UTF-8.
+std::string class_char(uint32_t cp) {
+    if (cp == ']' || cp == '[' || cp == '-' || cp == '^' || cp == '\\') {
+        static const char *hex = "0123456789ABCDEF";
+        return std::string("\\x") + hex[cp >> 4] + hex[cp & 15];
+    }
+    std::string out;
+    if (cp < 0x80) {
+        out += char(cp);
+    } else if (cp < 0x800) {
+        out += char(0xC0 | (cp >> 6));
+        out += char(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += char(0xE0 | (cp >> 12));
+        out += char(0x80 | ((cp >> 6) & 0x3F));
+        out += char(0x80 | (cp & 0x3F));
+    } else {
+        out += char(0xF0 | (cp >> 18));
+        out += char(0x80 | ((cp >> 12) & 0x3F));
+        out += char(0x80 | ((cp >> 6) & 0x3F));
+        out += char(0x80 | (cp & 0x3F));
+    }
+    return out;
 }
 
 std::string rule_name_of(const std::string &s) {
@@ -260,7 +302,7 @@ private:
             return object_rule(schema, name);
         }
         if (t == "array" || (t.empty() && (schema.contains("items") || schema.contains("prefixItems")))) return array_rule(schema, name);
-        if (t == "string") return string_rule(schema, name);
+        if (t == "string" || (t.empty() && known_format(schema))) return string_rule(schema, name);
         if (t == "integer") return integer_rule(schema, name);
         if (t == "number") return primitive("number");
         if (t == "boolean") return primitive("boolean");
@@ -269,20 +311,34 @@ private:
         invalid("unknown type '" + t + "'");
     }
 
+    // allOf of object schemas, as llama.cpp merges it: every property of a listed schema (a $ref resolved) is
+    // required, those of the schemas of an anyOf inside the list optional; the schema's own properties and required
+    // keys are added to them.
     json merged_all_of(const json &schema) {
         json merged = {{"type", "object"}, {"properties", json::object()}, {"required", json::array()}};
         const json &list = schema.at("allOf");
         if (!list.is_array()) invalid("\"allOf\" must be an array");
-        for (const json &part0 : list) {
+        const std::function<void(const json &, bool, int)> add_part = [&](const json &part0, bool required, int depth) {
+            if (depth > 64) invalid("\"allOf\" nested deeper than 64");
             const json *part = &part0;
             if (part->is_object() && part->contains("$ref")) part = &resolve(part->at("$ref").get<std::string>());
+            if (part->is_object() && part->contains("anyOf") && required) {
+                const json &alternatives = part->at("anyOf");
+                if (!alternatives.is_array()) invalid("\"anyOf\" must be an array");
+                for (const json &alternative : alternatives) add_part(alternative, false, depth + 1);
+                return;
+            }
             if (!part->is_object() || (part->contains("type") && part->at("type") != "object"))
                 unsupported("\"allOf\" of schemas other than objects is not supported");
-            if (part->contains("properties"))
-                for (const auto &[k, v] : part->at("properties").items()) merged["properties"][k] = v;
-            if (part->contains("required"))
-                for (const json &r : part->at("required")) merged["required"].push_back(r);
-        }
+            if (!part->contains("properties")) return;
+            const json &props = part->at("properties");
+            if (!props.is_object()) invalid("\"properties\" must be an object");
+            for (const auto &[k, v] : props.items()) {
+                merged["properties"][k] = v;
+                if (required) merged["required"].push_back(k);
+            }
+        };
+        for (const json &part : list) add_part(part, true, 0);
         if (schema.contains("properties"))
             for (const auto &[k, v] : schema.at("properties").items()) merged["properties"][k] = v;
         if (schema.contains("required"))
@@ -315,7 +371,9 @@ private:
         if (additional.is_object() || (additional.is_boolean() && additional.get<bool>())) {
             const std::string value = additional.is_object() ? visit(additional, name + "-additional-value") : primitive("value");
             primitive("string");
-            opt_kv.push_back(add(name + "-additional-kv", "string \":\" space " + value));
+            std::vector<std::string> declared;
+            for (const auto &[key, sub] : props.items()) declared.push_back(key);
+            opt_kv.push_back(add(name + "-additional-kv", other_key_rule(declared, name + "-additional-k") + " \":\" space " + value));
             extra = true;
         }
         std::string body = "\"{\" space ";
@@ -345,16 +403,67 @@ private:
         return add(name, body + " \"}\" space");
     }
 
+    // The key of an additional property: a JSON string other than the declared keys, so that a declared key cannot
+    // come again with the additional properties' type (llama.cpp's converter excludes them too, but with a raw
+    // character class that lets control characters and bad escapes through; this one admits exactly JSON's
+    // strings). Over a trie of the keys' characters: at each node a declared next character, or any other character
+    // (an escape included) followed by anything, or the end where no key ends. A key spelled with escapes (\u0061 for
+    // "a") is not recognised as the declared one; a declared key with characters JSON escapes falls back to any string.
+    std::string other_key_rule(const std::vector<std::string> &declared, const std::string &name) {
+        primitive("char");
+        primitive("space");
+        struct Node {
+            std::map<uint32_t, size_t> next;  // code point -> child
+            bool key_ends = false;
+        };
+        std::vector<Node> trie(1);
+        for (const std::string &key : declared) {
+            std::vector<uint32_t> cps;
+            if (!plain_code_points(key, cps)) return primitive("string");
+            size_t at = 0;
+            for (const uint32_t cp : cps) {
+                auto it = trie[at].next.find(cp);
+                if (it == trie[at].next.end()) {
+                    trie.push_back(Node{});
+                    it = trie[at].next.emplace(cp, trie.size() - 1).first;
+                }
+                at = it->second;
+            }
+            trie[at].key_ends = true;
+        }
+        const std::function<std::string(size_t)> rest = [&](size_t at) -> std::string {
+            const Node &node = trie[at];
+            std::string alts, excluded;
+            for (const auto &[cp, child] : node.next) {
+                alts += "[" + class_char(cp) + "] " + rest(child) + " | ";
+                excluded += class_char(cp);
+            }
+            alts += "[^\"\\\\\\x7F\\x00-\\x1F" + excluded + "] char* | [\\\\] ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) char*";
+            return add(name + "-" + std::to_string(at), "(" + alts + ")" + (node.key_ends ? "" : "?"));
+        };
+        return add(name, "\"\\\"\" " + rest(0) + " \"\\\"\" space");
+    }
+
+    // A schema without a type whose "format" is one string_rule knows is a string of it (as llama.cpp).
+    static bool known_format(const json &schema) {
+        if (!schema.contains("format") || !schema.at("format").is_string()) return false;
+        const std::string f = schema.at("format").get<std::string>();
+        return f == "date" || f == "time" || f == "date-time" || f == "uuid";
+    }
+
     std::string array_rule(const json &schema, const std::string &name) {
         primitive("space");
-        if (schema.contains("prefixItems") || (schema.contains("items") && schema.at("items").is_array())) {
-            const json &items = schema.contains("prefixItems") ? schema.at("prefixItems") : schema.at("items");
+        // As llama.cpp: "items" before "prefixItems"; a list of schemas is a tuple, one schema each item's.
+        const json no_items;
+        const json &listed = schema.contains("items") ? schema.at("items") : schema.contains("prefixItems") ? schema.at("prefixItems") : no_items;
+        if (listed.is_array()) {
+            const json &items = listed;
             std::string body = "\"[\" space ";
             for (size_t i = 0; i < items.size(); ++i)
                 body += (i ? " \",\" space " : "") + visit(items[i], name + "-tuple-" + std::to_string(i));
             return add(name, body + " \"]\" space");
         }
-        const std::string item = schema.contains("items") ? visit(schema.at("items"), name + "-item") : primitive("value");
+        const std::string item = listed.is_object() ? visit(listed, name + "-item") : primitive("value");
         const int64_t min = schema.contains("minItems") ? schema.at("minItems").get<int64_t>() : 0;
         const int64_t max = schema.contains("maxItems") ? schema.at("maxItems").get<int64_t>() : -1;
         if (min < 0 || (max >= 0 && max < min) || min > 10000 || max > 10000) invalid("minItems/maxItems out of range");
