@@ -162,6 +162,7 @@ TEST_CASE("speculative: NULL handles and bad options are INVALID_ARGUMENT with a
         CHECK(o.draft == nullptr);
         CHECK(o.draft_model == nullptr);
         CHECK(o.ngram == 0);
+        CHECK(o.grammar == 0);
         CHECK(o.tree_widths == nullptr);
         CHECK(o.n_tree_levels == 0);
         CHECK(o.ngram_nodes == 16);
@@ -210,6 +211,9 @@ TEST_CASE("speculative: NULL handles and bad options are INVALID_ARGUMENT with a
         bad = o;
         bad.ngram = 2;
         expect_bad(bad, "ngram");
+        bad = o;
+        bad.grammar = 2;
+        expect_bad(bad, "grammar");
         bad = o;
         bad.ngram = 1;
         bad.ngram_nodes = -1;

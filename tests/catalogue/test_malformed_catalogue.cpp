@@ -1151,6 +1151,7 @@ TEST_CASE("C ABI misuse", "[catalogue][abi]") {
         {"abi-spec-struct-size", "speculative options with struct_size 1", SPECULA_ERR_INVALID_ARGUMENT, "struct_size",
          [&] { return spec([](auto &o) { o.struct_size = 1; }); }},
         {"abi-spec-ngram-2", "ngram = 2", SPECULA_ERR_INVALID_ARGUMENT, "ngram", [&] { return spec([](auto &o) { o.ngram = 2; }); }},
+        {"abi-spec-grammar-2", "grammar = 2", SPECULA_ERR_INVALID_ARGUMENT, "grammar", [&] { return spec([](auto &o) { o.grammar = 2; }); }},
         {"abi-spec-tree-mode", "tree_mode 9", SPECULA_ERR_INVALID_ARGUMENT, "tree_mode",
          [&] { return spec([](auto &o) { o.ngram = 1; o.tree_mode = 9; }); }},
         {"abi-spec-sampled-drafts", "sampled_drafts 2", SPECULA_ERR_INVALID_ARGUMENT, "sampled_drafts",

@@ -68,6 +68,7 @@ entry cli-nan-temperature "--temp nan" 1 "temperature is NaN" -- generate -m "$m
 entry cli-bad-tree "--tree 0,5 with a draft" 2 "'0' is not a level width" -- generate -m "$model" -p hi --draft "$draft" --tree 0,5
 entry cli-ngram-nodes-alone "--ngram-nodes without --spec ngram" 2 "needs --spec ngram" -- generate -m "$model" -p hi --ngram-nodes 5
 entry cli-bad-spec "--spec foo" 2 "foo" -- generate -m "$model" -p hi --spec foo
+entry cli-spec-grammar-alone "--spec grammar without a grammar" 2 "needs --grammar" -- generate -m "$model" -p hi --spec grammar
 entry cli-shift-keep "--context-shift keeping more than the context" 1 "keeps 5000 tokens" -- generate -m "$model" -p hi --context-shift -c 64 --keep 5000
 entry cli-prompt-cache-file "--prompt-cache naming a regular file" 1 "SPECULA_ERR_IO" -- generate -m "$model" -p hi --prompt-cache "$work/text.gguf" -n 2
 entry cli-draft-model-other-vocab "--draft-model with another vocabulary (code-7m)" 1 "SPECULA_ERR_INCOMPATIBLE" -- generate -m "$model" -p hi --draft-model "$src/models/code-7m-f16.gguf"

@@ -7,7 +7,9 @@
 #include "common/test_scale.h"
 #include "core/error.h"
 #include "grammar/grammar_matcher.h"
+#include "sampling/sampler.h"
 #include "session/session.h"
+#include "speculative/grammar_draft.h"
 #include "speculative/longspec_draft_file.h"
 
 #include <catch2/catch.hpp>
@@ -140,6 +142,14 @@ TEST_CASE("grammar sampling: the text follows the grammar, and greedy and seeded
                 accepted += s.speculative_stats().accepted;
             }
         }
+        // The grammar alone (no tree of its own: each round is the text it forces).
+        SpeculativeConfig alone;
+        alone.grammar = true;
+        Session s(model, session, config);
+        s.set_speculative(alone);
+        CHECK(std::string(s.drafter_name()) == "grammar");
+        CHECK(until_end(s, prompt, n) == want);
+        CHECK(s.speculative_stats().grammar_drafted > 0);
     }
     CHECK(accepted > 0);
 }
@@ -243,4 +253,44 @@ TEST_CASE("grammar sampling: the grammar drafts the text it forces and drops the
     CHECK(c.n_grammar_drafted == st.grammar_drafted);
     CHECK(c.n_grammar_accepted == st.grammar_accepted);
     CHECK(c.n_grammar_pruned == st.grammar_pruned);
+}
+
+TEST_CASE("grammar sampling: forced text is drafted as the model spelled it before, else with the longest tokens",
+          "[grammar][speculative]") {
+    // A made-up vocabulary in which the forced text {"a": has two spellings: the longest tokens ({" a ":) and the
+    // one a model wrote ({ "a ":).
+    const std::vector<std::string> pieces = {"{", "\"", "{\"", "a", "\":", "\"a", "1", "2", "}"};
+    auto vocab = std::make_shared<const GrammarVocab>(pieces, std::vector<bool>(pieces.size(), false));
+    SamplerConfig sc;
+    sc.temperature = 0.0f;
+    sc.grammar = R"(root ::= ("{\"a\":" [12] "}")+)";
+    Sampler sampler(sc);
+    sampler.bind_vocab(vocab);
+    const GrammarMatcher start = *sampler.grammar_state();
+    auto drafted = [&](const GrammarSpellings *spellings) {
+        DraftTree tree;
+        tree.reset(8);  // any root: the sampler's state is the grammar's start
+        std::vector<uint8_t> forced;
+        const GrammarDraftCounts counts = shape_tree_by_grammar(tree, sampler, 64, 32, 16, forced, spellings);
+        std::vector<int32_t> tokens;
+        for (int32_t i = 1; i < tree.size(); ++i) {
+            CHECK(forced[size_t(i)] == 1);
+            tokens.push_back(tree.token(i));
+        }
+        CHECK(counts.forced == int32_t(tokens.size()));
+        return tokens;
+    };
+    CHECK(drafted(nullptr) == std::vector<int32_t>{2, 3, 4});  // {" a ":
+    GrammarSpellings spellings;
+    CHECK(drafted(&spellings) == std::vector<int32_t>{2, 3, 4});  // nothing learned yet
+    // The model wrote { "a ": 1 }: that spelling of {"a": is learned (and of "a": after the {).
+    spellings.learn(start, sampler, std::vector<int32_t>{0, 5, 4, 6, 8});
+    CHECK(spellings.size() == 4);  // {"a": then "a": then ": then }
+    REQUIRE(spellings.find("{\"a\":") != nullptr);
+    CHECK(*spellings.find("{\"a\":") == std::vector<int32_t>{0, 5, 4});
+    CHECK(drafted(&spellings) == std::vector<int32_t>{0, 5, 4});
+    // Tokens the grammar does not allow are learned no further than they follow it.
+    GrammarSpellings other;
+    other.learn(start, sampler, std::vector<int32_t>{7});
+    CHECK(other.size() == 0);
 }

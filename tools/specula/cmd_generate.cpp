@@ -5,7 +5,7 @@
 //           only) and one stats line at the end.
 //   jsonl - stdout: one JSON object per generated token, then one {"stats":{...}} line; nothing else.
 //           (Text flushed by the final stop, with no token of its own, comes as {"id":-1,"text":...}.)
-//           When speculating (--draft, --draft-model, --spec ngram), every token object also has "accepted"
+//           When speculating (--draft, --draft-model, --spec ngram/grammar), every token object also has "accepted"
 //           (true: drafted and accepted by the target; false: produced by the target itself), and the stats
 //           object gains "drafter", "tree" (the last round's, e.g. "auto:1,1,1"), "tau", "rounds", "drafted",
 //           "accepted", "accept_per_depth", "draft_ms", "verify_ms" and "drafter_bytes". Without a drafter the lines are exactly as before. When tokens were
@@ -171,6 +171,10 @@ int run_generate(GenerateArgs &a) {
     if (!a.grammar.empty()) a.sampler.set_grammar(a.grammar);
 
     const bool ngram = a.spec == "ngram";
+    const bool grammar_drafts = a.spec == "grammar";
+    if (grammar_drafts && a.grammar.empty()) throw UsageError("--spec grammar needs --grammar, --grammar-file or --json-schema");
+    if (grammar_drafts && (!a.draft.empty() || !a.draft_model.empty()))
+        throw UsageError("--spec grammar is the grammar alone; with --draft / --draft-model the grammar's forced text joins their trees anyway");
     const bool model_drafter = !a.draft.empty() || !a.draft_model.empty();
     const specula_apps::TreeOption tree_option = parse_tree(a.tree);
     const std::vector<int32_t> &tree = tree_option.widths;
@@ -216,7 +220,7 @@ int run_generate(GenerateArgs &a) {
         std::fprintf(stderr, "specula: %s\n", session.backend_note().c_str());
 
     // Drafters. The session keeps its own references: the handles below may go at the end of this block.
-    if (model_drafter || ngram) {
+    if (model_drafter || ngram || grammar_drafts) {
         specula::Draft draft;
         specula::Model draft_model;
         if (!a.draft.empty()) {
@@ -239,6 +243,7 @@ int run_generate(GenerateArgs &a) {
         so.draft = draft ? &draft : nullptr;
         so.draft_model = draft_model ? &draft_model : nullptr;
         so.ngram = ngram;
+        so.grammar = grammar_drafts;
         so.tree = tree;
         so.tree_mode = tree_mode;
         so.sampled_drafts = a.sampled_drafts == "leviathan" ? SPECULA_SAMPLED_DRAFTS_LEVIATHAN : SPECULA_SAMPLED_DRAFTS_COUPLED;
@@ -412,8 +417,10 @@ Command add_generate_command(CLI::App &parent) {
                                         "Speculative decoding with a small draft model of the same vocabulary");
     draft->excludes(draft_model);
     draft_model->excludes(draft);
-    cmd->add_option("--spec", a.spec, "Model-free drafting: ngram (prompt lookup + token reuse; merges with --draft / --draft-model)")
-        ->capture_default_str()->check(CLI::IsMember({"none", "ngram"}));
+    cmd->add_option("--spec", a.spec,
+                    "Model-free drafting: ngram (prompt lookup + token reuse; merges with --draft / --draft-model), or grammar (the "
+                    "text a --grammar / --json-schema forces, alone; it joins the other drafters' trees anyway)")
+        ->capture_default_str()->check(CLI::IsMember({"none", "ngram", "grammar"}));
     cmd->add_option("--tree", a.tree,
                     "Draft tree: auto (each round the tree expected to be fastest, plain decoding included), fixed "
                     "(always 4,16,16,16,16 and the n-gram nodes), or nodes per level for --draft / --draft-model, "

@@ -339,6 +339,7 @@ namespace Specula
             public int ngram_lag;
             public int tree_mode;              // since 0.8
             public int sampled_drafts;         // since 0.12
+            public int grammar;                // since 0.14
         }
 
         [StructLayout(LayoutKind.Sequential)]

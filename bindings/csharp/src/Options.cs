@@ -170,7 +170,7 @@ namespace Specula
     /// <summary>
     /// What <see cref="Session.SetSpeculative"/> attaches (specula_speculative_options). The session keeps its own
     /// references to the draft and the draft model: they may be disposed right after the call. With no Draft, no
-    /// DraftModel and Ngram off, it detaches the drafters. The output never changes (exact verification), only speed.
+    /// DraftModel, Ngram and Grammar off, it detaches the drafters. The output never changes (exact verification), only speed.
     /// </summary>
     public sealed class SpeculativeOptions
     {
@@ -179,6 +179,7 @@ namespace Specula
             NativeMethods.specula_speculative_options c;
             NativeMethods.specula_speculative_options_init(&c);
             Ngram = c.ngram != 0;
+            Grammar = c.grammar != 0;
             NgramNodes = c.ngram_nodes;
             NgramLookupMin = c.ngram_lookup_min;
             NgramLookupMax = c.ngram_lookup_max;
@@ -196,6 +197,9 @@ namespace Specula
         public Model DraftModel { get; set; }
         /// <summary>N-gram drafting (prompt lookup + token reuse), alone or merged into the tree of the above.</summary>
         public bool Ngram { get; set; }
+        /// <summary>The sampler's grammar drafts alone (since 0.14): with no other drafter, each round drafts the text the
+        /// grammar forces, as the model spelled it before. With other drafters the forced text joins their trees anyway.</summary>
+        public bool Grammar { get; set; }
         /// <summary>Nodes per tree level (beam widths), 1..32 levels of 1..256; null or empty: [4, 16, 16, 16, 16].</summary>
         public int[] TreeWidths { get; set; }
         /// <summary>Tree nodes reserved for n-gram candidates (alone: the whole tree); 0..1024; default 16.</summary>

@@ -266,6 +266,7 @@ namespace Specula
                     c.draft = draft != null ? draft.DangerousGetHandle() : IntPtr.Zero;
                     c.draft_model = draftModel != null ? draftModel.DangerousGetHandle() : IntPtr.Zero;
                     c.ngram = options.Ngram ? 1 : 0;
+                    c.grammar = options.Grammar ? 1 : 0;
                     c.tree_widths = (IntPtr)widths;
                     c.n_tree_levels = tree != null ? tree.Length : 0;
                     c.ngram_nodes = options.NgramNodes;

@@ -884,6 +884,7 @@ namespace Specula.Tests
                 string json = run(null);
                 Assert.True(Regex.IsMatch(json, "^\\{ ?\"n\" ?: ?[1-9] ?\\}\\s*$"), "the schema's JSON: '" + json + "'");
                 Assert.Equal(json, run(new SpeculativeOptions { Draft = draft, Ngram = true }), "the same JSON with drafters");
+                Assert.Equal(json, run(new SpeculativeOptions { Grammar = true }), "the same JSON with the grammar drafting alone");
                 SpeculaException bad = Assert.Throws<SpeculaException>(() => Library.JsonSchemaToGrammar("{\"type\": "), "a schema that is not JSON");
                 Assert.Equal(Status.InvalidArgument, bad.Status, "its status");
                 sampler.Grammar = "root ::= missing";

@@ -152,6 +152,7 @@ int main(void) {
     FIELD(specula_speculative_options, ngram_lag);
     FIELD(specula_speculative_options, tree_mode);
     FIELD(specula_speculative_options, sampled_drafts);
+    FIELD(specula_speculative_options, grammar);
 
     STRUCT(specula_snapshot_options);
     FIELD(specula_snapshot_options, struct_size);

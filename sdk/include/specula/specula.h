@@ -100,7 +100,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 13
+#define SPECULA_VERSION_MINOR 14
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -759,13 +759,19 @@ typedef struct specula_speculative_options {
     int32_t tree_mode;             /* specula_tree_mode; default SPECULA_TREE_DEFAULT */
     /* Since 0.12: */
     int32_t sampled_drafts;        /* specula_sampled_drafts; default SPECULA_SAMPLED_DRAFTS_COUPLED */
+    /* Since 0.14: */
+    int32_t grammar;               /* 1: the sampler's grammar drafts alone: with no draft, draft_model or ngram,
+                                      each round drafts the text the grammar forces, spelled as the model spelled
+                                      it before (docs/grammars.md); without a grammar the rounds are plain. With
+                                      other drafters the forced text joins their trees whatever this says.
+                                      Default 0 */
 } specula_speculative_options;
 
 /* Fills *opts with defaults (no drafter) and sets opts->struct_size = sizeof(specula_speculative_options). */
 SPECULA_API void specula_speculative_options_init(specula_speculative_options *opts);
 
 /* Attaches drafters to the session (replacing any attached before); opts = NULL, or options with no draft,
- * no draft_model and ngram = 0, detach them: generation is plain autoregressive again. Takes effect at the
+ * no draft_model, ngram = 0 and grammar = 0, detach them: generation is plain autoregressive again. Takes effect at the
  * next generated token; the context is kept.
  * Ownership: the session keeps its own references to the draft and the draft model; the caller may destroy
  * its handles right after this call.

@@ -497,11 +497,12 @@ private:
 };
 
 /// What Session::set_speculative attaches. The pointers are borrowed for the call only (the session retains
-/// what it uses). Defaults are the library's; with no draft, no draft model and ngram off, it detaches.
+/// what it uses). Defaults are the library's; with no draft, no draft model, ngram and grammar off, it detaches.
 struct SpeculativeOptions {
     const Draft *draft = nullptr;        ///< a LongSpec draft loaded for the session's model
     const Model *draft_model = nullptr;  ///< or an independent draft model with the same vocabulary
     bool ngram = false;                  ///< n-gram drafting (alone, or merged into the tree of the above)
+    bool grammar = false;                ///< the sampler's grammar drafts alone (since 0.14; specula_speculative_options.grammar)
     std::vector<int32_t> tree;           ///< beam widths per level; empty = the library's [4, 16, 16, 16, 16]
     /// How each round's tree is chosen (specula_tree_mode): by default auto unless `tree` is given.
     specula_tree_mode tree_mode = SPECULA_TREE_DEFAULT;
@@ -531,6 +532,7 @@ struct SpeculativeOptions {
         c.draft = draft != nullptr ? draft->get() : nullptr;
         c.draft_model = draft_model != nullptr ? draft_model->get() : nullptr;
         c.ngram = ngram ? 1 : 0;
+        c.grammar = grammar ? 1 : 0;
         c.tree_widths = tree.empty() ? nullptr : tree.data();
         c.n_tree_levels = static_cast<int32_t>(tree.size());
         c.ngram_nodes = ngram_nodes;

@@ -28,6 +28,7 @@ SpeculativeConfig to_config(const specula_speculative_options *user) {
     require_arg(o.draft_model == nullptr || !o.draft_model->model->vocab_only(),
                 "opts->draft_model was loaded vocab-only: it has no weights to run");
     require_arg(o.ngram == 0 || o.ngram == 1, "opts->ngram must be 0 or 1");
+    require_arg(o.grammar == 0 || o.grammar == 1, "opts->grammar must be 0 or 1");
     require_arg(o.n_tree_levels >= 0 && o.n_tree_levels <= 32, "opts->n_tree_levels must be in [0, 32]");
     require_arg(o.n_tree_levels == 0 || o.tree_widths != nullptr, "opts->tree_widths is NULL but n_tree_levels > 0");
     if (o.tree_widths != nullptr && o.n_tree_levels > 0) {
@@ -57,6 +58,7 @@ SpeculativeConfig to_config(const specula_speculative_options *user) {
     if (o.draft != nullptr) c.longspec = o.draft->draft;
     if (o.draft_model != nullptr) c.draft_model = o.draft_model->model;
     c.ngram = o.ngram != 0;
+    c.grammar = o.grammar != 0;
     c.ngram_nodes = o.ngram_nodes;
     c.ngram_config.lookup_min = o.ngram_lookup_min;
     c.ngram_config.lookup_max = o.ngram_lookup_max;
@@ -129,6 +131,7 @@ void specula_speculative_options_init(specula_speculative_options *opts) {
     opts->ngram_lag = d.lag;
     opts->tree_mode = SPECULA_TREE_DEFAULT;
     opts->sampled_drafts = SPECULA_SAMPLED_DRAFTS_COUPLED;
+    opts->grammar = 0;
 }
 
 specula_status specula_session_set_speculative(specula_session *session, const specula_speculative_options *opts,

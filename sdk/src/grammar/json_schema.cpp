@@ -435,7 +435,8 @@ private:
             const Node &node = trie[at];
             std::string alts, excluded;
             for (const auto &[cp, child] : node.next) {
-                alts += "[" + class_char(cp) + "] " + rest(child) + " | ";
+                const std::string next = rest(child);
+                alts.append("[").append(class_char(cp)).append("] ").append(next).append(" | ");
                 excluded += class_char(cp);
             }
             alts += "[^\"\\\\\\x7F\\x00-\\x1F" + excluded + "] char* | [\\\\] ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) char*";

@@ -44,8 +44,10 @@ void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &targ
         std::unique_ptr<Drafter> ngram = make_ngram_drafter(config.ngram_config);
         ngram_raw = ngram.get();
         drafter = primary ? make_merged_drafter(std::move(primary), std::move(ngram), 1 + model_nodes) : std::move(ngram);
-    } else {
+    } else if (primary) {
         drafter = std::move(primary);
+    } else if (config.grammar) {
+        drafter = make_grammar_drafter();
     }
     drafter_ = std::move(drafter);
     ngram_ = ngram_raw;
@@ -176,12 +178,13 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
             };
         drafter_->draft(request, tree_);
         require(tree_.size() <= budget, SPECULA_ERR_INTERNAL, "speculative: the drafter exceeded its node budget");
-        // Under a grammar: drop what it rejects, add what it forces (within the context's room, 16 tokens a round).
-        if (sampler.has_grammar()) {
-            const GrammarDraftCounts g = shape_tree_by_grammar(tree_, sampler, n_ctx - n_past, 32, 16, grammar_forced_);
-            stats_.grammar_pruned += g.pruned;
-            stats_.grammar_drafted += g.forced;
-        }
+    }
+    // Under a grammar: drop what it rejects, add what it forces (within the context's room, 16 tokens a round), in
+    // a drafting round, or in every round when the grammar drafts alone.
+    if (sampler.has_grammar() && (budget > 1 || (config_.grammar && n_ctx - n_past > 1))) {
+        const GrammarDraftCounts g = shape_tree_by_grammar(tree_, sampler, n_ctx - n_past, 32, 16, grammar_forced_, &grammar_spellings_);
+        stats_.grammar_pruned += g.pruned;
+        stats_.grammar_drafted += g.forced;
     }
     const double t1 = now_ms();
     const int32_t n_nodes = tree_.size();
@@ -194,6 +197,10 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     if (!runner.eval_tree(tree_.tokens().data(), n_nodes, n_past, 0, positions_.data(), mask_.data(), nullptr)) return false;
     at_phase(Phase::Accept);
     logits.begin_round(runner, n_nodes);
+    // The grammar's state after the root, before the verifier's draws move anything: what the round's tokens are
+    // learned from.
+    std::optional<GrammarMatcher> grammar_before;
+    if (sampler.has_grammar() && sampler.grammar_state() != nullptr) grammar_before = *sampler.grammar_state();
     VerifyOutcome outcome;
     const bool on_device = runner.capabilities().verifies_trees_on_device && plan_tree_sampling(tree_, sampler, tokens, n_vocab, plan_) &&
                            runner.verify_tree_on_device(plan_, outcome);
@@ -216,6 +223,12 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
         if (sampler.has_grammar() && size_t(node) < grammar_forced_.size() && grammar_forced_[size_t(node)]) ++stats_.grammar_accepted;
     }
     ready_.push_back({outcome.bonus, false});
+    if (grammar_before) {
+        committed_.clear();
+        for (int32_t node : outcome.path) committed_.push_back(tree_.token(node));
+        committed_.push_back(outcome.bonus);
+        grammar_spellings_.learn(*grammar_before, sampler, committed_);
+    }
 
     const double t2 = now_ms();
     if (tuner_) tuner_->record(choice, n_nodes, t1 - t0, t2 - t1, int32_t(outcome.path.size()));

@@ -9,6 +9,7 @@
 #include "session/target_logits.h"
 #include "speculative/draft_tree.h"
 #include "speculative/drafter.h"
+#include "speculative/grammar_draft.h"
 #include "speculative/longspec_draft_file.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/tree_shape.h"
@@ -37,6 +38,9 @@ struct SpeculativeConfig {
     std::shared_ptr<const LongSpecDraft> longspec;  // a LongSpec draft loaded for this session's model
     std::shared_ptr<const Model> draft_model;       // an independent draft model (vocabulary must match)
     bool ngram = false;                             // n-gram drafting (alone, or merged into the tree above)
+    // The grammar drafts alone: with no other drafter, each round drafts the text the session's grammar forces
+    // (grammar_draft.h). With other drafters the forced text is merged into their trees whether set or not.
+    bool grammar = false;
     NgramConfig ngram_config;
     TreeShape shape;            // beam widths per level for the model drafters; [4,16,16,16,16] by default
     int32_t ngram_nodes = kDefaultNgramNodes;  // nodes reserved for n-gram candidates (alone: the whole tree budget)
@@ -138,6 +142,8 @@ private:
     DraftTree tree_;
     std::vector<uint8_t> mask_;
     std::vector<uint8_t> grammar_forced_;  // per node of the round's tree: drafted by the grammar
+    GrammarSpellings grammar_spellings_;   // how the model spelled forced text so far (learned from committed tokens)
+    std::vector<int32_t> committed_;       // scratch: a round's accepted tokens and its bonus token
     std::vector<int32_t> positions_, path_;  // path_: the root (0), then the accepted nodes
     TreeSamplingPlan plan_;                  // what a device verification gets (tree_sampling_plan.h)
     int32_t n_vocab_ = 0;

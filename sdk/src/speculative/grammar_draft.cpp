@@ -6,8 +6,36 @@
 
 namespace specula::internal {
 
+const std::vector<int32_t> *GrammarSpellings::find(const std::string &forced) const {
+    const auto it = spelled_.find(forced);
+    return it == spelled_.end() ? nullptr : &it->second;
+}
+
+void GrammarSpellings::learn(const GrammarMatcher &state, const Sampler &sampler, std::span<const int32_t> tokens) {
+    const GrammarVocab *vocab = sampler.grammar_vocab();
+    if (vocab == nullptr) return;
+    GrammarMatcher at = state;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (!at.can_end()) {
+            const std::string text = at.forced_text(kMaxForcedBytes);
+            if (!text.empty()) {
+                // The tokens from i that cover the forced text (their pieces start with it: the grammar forced it).
+                std::string written;
+                size_t j = i;
+                while (j < tokens.size() && written.size() < text.size()) written += vocab->piece(tokens[j++]);
+                if (written.size() >= text.size() && written.compare(0, text.size(), text) == 0) {
+                    if (spelled_.size() >= kMaxEntries && !spelled_.count(text)) spelled_.clear();
+                    spelled_[text].assign(tokens.begin() + std::ptrdiff_t(i), tokens.begin() + std::ptrdiff_t(j));
+                }
+            }
+        }
+        if (!sampler.allows(&at, tokens[i])) return;
+        sampler.advance(at, tokens[i]);
+    }
+}
+
 GrammarDraftCounts shape_tree_by_grammar(DraftTree &tree, const Sampler &sampler, int32_t max_nodes, int32_t max_depth, int32_t max_forced,
-                                         std::vector<uint8_t> &forced) {
+                                         std::vector<uint8_t> &forced, const GrammarSpellings *spellings) {
     GrammarDraftCounts counts;
     forced.assign(size_t(tree.size()), 0);
     if (!sampler.has_grammar() || sampler.grammar_vocab() == nullptr) return counts;
@@ -50,9 +78,27 @@ GrammarDraftCounts shape_tree_by_grammar(DraftTree &tree, const Sampler &sampler
         if (counts.forced >= max_forced || tree.size() >= max_nodes || tree.depth(leaf) >= max_depth) continue;
         const GrammarMatcher &at = *kept_state[size_t(leaf)];
         if (at.can_end()) continue;  // the end is possible: nothing is forced
-        const std::string text = at.forced_text(256);
-        size_t pos = 0;
+        const std::string text = at.forced_text(GrammarSpellings::kMaxForcedBytes);
+        if (text.empty()) continue;
         int32_t node = leaf;
+        // The model's own earlier spelling of this text, as far as the grammar allows it and the budgets reach.
+        if (const std::vector<int32_t> *spelled = spellings ? spellings->find(text) : nullptr) {
+            GrammarMatcher m = at;
+            for (const int32_t token : *spelled) {
+                if (counts.forced >= max_forced || tree.size() >= max_nodes || tree.depth(node) >= max_depth) break;
+                if (!sampler.allows(&m, token)) break;
+                sampler.advance(m, token);
+                const int32_t before = tree.size();
+                node = tree.add(node, token);
+                forced.resize(size_t(tree.size()), 0);
+                if (tree.size() > before) {
+                    forced[size_t(node)] = 1;
+                    ++counts.forced;
+                }
+            }
+            continue;
+        }
+        size_t pos = 0;
         while (pos < text.size() && counts.forced < max_forced && tree.size() < max_nodes && tree.depth(node) < max_depth) {
             size_t len = 0;
             const int32_t token = vocab.longest_prefix_token(std::string_view(text).substr(pos), len);
@@ -69,5 +115,22 @@ GrammarDraftCounts shape_tree_by_grammar(DraftTree &tree, const Sampler &sampler
     }
     return counts;
 }
+
+namespace {
+
+class GrammarDrafter final : public Drafter {
+public:
+    const char *name() const override { return "grammar"; }
+    void draft(const DraftRequest &request, DraftTree &tree) override {
+        (void)request;
+        (void)tree;
+    }
+    void rewind(int32_t n_tokens) override { (void)n_tokens; }
+    size_t allocated_bytes() const override { return 0; }
+};
+
+}  // namespace
+
+std::unique_ptr<Drafter> make_grammar_drafter() { return std::make_unique<GrammarDrafter>(); }
 
 }  // namespace specula::internal

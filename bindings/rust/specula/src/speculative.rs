@@ -90,6 +90,9 @@ pub struct SpeculativeOptions<'a> {
     pub draft_model: Option<&'a Model>,
     /// N-gram drafting (prompt lookup + TokenSwift's token-reuse table), alone or merged with the above.
     pub ngram: bool,
+    /// The sampler's grammar drafts alone (since 0.14): with no other drafter, each round drafts the text the grammar
+    /// forces, as the model spelled it before. With other drafters the forced text joins their trees anyway.
+    pub grammar: bool,
     /// Nodes per tree level for the draft / draft model; empty: the default [4, 16, 16, 16, 16]. A chain of k
     /// drafted tokens is k levels of width 1.
     pub tree_widths: Vec<i32>,
@@ -163,6 +166,7 @@ impl<'a> fmt::Debug for SpeculativeOptions<'a> {
             .field("draft", &self.draft.is_some())
             .field("draft_model", &self.draft_model.is_some())
             .field("ngram", &self.ngram)
+            .field("grammar", &self.grammar)
             .field("tree_widths", &self.tree_widths)
             .field("ngram_nodes", &self.ngram_nodes)
             .field("tree_mode", &self.tree_mode)
@@ -178,6 +182,7 @@ impl<'a> Default for SpeculativeOptions<'a> {
             draft: None,
             draft_model: None,
             ngram: c.ngram != 0,
+            grammar: c.grammar != 0,
             tree_widths: Vec::new(),
             ngram_nodes: c.ngram_nodes,
             ngram_lookup_min: c.ngram_lookup_min,
@@ -220,6 +225,7 @@ impl<'a> SpeculativeOptions<'a> {
         c.draft = self.draft.map_or(ptr::null(), |d| d.as_raw() as *const sys::specula_draft);
         c.draft_model = self.draft_model.map_or(ptr::null_mut(), |m| m.as_raw());
         c.ngram = self.ngram as i32;
+        c.grammar = self.grammar as i32;
         c.tree_widths = if widths.is_empty() { ptr::null() } else { widths.as_ptr() };
         c.n_tree_levels = i32::try_from(widths.len()).map_err(|_| Error::invalid_argument("too many tree levels"))?;
         c.ngram_nodes = self.ngram_nodes;

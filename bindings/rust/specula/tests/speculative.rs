@@ -210,6 +210,8 @@ fn a_grammar_constrains_the_text_with_and_without_drafters() {
     let value: Vec<char> = json.chars().filter(|c| !c.is_whitespace()).collect();
     assert!(value.len() == 7 && value.starts_with(&['{', '"', 'n', '"', ':']) && value[5].is_ascii_digit() && value[5] != '0' && value[6] == '}', "{json:?}");
     assert_eq!(String::from_utf8(run(&json_sampler, Some(&merged)).unwrap()).unwrap(), json);
+    let alone = SpeculativeOptions { grammar: true, ..SpeculativeOptions::default() };
+    assert_eq!(String::from_utf8(run(&json_sampler, Some(&alone)).unwrap()).unwrap(), json, "the grammar drafting alone");
     assert_eq!(specula::json_schema_to_grammar("{\"type\": ").unwrap_err().status(), Status::InvalidArgument);
     let bad = SamplerOptions { grammar: Some("root ::= missing".to_string()), ..SamplerOptions::default() };
     let e = run(&bad, None).unwrap_err();
