@@ -259,7 +259,7 @@ TEST_CASE("grammar sampling: forced text is drafted as the model spelled it befo
           "[grammar][speculative]") {
     // A made-up vocabulary in which the forced text {"a": has two spellings: the longest tokens ({" a ":) and the
     // one a model wrote ({ "a ":).
-    const std::vector<std::string> pieces = {"{", "\"", "{\"", "a", "\":", "\"a", "1", "2", "}"};
+    const std::vector<std::string> pieces = {"{", "\"", "{\"", "a", "\":", "\"a", "1", "2", "}", "\":1"};
     auto vocab = std::make_shared<const GrammarVocab>(pieces, std::vector<bool>(pieces.size(), false));
     SamplerConfig sc;
     sc.temperature = 0.0f;
@@ -293,4 +293,23 @@ TEST_CASE("grammar sampling: forced text is drafted as the model spelled it befo
     GrammarSpellings other;
     other.learn(start, sampler, std::vector<int32_t>{7});
     CHECK(other.size() == 0);
+    // A spelling whose token runs past the forced text into what another grammar refuses there: that grammar gets
+    // the longest tokens instead. Learned from { "a ":1 }, the forced ": is spelled ":1 ...
+    GrammarSpellings past;
+    past.learn(start, sampler, std::vector<int32_t>{0, 5, 9, 8});
+    REQUIRE(past.find("\":") != nullptr);
+    CHECK(*past.find("\":") == std::vector<int32_t>{9});
+    // ... which a grammar that wants a 2 or a 3 there refuses: after { "a it drafts the longest ": instead.
+    SamplerConfig two = sc;
+    two.grammar = R"(root ::= "{\"a\":" [23] "}")";
+    Sampler sampler2(two);
+    sampler2.bind_vocab(vocab);
+    sampler2.accept(0);
+    sampler2.accept(5);
+    DraftTree tree;
+    tree.reset(5);
+    std::vector<uint8_t> forced;
+    shape_tree_by_grammar(tree, sampler2, 64, 32, 16, forced, &past);
+    REQUIRE(tree.size() == 2);
+    CHECK(tree.token(1) == 4);
 }

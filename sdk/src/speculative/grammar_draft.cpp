@@ -74,42 +74,45 @@ GrammarDraftCounts shape_tree_by_grammar(DraftTree &tree, const Sampler &sampler
         if (tree.is_leaf(i)) leaves.push_back(i);
     std::stable_sort(leaves.begin(), leaves.end(), [&](int32_t a, int32_t b) { return tree.depth(a) > tree.depth(b); });
     const GrammarVocab &vocab = *sampler.grammar_vocab();
+    // Whether another forced node fits below `node`.
+    const auto room_below = [&](int32_t node) {
+        return counts.forced < max_forced && tree.size() < max_nodes && tree.depth(node) < max_depth;
+    };
+    // The forced token below `node` (a child already drafted with that token is reused, not counted).
+    const auto add_forced = [&](int32_t node, int32_t token) {
+        const int32_t before = tree.size();
+        const int32_t child = tree.add(node, token);
+        forced.resize(size_t(tree.size()), 0);
+        if (tree.size() > before) {
+            forced[size_t(child)] = 1;
+            ++counts.forced;
+        }
+        return child;
+    };
     for (const int32_t leaf : leaves) {
-        if (counts.forced >= max_forced || tree.size() >= max_nodes || tree.depth(leaf) >= max_depth) continue;
+        if (!room_below(leaf)) continue;
         const GrammarMatcher &at = *kept_state[size_t(leaf)];
         if (at.can_end()) continue;  // the end is possible: nothing is forced
         const std::string text = at.forced_text(GrammarSpellings::kMaxForcedBytes);
         if (text.empty()) continue;
         int32_t node = leaf;
-        // The model's own earlier spelling of this text, as far as the grammar allows it and the budgets reach.
+        // The model's own earlier spelling of this text, as far as the grammar allows it here (its last token may
+        // run past the text into what this state refuses) and the budgets reach; the longest tokens when it gives none.
         if (const std::vector<int32_t> *spelled = spellings ? spellings->find(text) : nullptr) {
             GrammarMatcher m = at;
             for (const int32_t token : *spelled) {
-                if (counts.forced >= max_forced || tree.size() >= max_nodes || tree.depth(node) >= max_depth) break;
-                if (!sampler.allows(&m, token)) break;
+                if (!room_below(node) || !sampler.allows(&m, token)) break;
                 sampler.advance(m, token);
-                const int32_t before = tree.size();
-                node = tree.add(node, token);
-                forced.resize(size_t(tree.size()), 0);
-                if (tree.size() > before) {
-                    forced[size_t(node)] = 1;
-                    ++counts.forced;
-                }
+                node = add_forced(node, token);
             }
-            continue;
+            if (node != leaf) continue;
         }
         size_t pos = 0;
-        while (pos < text.size() && counts.forced < max_forced && tree.size() < max_nodes && tree.depth(node) < max_depth) {
+        while (pos < text.size() && room_below(node)) {
             size_t len = 0;
             const int32_t token = vocab.longest_prefix_token(std::string_view(text).substr(pos), len);
             if (token < 0) break;
-            const int32_t before = tree.size();
-            node = tree.add(node, token);
-            forced.resize(size_t(tree.size()), 0);
-            if (tree.size() > before) {
-                forced[size_t(node)] = 1;
-                ++counts.forced;
-            }
+            node = add_forced(node, token);
             pos += len;
         }
     }
