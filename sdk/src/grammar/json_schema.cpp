@@ -408,7 +408,8 @@ private:
     // character class that lets control characters and bad escapes through; this one admits exactly JSON's
     // strings). Over a trie of the keys' characters: at each node a declared next character, or any other character
     // (an escape included) followed by anything, or the end where no key ends. A key spelled with escapes (\u0061 for
-    // "a") is not recognised as the declared one; a declared key with characters JSON escapes falls back to any string.
+    // "a") is not recognised as the declared one; a declared key with characters JSON escapes, or longer than 256
+    // characters, falls back to any string.
     std::string other_key_rule(const std::vector<std::string> &declared, const std::string &name) {
         primitive("char");
         primitive("space");
@@ -419,7 +420,8 @@ private:
         std::vector<Node> trie(1);
         for (const std::string &key : declared) {
             std::vector<uint32_t> cps;
-            if (!plain_code_points(key, cps)) return primitive("string");
+            // (Beyond 256 characters a key also falls back: the rules below recurse once per character.)
+            if (!plain_code_points(key, cps) || cps.size() > 256) return primitive("string");
             size_t at = 0;
             for (const uint32_t cp : cps) {
                 auto it = trie[at].next.find(cp);

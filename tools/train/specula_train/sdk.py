@@ -69,7 +69,10 @@ class _SpecOptions(C.Structure):
                 ("tree_widths", C.c_void_p), ("n_tree_levels", C.c_int32), ("ngram_nodes", C.c_int32),
                 ("ngram_lookup_min", C.c_int32), ("ngram_lookup_max", C.c_int32), ("ngram_max_chain", C.c_int32),
                 ("ngram_table_n", C.c_int32), ("ngram_table_topk", C.c_int32), ("ngram_lag", C.c_int32),
-                ("tree_mode", C.c_int32)]  # every field: specula_speculative_options_init writes the whole struct
+                ("tree_mode", C.c_int32), ("sampled_drafts", C.c_int32), ("grammar", C.c_int32)]
+    # Every field: specula_speculative_options_init writes the library's whole struct (the 0.14 grammar field missing
+    # here, it wrote 8 bytes past this buffer and the interpreter crashed later in its garbage collector).
+    # tests/test_sdk_structs.py checks each struct's size against what the library's _init writes.
 
 
 _lib = None

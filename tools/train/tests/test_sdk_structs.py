@@ -1,0 +1,29 @@
+"""The ctypes mirrors of the C ABI's options structs (specula_train/sdk.py) are as large as the library's: each
+*_init() writes the library's whole struct and says its size in struct_size, so a mirror that lacks a field the
+library appended lets init write past the buffer (it did: the 0.14 speculative options)."""
+import ctypes as C
+
+import pytest
+
+from specula_train import sdk
+
+
+@pytest.mark.parametrize("init, mirror", [
+    ("specula_model_options_init", sdk._ModelOptions),
+    ("specula_session_options_init", sdk._SessionOptions),
+    ("specula_synthetic_options_init", sdk._SyntheticOptions),
+    ("specula_speculative_options_init", sdk._SpecOptions),
+])
+def test_each_options_mirror_has_the_size_the_library_writes(init, mirror):
+    try:
+        # A handle of its own: sdk.lib()'s functions carry typed signatures this test must not change.
+        L = C.CDLL(sdk.find_library())
+    except Exception as e:  # found through SPECULA_LIB or the build tree (sdk.find_library)
+        pytest.skip(f"libspecula is not available: {e}")
+    buf = (C.c_uint8 * 4096)()  # room for any struct: init writes all of its own
+    fn = getattr(L, init)
+    fn.restype = None
+    fn.argtypes = [C.c_void_p]
+    fn(C.cast(buf, C.c_void_p))
+    written = C.c_uint32.from_buffer(buf).value
+    assert written == C.sizeof(mirror), f"{init} writes {written} bytes; {mirror.__name__} has {C.sizeof(mirror)}"
