@@ -21,6 +21,7 @@
 #include "model/model.h"
 
 #include "bench_common.h"
+#include "machine_limits.h"
 
 #include <CLI/CLI.hpp>
 
@@ -50,80 +51,6 @@ struct Args {
     bool isa_table = true;
 };
 
-// ---- read bandwidth --------------------------------------------------------------------------------------
-
-__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t *p, size_t n) {
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 256 <= n; i += 256) {
-        a0 = _mm512_xor_si512(a0, _mm512_load_si512(p + i));
-        a1 = _mm512_xor_si512(a1, _mm512_load_si512(p + i + 64));
-        a2 = _mm512_xor_si512(a2, _mm512_load_si512(p + i + 128));
-        a3 = _mm512_xor_si512(a3, _mm512_load_si512(p + i + 192));
-    }
-    return uint64_t(_mm512_reduce_add_epi64(_mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3))));
-}
-
-__attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t *p, size_t n) {
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 128 <= n; i += 128) {
-        a0 = _mm256_xor_si256(a0, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i)));
-        a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i + 32)));
-        a2 = _mm256_xor_si256(a2, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i + 64)));
-        a3 = _mm256_xor_si256(a3, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i + 96)));
-    }
-    const __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-    return uint64_t(_mm256_extract_epi64(a, 0) ^ _mm256_extract_epi64(a, 1) ^ _mm256_extract_epi64(a, 2) ^ _mm256_extract_epi64(a, 3));
-}
-
-// GB/s reading a 1 GiB buffer once with n_threads threads, each its own contiguous slice.
-double read_bandwidth_once(int n_threads) {
-    const size_t bytes = size_t(1) << 30;
-    static uint8_t *buf = [&] {
-        uint8_t *p = static_cast<uint8_t *>(std::aligned_alloc(64, bytes));
-        std::memset(p, 1, bytes);
-        return p;
-    }();
-    static volatile uint64_t sink = 0;
-    const bool avx512 = int(detected_cpu_isa()) >= int(CpuIsa::Avx512Vnni);
-    std::vector<std::thread> threads;
-    std::vector<uint64_t> out(static_cast<size_t>(n_threads));
-    const size_t slice = bytes / size_t(n_threads);
-    const double t0 = now_s();
-    for (int t = 0; t < n_threads; ++t)
-        threads.emplace_back([&, t] { out[size_t(t)] = avx512 ? read_avx512(buf + size_t(t) * slice, slice) : read_avx2(buf + size_t(t) * slice, slice); });
-    for (auto &th : threads) th.join();
-    const double dt = now_s() - t0;
-    for (uint64_t v : out) sink = sink ^ v;
-    return double(bytes) / dt / 1e9;
-}
-
-// Best of 5 passes.
-double read_bandwidth(int n_threads) {
-    double best = 0;
-    for (int pass = 0; pass < 5; ++pass) best = std::max(best, read_bandwidth_once(n_threads));
-    return best;
-}
-
-// ---- the model -------------------------------------------------------------------------------------------
-
-// Bytes of weights one decode step reads: every matrix of every layer plus the output head (the embedding
-// contributes one row, which is negligible); with experts, the router, n_expert_used experts' three matrices (all
-// experts are the same size) and the shared expert.
-double weight_bytes_per_token(const Model &model) {
-    const ModelWeights &w = model.weights();
-    const HParams &hp = model.hparams();
-    auto bytes = [](const WeightView &v) { return v ? double(v.row_bytes) * double(v.rows) : 0.0; };
-    double total = bytes(w.output);
-    for (const LayerWeights &l : w.layers) {
-        for (const WeightView *v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp, &l.ffn_gate_inp_shexp,
-                                    &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp})
-            total += bytes(*v);
-        if (hp.is_moe())
-            total += double(hp.n_expert_used) * (bytes(l.ffn_gate_exps[0]) + bytes(l.ffn_up_exps[0]) + bytes(l.ffn_down_exps[0]));
-    }
-    return total;
-}
-
 std::vector<int32_t> random_tokens(const Model &model, int n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int32_t> id(0, model.hparams().n_vocab - 1);
@@ -146,7 +73,7 @@ Speed measure(const std::shared_ptr<const Model> &model, int threads, int reps, 
     for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
         // This machine shares its memory bus: the read bandwidth is measured right beside each decode run, so
         // that the ratio compares the two under the same neighbours.
-        const double bw = read_bandwidth_once(threads);
+        const double bw = bench_limits::read_bandwidth_once(threads);
         double t0 = now_s();
         if (with_prefill) runner.eval(prompt.data(), 128, 0, logits.data(), false);
         const double tp = now_s() - t0;
@@ -200,7 +127,7 @@ int main(int argc, char **argv) {
     std::printf("| threads | read bandwidth (GB/s) |\n|---|---|\n");
     std::vector<double> stream;
     for (int t : a.threads) {
-        stream.push_back(read_bandwidth(t));
+        stream.push_back(bench_limits::read_bandwidth(t));
         std::printf("| %d | %s |\n", t, fmt(stream.back(), "%.1f").c_str());
     }
 
@@ -211,7 +138,7 @@ int main(int argc, char **argv) {
     std::printf("\n| model | type | weights/token (MB) | threads | prefill tok/s | decode tok/s | achieved GB/s | read GB/s beside it | of read bandwidth |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < models.size(); ++i) {
-        const double bytes = weight_bytes_per_token(*models[i]);
+        const double bytes = bench_limits::weight_bytes_per_token(*models[i]);
         for (size_t ti = 0; ti < a.threads.size(); ++ti) {
             const Speed s = measure(models[i], a.threads[ti], a.reps, 32);
             const double gbs = bytes * s.decode_tps / 1e9;

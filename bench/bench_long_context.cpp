@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_runner.h"
 #include "backends/cpu/kv_cache.h"
 #include "bench_common.h"
+#include "machine_limits.h"
 #include "common/session_run.h"
 #include "model/model.h"
 #include "session/session.h"
@@ -98,6 +99,12 @@ int main(int argc, char **argv) {
     std::printf("model %s: %d layers, %d heads / %d KV heads x %d, KV %s, %d threads, %s\n", model_path.c_str(), hp.n_layer, hp.n_head,
                 hp.n_head_kv, hp.head_dim, kv.c_str(), threads, bench::cpu_name().c_str());
 
+    // The limits the figures are printed against, measured in this run (machine_limits.h).
+    const double bandwidth = bench_limits::read_bandwidth(threads), peak = bench_limits::fma_peak(threads);
+    const double weight_bytes = bench_limits::weight_bytes_per_token(*model);
+    std::printf("machine: read bandwidth %.1f GB/s, F32 FMA peak %.0f GFLOP/s (%d threads); weights read per token %.0f MB\n", bandwidth, peak,
+                threads, weight_bytes / 1e6);
+
     std::vector<float> logits(size_t(hp.n_vocab) * 70);
     for (const int32_t ctx : contexts) {
         CpuRunner r(model, ctx + 80, threads, parse_kv(kv));
@@ -122,7 +129,14 @@ int main(int argc, char **argv) {
             t.push_back((bench::now_s() - t0) * 1e3);
         }
         const double decode = bench::median(t);
-        std::printf("\ncontext %6d: decode %8.2f ms/token (%.2f tokens/s); KV cache %.1f MB\n", ctx, decode, 1e3 / decode, r.kv_bytes() / 1e6);
+        // A step reads the weights and every layer's keys and values of ctx slots once; the attention of n rows
+        // does 4 n x heads x ctx x head_dim flops per layer (scores and weighted values).
+        const double kv_read = 2.0 * hp.n_layer * double(ctx) * double(kv_row_bytes(r.kv_type(), r.kv_row_width()));
+        const double bytes_ms = (weight_bytes + kv_read) / (bandwidth * 1e9) * 1e3;
+        auto attention_ms = [&](int32_t n) { return 4.0 * n * hp.n_layer * hp.n_head * double(ctx) * hp.head_dim / (peak * 1e9) * 1e3; };
+        std::printf("\ncontext %6d: decode %8.2f ms/token (%.2f tokens/s); KV cache %.1f MB; bytes bound %.2f ms (%.2fx it: weights %.0f MB + KV "
+                    "%.0f MB)\n",
+                    ctx, decode, 1e3 / decode, r.kv_bytes() / 1e6, bytes_ms, decode / bytes_ms, weight_bytes / 1e6, kv_read / 1e6);
         for (const int32_t n : nodes) {
             const DraftTree tree = beam_tree(root, n - 1, hp.n_vocab, rng);  // n nodes with the root
             std::vector<uint8_t> mask;
@@ -136,7 +150,8 @@ int main(int argc, char **argv) {
                 t.push_back((bench::now_s() - t0) * 1e3);
             }
             const double v = bench::median(t);
-            std::printf("  verify %2d nodes %8.2f ms  = %5.2fx decode\n", tree.size(), v, v / decode);
+            std::printf("  verify %2d nodes %8.2f ms  = %5.2fx decode; its attention's flops bound %.2f ms\n", tree.size(), v, v / decode,
+                        attention_ms(tree.size()));
         }
         if (draft) {
             auto drafter = make_longspec_drafter(draft, 69, r);

@@ -3,6 +3,7 @@
 #include "cpu_isa.h"
 #include "formats/half.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,25 +21,35 @@ namespace {
 inline float elem(const float *p, int32_t i) { return p[i]; }
 inline float elem(const uint16_t *p, int32_t i) { return half_to_float(p[i]); }
 
-// The reference: f32_vec_dot(hd, k_t, q) * scale per key, and the key-ordered weighted sum.
-template <class T> void scores_scalar(const float *q, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores) {
-    for (int32_t t = 0; t < n; ++t) {
-        const T *kt = k + size_t(t) * stride;
-        float sum[8] = {};
-        int32_t i = 0;
-        for (; i + 8 <= hd; i += 8)
-            for (int l = 0; l < 8; ++l) sum[l] += elem(kt, i + l) * q[i + l];
-        for (; i < hd; ++i) sum[0] += elem(kt, i) * q[i];
-        scores[t] = (((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))) * scale;
-    }
+// The reference: per key, eight lane sums over the first hd & ~7 elements (lane l takes elements l, l + 8, ...) each
+// a chain of fused multiply-adds, the tail into lane 0, then the pairwise reduction; per output element, one fused
+// multiply-add per key in key order. Fused, because a multiply-add is one instruction where a multiply and an add
+// are two, and attention at long contexts is bound by them; std::fma is exact on every machine, so this stays the
+// reference for the SIMD copies bit for bit.
+template <class T> float score_scalar(const float *q, int32_t hd, const T *kt) {
+    float sum[8] = {};
+    int32_t i = 0;
+    for (; i + 8 <= hd; i += 8)
+        for (int l = 0; l < 8; ++l) sum[l] = std::fma(elem(kt, i + l), q[i + l], sum[l]);
+    for (; i < hd; ++i) sum[0] = std::fma(elem(kt, i), q[i], sum[0]);
+    return ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
 }
 
-template <class T> void accumulate_scalar(float *out, int32_t hd, const float *weights, const T *v, size_t stride, int32_t n) {
-    for (int32_t t = 0; t < n; ++t) {
-        const float w = weights[t];
-        const T *vt = v + size_t(t) * stride;
-        for (int32_t j = 0; j < hd; ++j) out[j] += w * elem(vt, j);
-    }
+template <class T>
+void scores_scalar(const float *const *q, int32_t rows, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores,
+                   size_t ld) {
+    for (int32_t r = 0; r < rows; ++r)
+        for (int32_t t = 0; t < n; ++t) scores[size_t(r) * ld + size_t(t)] = score_scalar(q[r], hd, k + size_t(t) * stride) * scale;
+}
+
+template <class T>
+void accumulate_scalar(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const T *v, size_t stride, int32_t n) {
+    for (int32_t r = 0; r < rows; ++r)
+        for (int32_t t = 0; t < n; ++t) {
+            const float w = weights[size_t(r) * ld + size_t(t)];
+            const T *vt = v + size_t(t) * stride;
+            for (int32_t j = 0; j < hd; ++j) out[r][j] = std::fma(w, elem(vt, j), out[r][j]);
+        }
 }
 
 // exp(x) for x <= 0 (Cephes expf): x = n ln2 + r, |r| <= ln2 / 2, exp(r) by a degree-7 polynomial, times 2^n.
@@ -122,70 +133,128 @@ __attribute__((target("avx2,f16c"))) inline __m256 load8(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
 }
 
-// One 8-lane register holds exactly the reference's sum[0..7]: lane l accumulates k[i + l] * q[i + l] with a
-// separate multiply and add (no FMA, as the reference under -ffp-contract=off). Four keys at a time for
-// independent dependency chains; the tail and the reduction are the reference's, lane by lane.
-template <class T>
-__attribute__((target("avx2,f16c"))) float reduce8(__m256 acc, const T *kt, const float *q, int32_t from, int32_t hd) {
-    alignas(32) float s[8];
-    _mm256_store_ps(s, acc);
-    for (int32_t i = from; i < hd; ++i) s[0] += elem(kt, i) * q[i];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+// The reference's reduction ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)) of eight keys' lane sums at once, in
+// key order: hadd adds adjacent lanes (s0 + s1, s2 + s3 per 128-bit half), a second hadd the pairs, and the halves'
+// sums are added last, so every key's score takes exactly the reference's additions.
+__attribute__((target("avx2"))) inline __m256 reduce_8x8(const __m256 *a) {
+    const __m256 q0123 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));  // keys 0-3: s0..s3 low, s4..s7 high
+    const __m256 q4567 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(q0123, q4567, 0x20), _mm256_permute2f128_ps(q0123, q4567, 0x31));
 }
 
-template <class T>
-__attribute__((target("avx2,f16c"))) void scores_avx2(const float *q, int32_t hd, float scale, const T *k, size_t stride, int32_t n,
-                                                       float *scores) {
+inline float reduce_lanes(const float *s) { return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])); }
+
+// R rows' scores of n keys: keys two at a time, each loaded (and converted) once for all R rows, one 8-lane
+// register per row and key holding exactly the reference's lane sums; every eight keys' sums are reduced in
+// registers. The tail elements (hd % 8) go into lane 0 as in the reference.
+template <class T, int R>
+__attribute__((target("avx2,fma,f16c"))) void scores_avx2(const float *const *q, int32_t hd, float scale, const T *k, size_t stride, int32_t n,
+                                                           float *scores, size_t ld) {
     const int32_t body = hd & ~7;
-    int32_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-        const T *k0 = k + size_t(t) * stride, *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int32_t i = 0; i < body; i += 8) {
-            const __m256 qv = _mm256_loadu_ps(q + i);
-            a0 = _mm256_add_ps(a0, _mm256_mul_ps(load8(k0 + i), qv));
-            a1 = _mm256_add_ps(a1, _mm256_mul_ps(load8(k1 + i), qv));
-            a2 = _mm256_add_ps(a2, _mm256_mul_ps(load8(k2 + i), qv));
-            a3 = _mm256_add_ps(a3, _mm256_mul_ps(load8(k3 + i), qv));
+    const __m256 vscale = _mm256_set1_ps(scale);
+    alignas(32) float lanes[R][8][8];
+    for (int32_t t0 = 0; t0 < n; t0 += 8) {
+        const int32_t m = std::min<int32_t>(8, n - t0);
+        for (int32_t p = 0; p < m; p += 2) {
+            const T *k0 = k + size_t(t0 + p) * stride;
+            const T *k1 = p + 1 < m ? k0 + stride : k0;  // an odd last key is computed twice, kept once
+            __m256 a0[R], a1[R];
+            for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
+            for (int32_t i = 0; i < body; i += 8) {
+                const __m256 x0 = load8(k0 + i), x1 = load8(k1 + i);
+                for (int r = 0; r < R; ++r) {
+                    const __m256 qv = _mm256_loadu_ps(q[r] + i);
+                    a0[r] = _mm256_fmadd_ps(x0, qv, a0[r]);
+                    a1[r] = _mm256_fmadd_ps(x1, qv, a1[r]);
+                }
+            }
+            for (int r = 0; r < R; ++r) {
+                _mm256_store_ps(lanes[r][p], a0[r]);
+                if (p + 1 < m) _mm256_store_ps(lanes[r][p + 1], a1[r]);
+            }
         }
-        scores[t] = reduce8(a0, k0, q, body, hd) * scale;
-        scores[t + 1] = reduce8(a1, k1, q, body, hd) * scale;
-        scores[t + 2] = reduce8(a2, k2, q, body, hd) * scale;
-        scores[t + 3] = reduce8(a3, k3, q, body, hd) * scale;
-    }
-    for (; t < n; ++t) {
-        const T *kt = k + size_t(t) * stride;
-        __m256 a = _mm256_setzero_ps();
-        for (int32_t i = 0; i < body; i += 8) a = _mm256_add_ps(a, _mm256_mul_ps(load8(kt + i), _mm256_loadu_ps(q + i)));
-        scores[t] = reduce8(a, kt, q, body, hd) * scale;
+        if (body < hd)
+            for (int r = 0; r < R; ++r)
+                for (int32_t p = 0; p < m; ++p) {
+                    const T *kt = k + size_t(t0 + p) * stride;
+                    for (int32_t i = body; i < hd; ++i) lanes[r][p][0] = std::fma(elem(kt, i), q[r][i], lanes[r][p][0]);
+                }
+        for (int r = 0; r < R; ++r) {
+            float *out = scores + size_t(r) * ld + size_t(t0);
+            if (m == 8) {
+                __m256 a[8];
+                for (int p = 0; p < 8; ++p) a[p] = _mm256_load_ps(lanes[r][p]);
+                _mm256_storeu_ps(out, _mm256_mul_ps(reduce_8x8(a), vscale));
+            } else {
+                for (int32_t p = 0; p < m; ++p) out[p] = reduce_lanes(lanes[r][p]) * scale;
+            }
+        }
     }
 }
 
-// out[j] += w_t * v_t[j], keys in order, with 64 outputs held in registers across all keys.
-template <class T>
-__attribute__((target("avx2,f16c"))) void accumulate_avx2(float *out, int32_t hd, const float *weights, const T *v, size_t stride,
-                                                           int32_t n) {
+// R rows' out[j] = fma(w_t, v_t[j], out[j]), keys in order: 16 outputs of every row held in registers across the
+// keys, each value row loaded (and converted) once for all R rows.
+template <class T, int R>
+__attribute__((target("avx2,fma,f16c"))) void accumulate_avx2(float *const *out, int32_t hd, const float *weights, size_t ld, const T *v,
+                                                               size_t stride, int32_t n) {
     int32_t j0 = 0;
-    for (; j0 + 64 <= hd; j0 += 64) {
-        __m256 o[8];
-        for (int r = 0; r < 8; ++r) o[r] = _mm256_loadu_ps(out + j0 + 8 * r);
-        for (int32_t t = 0; t < n; ++t) {
-            const __m256 w = _mm256_set1_ps(weights[t]);
-            const T *vt = v + size_t(t) * stride + j0;
-            for (int r = 0; r < 8; ++r) o[r] = _mm256_add_ps(o[r], _mm256_mul_ps(w, load8(vt + 8 * r)));
+    for (; j0 + 16 <= hd; j0 += 16) {
+        __m256 o0[R], o1[R];
+        for (int r = 0; r < R; ++r) o0[r] = _mm256_loadu_ps(out[r] + j0), o1[r] = _mm256_loadu_ps(out[r] + j0 + 8);
+        const T *vt = v + j0;
+        for (int32_t t = 0; t < n; ++t, vt += stride) {
+            const __m256 x0 = load8(vt), x1 = load8(vt + 8);
+            for (int r = 0; r < R; ++r) {
+                const __m256 w = _mm256_broadcast_ss(weights + size_t(r) * ld + size_t(t));
+                o0[r] = _mm256_fmadd_ps(w, x0, o0[r]);
+                o1[r] = _mm256_fmadd_ps(w, x1, o1[r]);
+            }
         }
-        for (int r = 0; r < 8; ++r) _mm256_storeu_ps(out + j0 + 8 * r, o[r]);
+        for (int r = 0; r < R; ++r) _mm256_storeu_ps(out[r] + j0, o0[r]), _mm256_storeu_ps(out[r] + j0 + 8, o1[r]);
     }
     for (; j0 + 8 <= hd; j0 += 8) {
-        __m256 o = _mm256_loadu_ps(out + j0);
-        for (int32_t t = 0; t < n; ++t)
-            o = _mm256_add_ps(o, _mm256_mul_ps(_mm256_set1_ps(weights[t]), load8(v + size_t(t) * stride + j0)));
-        _mm256_storeu_ps(out + j0, o);
-    }
-    if (j0 < hd) {
+        __m256 o[R];
+        for (int r = 0; r < R; ++r) o[r] = _mm256_loadu_ps(out[r] + j0);
         for (int32_t t = 0; t < n; ++t) {
-            const T *vt = v + size_t(t) * stride;
-            for (int32_t j = j0; j < hd; ++j) out[j] += weights[t] * elem(vt, j);
+            const __m256 x = load8(v + size_t(t) * stride + j0);
+            for (int r = 0; r < R; ++r) o[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(weights + size_t(r) * ld + size_t(t)), x, o[r]);
+        }
+        for (int r = 0; r < R; ++r) _mm256_storeu_ps(out[r] + j0, o[r]);
+    }
+    if (j0 < hd)
+        for (int r = 0; r < R; ++r)
+            for (int32_t t = 0; t < n; ++t) {
+                const float w = weights[size_t(r) * ld + size_t(t)];
+                const T *vt = v + size_t(t) * stride;
+                for (int32_t j = j0; j < hd; ++j) out[r][j] = std::fma(w, elem(vt, j), out[r][j]);
+            }
+}
+
+template <class T>
+void scores_avx2_rows(const float *const *q, int32_t rows, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores,
+                      size_t ld) {
+    for (int32_t r0 = 0; r0 < rows; r0 += kAttentionRowsAtOnce) {
+        const float *const *qr = q + r0;
+        float *sr = scores + size_t(r0) * ld;
+        switch (std::min(rows - r0, kAttentionRowsAtOnce)) {
+        case 1: scores_avx2<T, 1>(qr, hd, scale, k, stride, n, sr, ld); break;
+        case 2: scores_avx2<T, 2>(qr, hd, scale, k, stride, n, sr, ld); break;
+        case 3: scores_avx2<T, 3>(qr, hd, scale, k, stride, n, sr, ld); break;
+        default: scores_avx2<T, 4>(qr, hd, scale, k, stride, n, sr, ld); break;
+        }
+    }
+}
+
+template <class T>
+void accumulate_avx2_rows(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const T *v, size_t stride, int32_t n) {
+    for (int32_t r0 = 0; r0 < rows; r0 += kAttentionRowsAtOnce) {
+        float *const *orow = out + r0;
+        const float *wr = weights + size_t(r0) * ld;
+        switch (std::min(rows - r0, kAttentionRowsAtOnce)) {
+        case 1: accumulate_avx2<T, 1>(orow, hd, wr, ld, v, stride, n); break;
+        case 2: accumulate_avx2<T, 2>(orow, hd, wr, ld, v, stride, n); break;
+        case 3: accumulate_avx2<T, 3>(orow, hd, wr, ld, v, stride, n); break;
+        default: accumulate_avx2<T, 4>(orow, hd, wr, ld, v, stride, n); break;
         }
     }
 }
@@ -199,20 +268,54 @@ bool use_avx2() {
 #endif
 }
 
-}  // namespace
 
-void attention_scores(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores) {
+template <class T>
+void scores_rows(const float *const *q, int32_t rows, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores,
+                 size_t ld) {
 #ifdef SPECULA_ATTENTION_AVX2
-    if (use_avx2()) return scores_avx2(q, hd, scale, k, stride, n, scores);
+    if (use_avx2()) return scores_avx2_rows(q, rows, hd, scale, k, stride, n, scores, ld);
 #endif
-    scores_scalar(q, hd, scale, k, stride, n, scores);
+    scores_scalar(q, rows, hd, scale, k, stride, n, scores, ld);
 }
 
-void attention_scores(const float *q, int32_t hd, float scale, const uint16_t *k, size_t stride, int32_t n, float *scores) {
+template <class T>
+void accumulate_rows(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const T *v, size_t stride, int32_t n) {
 #ifdef SPECULA_ATTENTION_AVX2
-    if (use_avx2()) return scores_avx2(q, hd, scale, k, stride, n, scores);
+    if (use_avx2()) return accumulate_avx2_rows(out, rows, hd, weights, ld, v, stride, n);
 #endif
-    scores_scalar(q, hd, scale, k, stride, n, scores);
+    accumulate_scalar(out, rows, hd, weights, ld, v, stride, n);
+}
+
+}  // namespace
+
+void attention_scores(const float *const *q, int32_t rows, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores,
+                      size_t ld) {
+    scores_rows(q, rows, hd, scale, k, stride, n, scores, ld);
+}
+void attention_scores(const float *const *q, int32_t rows, int32_t hd, float scale, const uint16_t *k, size_t stride, int32_t n,
+                      float *scores, size_t ld) {
+    scores_rows(q, rows, hd, scale, k, stride, n, scores, ld);
+}
+void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const float *v, size_t stride,
+                         int32_t n) {
+    accumulate_rows(out, rows, hd, weights, ld, v, stride, n);
+}
+void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const uint16_t *v, size_t stride,
+                         int32_t n) {
+    accumulate_rows(out, rows, hd, weights, ld, v, stride, n);
+}
+
+void attention_scores(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores) {
+    attention_scores(&q, 1, hd, scale, k, stride, n, scores, size_t(n));
+}
+void attention_scores(const float *q, int32_t hd, float scale, const uint16_t *k, size_t stride, int32_t n, float *scores) {
+    attention_scores(&q, 1, hd, scale, k, stride, n, scores, size_t(n));
+}
+void accumulate_weighted(float *out, int32_t hd, const float *weights, const float *v, size_t stride, int32_t n) {
+    accumulate_weighted(&out, 1, hd, weights, size_t(n), v, stride, n);
+}
+void accumulate_weighted(float *out, int32_t hd, const float *weights, const uint16_t *v, size_t stride, int32_t n) {
+    accumulate_weighted(&out, 1, hd, weights, size_t(n), v, stride, n);
 }
 
 float exp_weights(float *scores, int32_t n, float max) {
@@ -222,27 +325,13 @@ float exp_weights(float *scores, int32_t n, float max) {
     return exp_weights_scalar(scores, n, max);
 }
 
-void accumulate_weighted(float *out, int32_t hd, const float *weights, const float *v, size_t stride, int32_t n) {
-#ifdef SPECULA_ATTENTION_AVX2
-    if (use_avx2()) return accumulate_avx2(out, hd, weights, v, stride, n);
-#endif
-    accumulate_scalar(out, hd, weights, v, stride, n);
-}
-
-void accumulate_weighted(float *out, int32_t hd, const float *weights, const uint16_t *v, size_t stride, int32_t n) {
-#ifdef SPECULA_ATTENTION_AVX2
-    if (use_avx2()) return accumulate_avx2(out, hd, weights, v, stride, n);
-#endif
-    accumulate_scalar(out, hd, weights, v, stride, n);
-}
-
 namespace attention_kernels_testing {
 float exp_weights_reference(float *scores, int32_t n, float max) { return exp_weights_scalar(scores, n, max); }
 void scores_reference(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores) {
-    scores_scalar(q, hd, scale, k, stride, n, scores);
+    scores_scalar(&q, 1, hd, scale, k, stride, n, scores, size_t(n));
 }
 void accumulate_reference(float *out, int32_t hd, const float *weights, const float *v, size_t stride, int32_t n) {
-    accumulate_scalar(out, hd, weights, v, stride, n);
+    accumulate_scalar(&out, 1, hd, weights, size_t(n), v, stride, n);
 }
 }  // namespace attention_kernels_testing
 

@@ -1,16 +1,32 @@
-// The two inner loops of attention, one call per query and run of contiguous keys instead of one call per key:
-//   attention_scores     scores[t] = dot(q, k_t) * scale, with exactly f32_vec_dot's arithmetic (eight partial sums
-//                        over the first hd & ~7 elements, the tail into sum[0], then the same pairwise reduction),
-//                        so every caller's scores are bit-identical to what the per-key F32 dot gave;
-//   accumulate_weighted  out[j] += w_t * v_t[j] over the keys, element by element in key order (no reassociation).
-// An AVX2 version (used at SIMD level avx2 and above, see cpu_isa.h) keeps the reference's eight partial sums in
-// one register and multiplies and adds separately, so it is bit-identical to the scalar loops (tested).
+// The two inner loops of attention, one call per run of contiguous keys (and per few query rows) instead of one per key:
+//   attention_scores     scores[t] = dot(q, k_t) * scale: eight lane sums over the first hd & ~7 elements (lane l
+//                        takes elements l, l + 8, ...), each a chain of fused multiply-adds, the tail into lane 0,
+//                        then the pairwise reduction ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
+//   accumulate_weighted  out[j] = fma(w_t, v_t[j], out[j]) over the keys, element by element in key order.
+// The row forms take several query rows against the same keys (a KV group's query heads, a tree's rows): each key
+// and value row is loaded, and an F16 one converted, once for all of them, while each row's arithmetic is exactly
+// what it is alone, so a row's result never depends on which rows share the call. An AVX2 + FMA version (SIMD
+// level avx2 and above, see cpu_isa.h) is bit-identical to the scalar reference loops (tested).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 namespace specula::internal {
+
+// The rows the SIMD kernels take in one pass over the keys (more are done in passes of this many).
+constexpr int32_t kAttentionRowsAtOnce = 4;
+
+// Row forms: row r's query is q[r] and its scores are scores[r * ld + t]; its output is out[r] and its weights
+// weights[r * ld + t].
+void attention_scores(const float *const *q, int32_t rows, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores,
+                      size_t ld);
+void attention_scores(const float *const *q, int32_t rows, int32_t hd, float scale, const uint16_t *k, size_t stride, int32_t n,
+                      float *scores, size_t ld);
+void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const float *v, size_t stride,
+                         int32_t n);
+void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const uint16_t *v, size_t stride,
+                         int32_t n);
 
 // keys t = 0..n-1 at k + t * stride (floats, or halves read in place: the same bits as on the converted floats).
 void attention_scores(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores);

@@ -1,6 +1,5 @@
 #include "block_attention.h"
 
-#include "attention_kernels.h"
 
 #include <algorithm>
 #include <climits>
@@ -9,10 +8,11 @@
 namespace specula::internal {
 namespace {
 constexpr size_t kF16InPlaceReaders = 4;
+
 }  // namespace
 
 BlockAttention::BlockAttention(int32_t hd)
-    : hd_(hd), k_(size_t(kAttentionBlock) * size_t(hd)), v_(k_.size()), scores_(size_t(kAttentionBlock)) {
+    : hd_(hd), k_(size_t(kAttentionBlock) * size_t(hd)), v_(k_.size()), scores_(size_t(kAttentionRowsAtOnce) * size_t(kAttentionBlock)) {
     tail_.reserve(2 * size_t(kAttentionBlock));  // a partial block plus a tree path: no growth with context
 }
 
@@ -32,16 +32,18 @@ size_t BlockAttention::bytes() const {
 BlockAttention::Block BlockAttention::load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots,
                                            int32_t count, size_t readers) {
     Block b;
+    int32_t at = first, at_v = first;  // first within the head's rows (the same for keys and values)
+    const uint8_t *k_row = keys.row(first_slot, at), *v_row = values.row(first_slot, at_v);
     if (keys.type == KvType::F32 && slots == nullptr) {
         b.stride = keys.row_bytes / sizeof(float);
-        b.k = reinterpret_cast<const float *>(keys.data) + size_t(first_slot) * b.stride + size_t(first);
-        b.v = reinterpret_cast<const float *>(values.data) + size_t(first_slot) * b.stride + size_t(first);
+        b.k = reinterpret_cast<const float *>(k_row) + at;
+        b.v = reinterpret_cast<const float *>(v_row) + at;
         return b;
     }
     if (keys.type == KvType::F16 && slots == nullptr && readers <= kF16InPlaceReaders) {
         b.stride = keys.row_bytes / sizeof(uint16_t);
-        b.k16 = reinterpret_cast<const uint16_t *>(keys.data) + size_t(first_slot) * b.stride + size_t(first);
-        b.v16 = reinterpret_cast<const uint16_t *>(values.data) + size_t(first_slot) * b.stride + size_t(first);
+        b.k16 = reinterpret_cast<const uint16_t *>(k_row) + at;
+        b.v16 = reinterpret_cast<const uint16_t *>(v_row) + at;
         return b;
     }
     kv_load_head(keys, first_slot, slots, count, first, hd_, k_.data());
@@ -52,30 +54,39 @@ BlockAttention::Block BlockAttention::load(const KvView &keys, const KvView &val
     return b;
 }
 
-// One block into one row's online softmax: scores, the new running max (rescaling what was summed under the old
-// one), the block's weights and their sum, the weighted values in key order.
-void BlockAttention::fold(size_t row, const AttentionQuery &q, const Block &block, int32_t count, float scale) {
-    float *scores = scores_.data();
-    if (block.k16) attention_scores(q.q, hd_, scale, block.k16, block.stride, count, scores);
-    else attention_scores(q.q, hd_, scale, block.k, block.stride, count, scores);
-    if (softcap_ > 0.0f) {  // llama.cpp's order: scale by 1 / cap, tanh, scale by cap
-        const float inv = 1.0f / softcap_;
-        for (int32_t t = 0; t < count; ++t) scores[t] = std::tanh(scores[t] * inv) * softcap_;
-    }
-    float block_max = scores[0];
-    for (int32_t t = 1; t < count; ++t) block_max = std::max(block_max, scores[t]);
-    float &m = max_[row], &l = sum_[row];
-    if (block_max > m) {
-        if (m != -INFINITY) {
-            const float r = std::exp(m - block_max);
-            for (int32_t j = 0; j < hd_; ++j) q.out[j] *= r;
-            l *= r;
+// One block into the online softmax of each of up to kAttentionRowsAtOnce rows: their scores (the block's keys
+// read once for all of them), then per row the new running max (rescaling what was summed under the old one), the
+// block's weights and their sum, then the weighted values in key order (read once for all). Each row's arithmetic
+// is what it would be alone.
+void BlockAttention::fold(const size_t *rows, int32_t n_rows, std::span<const AttentionQuery> queries, const Block &block, int32_t count,
+                          float scale) {
+    const float *q[kAttentionRowsAtOnce];
+    float *out[kAttentionRowsAtOnce];
+    for (int32_t i = 0; i < n_rows; ++i) q[i] = queries[rows[i]].q, out[i] = queries[rows[i]].out;
+    constexpr size_t ld = kAttentionBlock;
+    if (block.k16) attention_scores(q, n_rows, hd_, scale, block.k16, block.stride, count, scores_.data(), ld);
+    else attention_scores(q, n_rows, hd_, scale, block.k, block.stride, count, scores_.data(), ld);
+    for (int32_t i = 0; i < n_rows; ++i) {
+        float *scores = scores_.data() + size_t(i) * ld;
+        if (softcap_ > 0.0f) {  // llama.cpp's order: scale by 1 / cap, tanh, scale by cap
+            const float inv = 1.0f / softcap_;
+            for (int32_t t = 0; t < count; ++t) scores[t] = std::tanh(scores[t] * inv) * softcap_;
         }
-        m = block_max;
+        float block_max = scores[0];
+        for (int32_t t = 1; t < count; ++t) block_max = std::max(block_max, scores[t]);
+        float &m = max_[rows[i]], &l = sum_[rows[i]];
+        if (block_max > m) {
+            if (m != -INFINITY) {
+                const float r = std::exp(m - block_max);
+                for (int32_t j = 0; j < hd_; ++j) out[i][j] *= r;
+                l *= r;
+            }
+            m = block_max;
+        }
+        l += exp_weights(scores, count, m);
     }
-    l += exp_weights(scores, count, m);
-    if (block.v16) accumulate_weighted(q.out, hd_, scores, block.v16, block.stride, count);
-    else accumulate_weighted(q.out, hd_, scores, block.v, block.stride, count);
+    if (block.v16) accumulate_weighted(out, n_rows, hd_, scores_.data(), ld, block.v16, block.stride, count);
+    else accumulate_weighted(out, n_rows, hd_, scores_.data(), ld, block.v, block.stride, count);
 }
 
 void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first, float scale, std::span<const AttentionQuery> queries) {
@@ -96,10 +107,10 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
         const int32_t base = base_of(q);
         for (int32_t s = lo; s < hi; ++s) tail_.push_back(s < q.run ? s : q.extra[s - base]);
     };
-    auto fold_gathered = [&](size_t r, const AttentionQuery &q) {
+    auto fold_gathered = [&](size_t r) {
         for (size_t t0 = 0; t0 < tail_.size(); t0 += B) {
             const int32_t count = int32_t(std::min(tail_.size() - t0, size_t(B)));
-            fold(r, q, load(keys, values, first, 0, tail_.data() + t0, count, 1), count, scale);
+            fold(&r, 1, queries, load(keys, values, first, 0, tail_.data() + t0, count, 1), count, scale);
         }
     };
     int32_t shared_lo = INT32_MAX, shared_hi = 0;
@@ -111,7 +122,7 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
         // A window's first partial block (up to the next multiple of B, or the end of its keys).
         if (q.from % B != 0) {
             gather(q, q.from, std::min(lo_block(q) * B, end_of(q)));
-            fold_gathered(r, q);
+            fold_gathered(r);
         }
     }
     // The blocks inside the contiguous runs: read once, folded into every row that reaches them.
@@ -120,14 +131,20 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
         for (const AttentionQuery &q : queries) readers += lo_block(q) <= b && b < hi_block(q);
         if (readers == 0) continue;
         const Block block = load(keys, values, first, b * B, nullptr, B, readers);
-        for (size_t r = 0; r < nq; ++r)
-            if (lo_block(queries[r]) <= b && b < hi_block(queries[r])) fold(r, queries[r], block, B, scale);
+        size_t group[kAttentionRowsAtOnce];
+        int32_t n_group = 0;
+        for (size_t r = 0; r < nq; ++r) {
+            if (!(lo_block(queries[r]) <= b && b < hi_block(queries[r]))) continue;
+            group[n_group++] = r;
+            if (n_group == kAttentionRowsAtOnce) fold(group, n_group, queries, block, B, scale), n_group = 0;
+        }
+        if (n_group > 0) fold(group, n_group, queries, block, B, scale);
     }
     // Each row's remaining keys: the partial block of its run, then its listed slots, in blocks of B.
     for (size_t r = 0; r < nq; ++r) {
         const AttentionQuery &q = queries[r];
         gather(q, std::max(hi_block(q) * B, q.from), end_of(q));
-        fold_gathered(r, q);
+        fold_gathered(r);
         if (sum_[r] > 0.0f) {
             const float inv = 1.0f / sum_[r];
             for (int32_t j = 0; j < hd_; ++j) q.out[j] *= inv;

@@ -18,6 +18,7 @@
 // prefix costs one read per KV head per round instead of one per node.
 #pragma once
 
+#include "backends/cpu/attention_kernels.h"
 #include "backends/cpu/kv_view.h"
 
 #include <cstddef>
@@ -67,11 +68,11 @@ private:
     // its registers) and are converted once into the buffers for many.
     Block load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots, int32_t count,
                size_t readers);
-    void fold(size_t row, const AttentionQuery &q, const Block &block, int32_t count, float scale);
+    void fold(const size_t *rows, int32_t n_rows, std::span<const AttentionQuery> queries, const Block &block, int32_t count, float scale);
 
     int32_t hd_;
     float softcap_ = 0.0f;
-    std::vector<float> k_, v_, scores_;
+    std::vector<float> k_, v_, scores_;  // scores_: kAttentionRowsAtOnce rows of a block
     std::vector<float> max_, sum_;  // per query row
     std::vector<int32_t> tail_;     // one row's gathered slots
 };

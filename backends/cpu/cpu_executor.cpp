@@ -34,7 +34,7 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, T
     });
     const ExpertShape experts = expert_shape(g);  // reserved below for fixed batches
     for (const GraphTensor &t : g.tensors) tensors_.push_back(Tensor{{}, t.width});
-    if (g.local_kv_slots > 0) local_kv_.emplace(0, 1, g.local_kv_slots, g.hp.n_embd_kv(), KvType::F32);
+    if (g.local_kv_slots > 0) local_kv_.emplace(0, 1, g.local_kv_slots, g.hp.n_embd_kv(), KvType::F32, g.hp.head_dim);
     // Attention scratch, one per thread and built in place: a copy would not keep the reservations its constructor
     // made, and the bytes must not depend on which threads happened to run.
     const int32_t group = g.hp.n_head / g.hp.n_head_kv;
@@ -234,13 +234,11 @@ void CpuExecutor::run(int32_t stage, const BatchRows &rows, float *logits, bool 
 }
 
 void CpuExecutor::read_local_kv(KvPart part, int32_t first, int32_t n, void *dst) {
-    const uint8_t *src = part == KvPart::Keys ? local_kv_->k_row(0, first) : local_kv_->v_row(0, first);
-    std::memcpy(dst, src, size_t(n) * local_kv_->row_bytes());
+    local_kv_->read_rows(0, part == KvPart::Keys ? KvCache::Part::Keys : KvCache::Part::Values, first, n, dst);
 }
 
 void CpuExecutor::write_local_kv(KvPart part, int32_t first, int32_t n, const void *src) {
-    uint8_t *dst = part == KvPart::Keys ? local_kv_->k_row(0, first) : local_kv_->v_row(0, first);
-    std::memcpy(dst, src, size_t(n) * local_kv_->row_bytes());
+    local_kv_->write_rows(0, part == KvPart::Keys ? KvCache::Part::Keys : KvCache::Part::Values, first, n, src);
 }
 
 size_t CpuExecutor::allocated_bytes() const {

@@ -21,7 +21,7 @@ CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, ThreadPo
 CpuRunner::CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, std::unique_ptr<ThreadPool> own_pool, ThreadPool *shared_pool,
                      KvType kv_type, std::shared_ptr<const Graph> graph)
     : model_(std::move(model)),
-      kv_(model_->hparams().n_layer, n_ctx, model_->hparams().n_embd_kv(), kv_type),
+      kv_(model_->hparams().n_layer, n_ctx, model_->hparams().n_embd_kv(), kv_type, model_->hparams().head_dim),
       own_pool_(std::move(own_pool)),
       pool_(own_pool_ ? own_pool_.get() : shared_pool) {
     exec_ = std::make_unique<CpuExecutor>(graph ? std::move(graph) : build_model_graph(model_, n_ctx), 0, *pool_, &kv_);
@@ -65,23 +65,17 @@ void CpuRunner::head(int32_t first, int32_t count, float *logits) {
 void CpuRunner::tree_logits(int32_t i, float *logits) { head(i, 1, logits); }
 
 void CpuRunner::read_kv(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) {
-    const uint8_t *src = part == KvPart::Keys ? kv_.k_row(layer, first) : kv_.v_row(layer, first);
-    std::memcpy(dst, src, size_t(n) * kv_.row_bytes());
+    kv_.read_rows(layer, part == KvPart::Keys ? KvCache::Part::Keys : KvCache::Part::Values, first, n, dst);
 }
 
 void CpuRunner::write_kv(int32_t layer, KvPart part, int32_t first, int32_t n, const void *src) {
-    uint8_t *dst = part == KvPart::Keys ? kv_.k_row(layer, first) : kv_.v_row(layer, first);
-    std::memcpy(dst, src, size_t(n) * kv_.row_bytes());
+    kv_.write_rows(layer, part == KvPart::Keys ? KvCache::Part::Keys : KvCache::Part::Values, first, n, src);
 }
 
 void CpuRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) {
-    const size_t bytes = kv_.row_bytes();
     for (int32_t il = 0; il < model_->hparams().n_layer; ++il)
-        for (int32_t i = 0; i < n; ++i) {
-            if (nodes[i] == i) continue;
-            std::memcpy(kv_.k_row(il, n_past + i), kv_.k_row(il, n_past + nodes[i]), bytes);
-            std::memcpy(kv_.v_row(il, n_past + i), kv_.v_row(il, n_past + nodes[i]), bytes);
-        }
+        for (int32_t i = 0; i < n; ++i)
+            if (nodes[i] != i) kv_.copy_slot(il, n_past + i, n_past + nodes[i]);
 }
 
 void CpuRunner::shift_kv(int32_t keep, int32_t discard, int32_t n_used) {

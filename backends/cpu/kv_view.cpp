@@ -33,9 +33,26 @@ void halves_to_floats(const uint16_t *src, int32_t n, float *dst) {
     for (int32_t j = 0; j < n; ++j) dst[j] = half_to_float_lookup(src[j]);
 }
 
+#ifdef SPECULA_KV_F16C
+// Whole blocks: each int8 converts exactly and takes one multiply by the block's scale, as in the loop below.
+__attribute__((target("avx2,f16c"))) void q8_0_blocks_avx2(const BlockQ8_0 *blocks, int32_t n_blocks, float *dst) {
+    for (int32_t b = 0; b < n_blocks; ++b) {
+        const __m256 d = _mm256_set1_ps(half_to_float(blocks[b].d));
+        for (int32_t i = 0; i < kQ8_0Block; i += 8) {
+            const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(blocks[b].qs + i));
+            _mm256_storeu_ps(dst + b * kQ8_0Block + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
+        }
+    }
+}
+#endif
+
 // Elements [first, first + hd) of one Q8_0 row: each is its block's scale times its int8.
 void q8_0_slice(const uint8_t *row, int32_t first, int32_t hd, float *dst) {
     const BlockQ8_0 *blocks = reinterpret_cast<const BlockQ8_0 *>(row);
+#ifdef SPECULA_KV_F16C
+    static const bool avx2 = active_cpu_isa() >= CpuIsa::Avx2;
+    if (avx2 && first % kQ8_0Block == 0 && hd % kQ8_0Block == 0) return q8_0_blocks_avx2(blocks + first / kQ8_0Block, hd / kQ8_0Block, dst);
+#endif
     int32_t e = first;
     const int32_t end = first + hd;
     while (e < end) {
@@ -51,12 +68,17 @@ void q8_0_slice(const uint8_t *row, int32_t first, int32_t hd, float *dst) {
 void kv_load_head(const KvView &rows, int32_t first_slot, const int32_t *slots, int32_t count, int32_t first, int32_t hd, float *dst) {
     for (int32_t t = 0; t < count; ++t) {
         const int32_t slot = slots ? slots[t] : first_slot + t;
-        const uint8_t *row = rows.data + size_t(slot) * rows.row_bytes;
         float *out = dst + size_t(t) * size_t(hd);
-        switch (rows.type) {
-        case KvType::F32: std::memcpy(out, reinterpret_cast<const float *>(row) + first, size_t(hd) * sizeof(float)); break;
-        case KvType::F16: halves_to_floats(reinterpret_cast<const uint16_t *>(row) + first, hd, out); break;
-        case KvType::Q8_0: q8_0_slice(row, first, hd, out); break;
+        for (int32_t j = 0; j < hd;) {  // one piece per group the slice touches (attention's slices: one)
+            int32_t at = first + j;
+            const uint8_t *row = rows.row(slot, at);
+            const int32_t n = rows.group_width > 0 ? std::min(hd - j, rows.group_width - at) : hd - j;
+            switch (rows.type) {
+            case KvType::F32: std::memcpy(out + j, reinterpret_cast<const float *>(row) + at, size_t(n) * sizeof(float)); break;
+            case KvType::F16: halves_to_floats(reinterpret_cast<const uint16_t *>(row) + at, n, out + j); break;
+            case KvType::Q8_0: q8_0_slice(row, at, n, out + j); break;
+            }
+            j += n;
         }
     }
 }

@@ -21,7 +21,7 @@ TEST_CASE("attention kernels are bit-identical to the scalar reference", "[cpu][
     std::mt19937 rng(11);
     std::normal_distribution<float> g(0.0f, 1.0f);
     for (int32_t hd : {1, 7, 8, 16, 60, 64, 100, 128, 136}) {
-        for (int32_t n : {1, 2, 3, 4, 5, 9, 37}) {
+        for (int32_t n : {1, 2, 3, 4, 5, 8, 9, 17, 37, 64}) {
             const size_t stride = size_t(hd) + 5;
             std::vector<float> q(static_cast<size_t>(hd)), k(stride * static_cast<size_t>(n)), v(k.size()), w(static_cast<size_t>(n));
             for (float &x : q) x = g(rng);
@@ -68,6 +68,52 @@ TEST_CASE("F16 rows read in place give the bits of the same rows converted to fl
             INFO("hd " << hd << " n " << n << " isa " << cpu_isa_name(active_cpu_isa()));
             CHECK(std::memcmp(s_f.data(), s_h.data(), s_f.size() * sizeof(float)) == 0);
             CHECK(std::memcmp(o_f.data(), o_h.data(), o_f.size() * sizeof(float)) == 0);
+        }
+    }
+}
+
+TEST_CASE("attention kernels: several query rows at once give each row's bits alone", "[cpu][attention]") {
+    // Decoding folds a KV group's query heads together and a tree its rows; a row's arithmetic must not depend on
+    // which rows share the call (speculation is bit-exact), for F32 and F16 keys, at the SIMD level and scalar.
+    std::mt19937 rng(13);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    for (int32_t hd : {7, 64, 72, 128}) {
+        for (int32_t n : {1, 5, 8, 64}) {
+            for (int32_t rows : {2, 3, 4, 5, 9}) {
+                const size_t stride = size_t(hd) + 3, ld = size_t(n) + 1;
+                std::vector<uint16_t> kh(stride * static_cast<size_t>(n)), vh(kh.size());
+                std::vector<float> kf(kh.size()), vf(kh.size());
+                for (size_t i = 0; i < kh.size(); ++i) {
+                    kh[i] = float_to_half(g(rng) * 3.0f), vh[i] = float_to_half(g(rng));
+                    kf[i] = half_to_float(kh[i]), vf[i] = half_to_float(vh[i]);
+                }
+                std::vector<float> q(static_cast<size_t>(rows * hd)), w(static_cast<size_t>(rows) * ld), o0(q.size());
+                for (float &x : q) x = g(rng);
+                for (float &x : w) x = std::abs(g(rng));
+                for (float &x : o0) x = g(rng);
+                std::vector<const float *> qp;
+                for (int32_t r = 0; r < rows; ++r) qp.push_back(q.data() + r * hd);
+                for (bool half : {false, true}) {
+                    std::vector<float> s_many(static_cast<size_t>(rows) * ld), o_many = o0, o_one = o0;
+                    std::vector<float *> op;
+                    for (int32_t r = 0; r < rows; ++r) op.push_back(o_many.data() + r * hd);
+                    if (half) {
+                        attention_scores(qp.data(), rows, hd, 0.125f, kh.data(), stride, n, s_many.data(), ld);
+                        accumulate_weighted(op.data(), rows, hd, w.data(), ld, vh.data(), stride, n);
+                    } else {
+                        attention_scores(qp.data(), rows, hd, 0.125f, kf.data(), stride, n, s_many.data(), ld);
+                        accumulate_weighted(op.data(), rows, hd, w.data(), ld, vf.data(), stride, n);
+                    }
+                    for (int32_t r = 0; r < rows; ++r) {
+                        std::vector<float> s_ref(static_cast<size_t>(n));
+                        attention_kernels_testing::scores_reference(qp[size_t(r)], hd, 0.125f, kf.data(), stride, n, s_ref.data());
+                        attention_kernels_testing::accumulate_reference(o_one.data() + r * hd, hd, w.data() + size_t(r) * ld, vf.data(), stride, n);
+                        INFO("hd " << hd << " n " << n << " rows " << rows << " row " << r << " half " << half);
+                        CHECK(std::memcmp(s_many.data() + size_t(r) * ld, s_ref.data(), size_t(n) * sizeof(float)) == 0);
+                    }
+                    CHECK(std::memcmp(o_many.data(), o_one.data(), o_one.size() * sizeof(float)) == 0);
+                }
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_runner.h"
 #include "backends/cpu/kv_cache.h"
 #include "common/fixture_files.h"
+#include "formats/half.h"
 #include "model/model.h"
 #include "speculative/draft_tree.h"
 
@@ -26,8 +27,8 @@ namespace {
 constexpr int32_t kHd = 64, kHeads = 2, kWidth = kHd * kHeads;
 
 // A cache of one layer holding n random rows.
-KvCache random_cache(KvType type, int32_t n, uint32_t seed) {
-    KvCache kv(1, n, kWidth, type);
+KvCache random_cache(KvType type, int32_t n, uint32_t seed, int32_t head_dim = kHd) {
+    KvCache kv(1, n, kWidth, type, head_dim);
     std::mt19937 rng(seed);
     std::normal_distribution<float> g(0.0f, 1.0f);
     std::vector<float> k(kWidth), v(kWidth);
@@ -209,6 +210,78 @@ TEST_CASE("block attention with a sliding window: right, and a row's bits do not
         att.run(kv.keys(0), kv.values(0), kHd, 0.125f, rows);
         CHECK(std::memcmp(alone.data(), batched.data() + 3 * kHd, kHd * sizeof(float)) == 0);
     }
+}
+
+TEST_CASE("KV cache stored by head: the same stored values, attention and whole rows as stored by slot", "[cpu][attention]") {
+    // The backend stores each head's slots contiguously (kv_cache.h); snapshots, prompt caches and the GPU mirrors
+    // move whole slot rows. Both layouts must round the same values, attend to the same bits, and agree on rows.
+    const KvType type = GENERATE(KvType::F32, KvType::F16, KvType::Q8_0);
+    CAPTURE(kv_type_name(type));
+    const int32_t n = 200;
+    KvCache by_head = random_cache(type, n, 7), by_slot = random_cache(type, n, 7, 0);
+    CHECK(by_head.group_width() == kHd);
+    CHECK(by_slot.group_width() == kWidth);
+    CHECK(by_head.bytes() == by_slot.bytes());
+    std::vector<uint8_t> a(size_t(n) * by_head.row_bytes()), b(a.size());
+    for (const KvCache::Part part : {KvCache::Part::Keys, KvCache::Part::Values}) {
+        by_head.read_rows(0, part, 0, n, a.data());
+        by_slot.read_rows(0, part, 0, n, b.data());
+        CHECK(a == b);
+    }
+    std::mt19937 rng(8);
+    std::normal_distribution<float> g(0.0f, 0.3f);
+    std::vector<float> q(kHd), out_h(kHd), out_s(kHd);
+    for (float &x : q) x = g(rng);
+    BlockAttention att(kHd);
+    for (int32_t head = 0; head < kHeads; ++head) {
+        const int32_t extra[] = {150, 3, 199};
+        const AttentionQuery qh{q.data(), out_h.data(), 130, extra, 3}, qs{q.data(), out_s.data(), 130, extra, 3};
+        att.run(by_head.keys(0), by_head.values(0), head * kHd, 0.125f, {&qh, 1});
+        att.run(by_slot.keys(0), by_slot.values(0), head * kHd, 0.125f, {&qs, 1});
+        CHECK(std::memcmp(out_h.data(), out_s.data(), kHd * sizeof(float)) == 0);
+        CHECK(stored(by_head.keys(0), 77, head * kHd) == stored(by_slot.keys(0), 77, head * kHd));
+    }
+    // The stored values as read for attention are the type's own conversion (Q8_0: scale x int8, the SIMD path
+    // against the element loop here; F16: the half; F32: the float), from the whole-row bytes.
+    by_slot.read_rows(0, KvCache::Part::Keys, 0, n, b.data());
+    for (int32_t slot : {0, 63, 199})
+        for (int32_t head = 0; head < kHeads; ++head) {
+            const uint8_t *row = b.data() + size_t(slot) * by_slot.row_bytes();
+            std::vector<float> want(kHd);
+            for (int32_t j = 0; j < kHd; ++j) {
+                const int32_t e = head * kHd + j;
+                if (type == KvType::F32) std::memcpy(&want[size_t(j)], row + size_t(e) * 4, 4);
+                else if (type == KvType::F16) want[size_t(j)] = half_to_float(reinterpret_cast<const uint16_t *>(row)[e]);
+                else {
+                    const uint8_t *block = row + size_t(e / 32) * 34;
+                    uint16_t d;
+                    std::memcpy(&d, block, 2);
+                    want[size_t(j)] = float(int8_t(block[2 + e % 32])) * half_to_float(d);
+                }
+            }
+            CHECK(stored(by_head.keys(0), slot, head * kHd) == want);
+        }
+    // Rows written back land in every head's place: slots 10..19 from slots 100..109, then a slot copied.
+    by_slot.read_rows(0, KvCache::Part::Keys, 100, 10, b.data());
+    by_head.write_rows(0, KvCache::Part::Keys, 10, 10, b.data());
+    by_slot.read_rows(0, KvCache::Part::Values, 100, 10, b.data());
+    by_head.write_rows(0, KvCache::Part::Values, 10, 10, b.data());
+    by_head.copy_slot(0, 5, 104);
+    for (int32_t head = 0; head < kHeads; ++head) {
+        CHECK(stored(by_head.keys(0), 13, head * kHd) == stored(by_slot.keys(0), 103, head * kHd));
+        CHECK(stored(by_head.values(0), 19, head * kHd) == stored(by_slot.values(0), 109, head * kHd));
+        CHECK(stored(by_head.keys(0), 5, head * kHd) == stored(by_slot.keys(0), 104, head * kHd));
+        CHECK(stored(by_head.values(0), 5, head * kHd) == stored(by_slot.values(0), 104, head * kHd));
+        CHECK(stored(by_head.keys(0), 20, head * kHd) == stored(by_slot.keys(0), 20, head * kHd));  // untouched
+    }
+    // A slice across heads (a whole row) reads the same either way.
+    std::vector<float> row_h(kWidth), row_s(kWidth);
+    kv_load_head(by_head.values(0), 150, nullptr, 1, 0, kWidth, row_h.data());
+    kv_load_head(by_slot.values(0), 150, nullptr, 1, 0, kWidth, row_s.data());
+    CHECK(row_h == row_s);
+    // A head Q8_0 cannot store alone (48 elements: not whole blocks) keeps whole rows.
+    CHECK(KvCache(1, 4, 96, KvType::Q8_0, 48).group_width() == 96);
+    CHECK(KvCache(1, 4, 96, KvType::F16, 48).group_width() == 48);
 }
 
 TEST_CASE("KV cache: bytes per type, and Q8_0 refuses rows that are not whole blocks", "[cpu][attention]") {
