@@ -6,10 +6,6 @@
 #include <cmath>
 
 namespace specula::internal {
-namespace {
-constexpr size_t kF16InPlaceReaders = 4;
-
-}  // namespace
 
 BlockAttention::BlockAttention(int32_t hd)
     : hd_(hd), k_(size_t(kAttentionBlock) * size_t(hd)), v_(k_.size()), scores_(size_t(kAttentionRowsAtOnce) * size_t(kAttentionBlock)) {
@@ -26,11 +22,12 @@ size_t BlockAttention::bytes() const {
            tail_.capacity() * sizeof(int32_t);
 }
 
-// F32 rows are read in place; F16 rows too when few rows read the block (decoding: one query per head of the
-// group); other types, and F16 for many readers, are converted into the block buffers. Either way the kernels
-// compute on the stored values (every half converts exactly), so where they come from does not change a bit.
+// A contiguous run of F32 or F16 rows is read in place (the kernels convert halves in their registers, once per
+// pass of up to 4 rows: cheaper than converting into a buffer and reading it back, measured for 4 to 64 rows);
+// gathered slots and Q8_0 rows are converted into the block buffers. Either way the kernels compute on the stored
+// values (every half converts exactly), so where they come from does not change a bit.
 BlockAttention::Block BlockAttention::load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots,
-                                           int32_t count, size_t readers) {
+                                           int32_t count) {
     Block b;
     int32_t at = first, at_v = first;  // first within the head's rows (the same for keys and values)
     const uint8_t *k_row = keys.row(first_slot, at), *v_row = values.row(first_slot, at_v);
@@ -40,7 +37,7 @@ BlockAttention::Block BlockAttention::load(const KvView &keys, const KvView &val
         b.v = reinterpret_cast<const float *>(v_row) + at;
         return b;
     }
-    if (keys.type == KvType::F16 && slots == nullptr && readers <= kF16InPlaceReaders) {
+    if (keys.type == KvType::F16 && slots == nullptr) {
         b.stride = keys.row_bytes / sizeof(uint16_t);
         b.k16 = reinterpret_cast<const uint16_t *>(k_row) + at;
         b.v16 = reinterpret_cast<const uint16_t *>(v_row) + at;
@@ -110,7 +107,7 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
     auto fold_gathered = [&](size_t r) {
         for (size_t t0 = 0; t0 < tail_.size(); t0 += B) {
             const int32_t count = int32_t(std::min(tail_.size() - t0, size_t(B)));
-            fold(&r, 1, queries, load(keys, values, first, 0, tail_.data() + t0, count, 1), count, scale);
+            fold(&r, 1, queries, load(keys, values, first, 0, tail_.data() + t0, count), count, scale);
         }
     };
     int32_t shared_lo = INT32_MAX, shared_hi = 0;
@@ -127,10 +124,10 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
     }
     // The blocks inside the contiguous runs: read once, folded into every row that reaches them.
     for (int32_t b = shared_lo; b < shared_hi; ++b) {
-        size_t readers = 0;
-        for (const AttentionQuery &q : queries) readers += lo_block(q) <= b && b < hi_block(q);
-        if (readers == 0) continue;
-        const Block block = load(keys, values, first, b * B, nullptr, B, readers);
+        bool read = false;
+        for (const AttentionQuery &q : queries) read = read || (lo_block(q) <= b && b < hi_block(q));
+        if (!read) continue;
+        const Block block = load(keys, values, first, b * B, nullptr, B);
         size_t group[kAttentionRowsAtOnce];
         int32_t n_group = 0;
         for (size_t r = 0; r < nq; ++r) {

@@ -64,10 +64,7 @@ private:
         const uint16_t *k16 = nullptr, *v16 = nullptr;  // or F16 rows in place (converted in the kernels' registers)
         size_t stride = 0;  // elements between consecutive keys (and values)
     };
-    // `readers`: the rows that will fold this block; F16 rows stay in place for a few readers (each converts in
-    // its registers) and are converted once into the buffers for many.
-    Block load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots, int32_t count,
-               size_t readers);
+    Block load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots, int32_t count);
     void fold(const size_t *rows, int32_t n_rows, std::span<const AttentionQuery> queries, const Block &block, int32_t count, float scale);
 
     int32_t hd_;
