@@ -207,25 +207,28 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl"))) void scores_avx512vl(c
     scores_body<T, R, 4>(q, hd, scale, k, stride, n, scores, ld);
 }
 
-// R rows' out[j] = fma(w_t, v_t[j], out[j]), keys in order: 16 outputs of every row held in registers across the
-// keys, each value row loaded (and converted) once for all R rows.
-template <class T, int R>
-__attribute__((target("avx2,fma,f16c"))) void accumulate_avx2(float *const *out, int32_t hd, const float *weights, size_t ld, const T *v,
-                                                               size_t stride, int32_t n) {
+// R rows' out[j] = fma(w_t, v_t[j], out[j]), keys in order: 8 x SLAB outputs of every row held in registers across
+// the keys (SLAB 2 with AVX2's 16 registers, 4 with AVX-512VL's 32: 16 independent chains), each value row loaded
+// (and converted) once for all R rows. The slab width does not change any element's arithmetic.
+template <class T, int R, int SLAB>
+[[gnu::always_inline]] inline __attribute__((target("avx2,fma,f16c"))) void accumulate_body(float *const *out, int32_t hd, const float *weights,
+                                                                                             size_t ld, const T *v, size_t stride, int32_t n) {
     int32_t j0 = 0;
-    for (; j0 + 16 <= hd; j0 += 16) {
-        __m256 o0[R], o1[R];
-        for (int r = 0; r < R; ++r) o0[r] = _mm256_loadu_ps(out[r] + j0), o1[r] = _mm256_loadu_ps(out[r] + j0 + 8);
+    for (; j0 + 8 * SLAB <= hd; j0 += 8 * SLAB) {
+        __m256 o[SLAB][R];
+        for (int c = 0; c < SLAB; ++c)
+            for (int r = 0; r < R; ++r) o[c][r] = _mm256_loadu_ps(out[r] + j0 + 8 * c);
         const T *vt = v + j0;
         for (int32_t t = 0; t < n; ++t, vt += stride) {
-            const __m256 x0 = load8(vt), x1 = load8(vt + 8);
+            __m256 x[SLAB];
+            for (int c = 0; c < SLAB; ++c) x[c] = load8(vt + 8 * c);
             for (int r = 0; r < R; ++r) {
                 const __m256 w = _mm256_broadcast_ss(weights + size_t(r) * ld + size_t(t));
-                o0[r] = _mm256_fmadd_ps(w, x0, o0[r]);
-                o1[r] = _mm256_fmadd_ps(w, x1, o1[r]);
+                for (int c = 0; c < SLAB; ++c) o[c][r] = _mm256_fmadd_ps(w, x[c], o[c][r]);
             }
         }
-        for (int r = 0; r < R; ++r) _mm256_storeu_ps(out[r] + j0, o0[r]), _mm256_storeu_ps(out[r] + j0 + 8, o1[r]);
+        for (int c = 0; c < SLAB; ++c)
+            for (int r = 0; r < R; ++r) _mm256_storeu_ps(out[r] + j0 + 8 * c, o[c][r]);
     }
     for (; j0 + 8 <= hd; j0 += 8) {
         __m256 o[R];
@@ -246,6 +249,18 @@ __attribute__((target("avx2,fma,f16c"))) void accumulate_avx2(float *const *out,
 }
 
 bool use_avx512vl() { return active_cpu_isa() >= CpuIsa::Avx512Vnni; }
+
+template <class T, int R>
+__attribute__((target("avx2,fma,f16c"))) void accumulate_avx2(float *const *out, int32_t hd, const float *weights, size_t ld, const T *v,
+                                                               size_t stride, int32_t n) {
+    accumulate_body<T, R, 2>(out, hd, weights, ld, v, stride, n);
+}
+
+template <class T, int R>
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl"))) void accumulate_avx512vl(float *const *out, int32_t hd, const float *weights, size_t ld,
+                                                                                    const T *v, size_t stride, int32_t n) {
+    accumulate_body<T, R, 4>(out, hd, weights, ld, v, stride, n);
+}
 
 template <class T>
 void scores_avx2_rows(const float *const *q, int32_t rows, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores,
@@ -276,6 +291,15 @@ void accumulate_avx2_rows(float *const *out, int32_t rows, int32_t hd, const flo
     for (int32_t r0 = 0; r0 < rows; r0 += kAttentionRowsAtOnce) {
         float *const *orow = out + r0;
         const float *wr = weights + size_t(r0) * ld;
+        if (use_avx512vl()) {
+            switch (std::min(rows - r0, kAttentionRowsAtOnce)) {
+            case 1: accumulate_avx512vl<T, 1>(orow, hd, wr, ld, v, stride, n); break;
+            case 2: accumulate_avx512vl<T, 2>(orow, hd, wr, ld, v, stride, n); break;
+            case 3: accumulate_avx512vl<T, 3>(orow, hd, wr, ld, v, stride, n); break;
+            default: accumulate_avx512vl<T, 4>(orow, hd, wr, ld, v, stride, n); break;
+            }
+            continue;
+        }
         switch (std::min(rows - r0, kAttentionRowsAtOnce)) {
         case 1: accumulate_avx2<T, 1>(orow, hd, wr, ld, v, stride, n); break;
         case 2: accumulate_avx2<T, 2>(orow, hd, wr, ld, v, stride, n); break;
