@@ -21,27 +21,12 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
-#include <sstream>
 #include <thread>
 #include <vector>
 
-
 using namespace specula::internal;
-
-namespace {
-
-
-std::vector<int32_t> parse_list(const std::string &s) {
-    std::vector<int32_t> v;
-    std::stringstream ss(s);
-    for (std::string x; std::getline(ss, x, ',');) v.push_back(std::stoi(x));
-    return v;
-}
-
-}  // namespace
 
 int main(int argc, char **argv) {
     CLI::App app{"The CPU attention kernel against its byte and flop bounds"};
@@ -57,7 +42,7 @@ int main(int argc, char **argv) {
     CLI11_PARSE(app, argc, argv);
     const KvType kv_type = kv_s == "f32" ? KvType::F32 : kv_s == "q8_0" ? KvType::Q8_0 : KvType::F16;
     const int group = heads / kv_heads;
-    const std::vector<int32_t> contexts = parse_list(contexts_s), row_counts = parse_list(rows_s);
+    const std::vector<int32_t> contexts = bench::parse_int_list(contexts_s), row_counts = bench::parse_int_list(rows_s);
     const int32_t max_ctx = *std::max_element(contexts.begin(), contexts.end());
     const int32_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
 

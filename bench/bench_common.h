@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -11,6 +12,18 @@
 namespace bench {
 
 inline double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// "512,8192,32768" -> {512, 8192, 32768}.
+inline std::vector<int32_t> parse_int_list(const std::string &s) {
+    std::vector<int32_t> out;
+    size_t at = 0;
+    while (at <= s.size()) {
+        const size_t comma = std::min(s.find(',', at), s.size());
+        out.push_back(int32_t(std::stoi(s.substr(at, comma - at))));
+        at = comma + 1;
+    }
+    return out;
+}
 
 inline double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());

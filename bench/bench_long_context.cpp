@@ -58,12 +58,6 @@ DraftTree beam_tree(int32_t root, int32_t n, int32_t n_vocab, std::mt19937 &rng)
 
 KvType parse_kv(const std::string &s) { return s == "f32" ? KvType::F32 : s == "q8_0" ? KvType::Q8_0 : KvType::F16; }
 
-std::vector<int32_t> parse_list(const std::string &s) {
-    std::vector<int32_t> out;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
-    return out;
-}
 
 }  // namespace
 
@@ -85,7 +79,7 @@ int main(int argc, char **argv) {
 
     const auto model = Model::load(model_path, LoadOptions{});
     const HParams &hp = model->hparams();
-    const std::vector<int32_t> contexts = parse_list(contexts_s), nodes = parse_list(nodes_s);
+    const std::vector<int32_t> contexts = bench::parse_int_list(contexts_s), nodes = bench::parse_int_list(nodes_s);
     std::shared_ptr<const LongSpecDraft> draft = draft_path.empty() ? nullptr : LongSpecDraft::load(draft_path, model);
     std::vector<int32_t> text_tokens;
     if (!text_path.empty()) {
