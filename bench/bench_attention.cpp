@@ -13,7 +13,6 @@
 #include "backends/cpu/block_attention.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kv_cache.h"
-#include "formats/half.h"
 
 #include "bench_common.h"
 #include "machine_limits.h"
@@ -106,8 +105,7 @@ int main(int argc, char **argv) {
                     for (auto &x : th) x.join();
                     if (rep > 0) times.push_back(bench::now_s() - t0);  // the first is a warm-up
                 }
-                std::sort(times.begin(), times.end());
-                const double ms = times[times.size() / 2] * 1e3, best = times[0] * 1e3;
+                const double ms = bench::median(times) * 1e3, best = *std::min_element(times.begin(), times.end()) * 1e3;
                 const double bytes = double(ctx) * double(kv_row_bytes(kv_type, hd)) * 2 * kv_heads;
                 const double flops = 4.0 * rows * heads * double(ctx) * hd;
                 const double b_ms = bytes / (bw * 1e9) * 1e3, f_ms = flops / ((threads == 1 ? peak1 : peak2) * 1e9) * 1e3;

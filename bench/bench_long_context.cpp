@@ -58,7 +58,6 @@ DraftTree beam_tree(int32_t root, int32_t n, int32_t n_vocab, std::mt19937 &rng)
 
 KvType parse_kv(const std::string &s) { return s == "f32" ? KvType::F32 : s == "q8_0" ? KvType::Q8_0 : KvType::F16; }
 
-
 }  // namespace
 
 int main(int argc, char **argv) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -262,51 +263,35 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl"))) void accumulate_avx512
     accumulate_body<T, R, 4>(out, hd, weights, ld, v, stride, n);
 }
 
-template <class T>
-void scores_avx2_rows(const float *const *q, int32_t rows, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores,
-                      size_t ld) {
+// Calls f(std::integral_constant<int, R>, r0) for each pass of R <= kAttentionRowsAtOnce rows from row r0 on.
+template <class F> void for_row_passes(int32_t rows, F &&f) {
     for (int32_t r0 = 0; r0 < rows; r0 += kAttentionRowsAtOnce) {
-        const float *const *qr = q + r0;
-        float *sr = scores + size_t(r0) * ld;
-        if (use_avx512vl()) {
-            switch (std::min(rows - r0, kAttentionRowsAtOnce)) {
-            case 1: scores_avx512vl<T, 1>(qr, hd, scale, k, stride, n, sr, ld); break;
-            case 2: scores_avx512vl<T, 2>(qr, hd, scale, k, stride, n, sr, ld); break;
-            case 3: scores_avx512vl<T, 3>(qr, hd, scale, k, stride, n, sr, ld); break;
-            default: scores_avx512vl<T, 4>(qr, hd, scale, k, stride, n, sr, ld); break;
-            }
-            continue;
-        }
         switch (std::min(rows - r0, kAttentionRowsAtOnce)) {
-        case 1: scores_avx2<T, 1>(qr, hd, scale, k, stride, n, sr, ld); break;
-        case 2: scores_avx2<T, 2>(qr, hd, scale, k, stride, n, sr, ld); break;
-        case 3: scores_avx2<T, 3>(qr, hd, scale, k, stride, n, sr, ld); break;
-        default: scores_avx2<T, 4>(qr, hd, scale, k, stride, n, sr, ld); break;
+        case 1: f(std::integral_constant<int, 1>{}, r0); break;
+        case 2: f(std::integral_constant<int, 2>{}, r0); break;
+        case 3: f(std::integral_constant<int, 3>{}, r0); break;
+        default: f(std::integral_constant<int, 4>{}, r0); break;
         }
     }
 }
 
 template <class T>
+void scores_avx2_rows(const float *const *q, int32_t rows, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores,
+                      size_t ld) {
+    const bool vl = use_avx512vl();
+    for_row_passes(rows, [&](auto r, int32_t r0) {
+        if (vl) scores_avx512vl<T, r>(q + r0, hd, scale, k, stride, n, scores + size_t(r0) * ld, ld);
+        else scores_avx2<T, r>(q + r0, hd, scale, k, stride, n, scores + size_t(r0) * ld, ld);
+    });
+}
+
+template <class T>
 void accumulate_avx2_rows(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const T *v, size_t stride, int32_t n) {
-    for (int32_t r0 = 0; r0 < rows; r0 += kAttentionRowsAtOnce) {
-        float *const *orow = out + r0;
-        const float *wr = weights + size_t(r0) * ld;
-        if (use_avx512vl()) {
-            switch (std::min(rows - r0, kAttentionRowsAtOnce)) {
-            case 1: accumulate_avx512vl<T, 1>(orow, hd, wr, ld, v, stride, n); break;
-            case 2: accumulate_avx512vl<T, 2>(orow, hd, wr, ld, v, stride, n); break;
-            case 3: accumulate_avx512vl<T, 3>(orow, hd, wr, ld, v, stride, n); break;
-            default: accumulate_avx512vl<T, 4>(orow, hd, wr, ld, v, stride, n); break;
-            }
-            continue;
-        }
-        switch (std::min(rows - r0, kAttentionRowsAtOnce)) {
-        case 1: accumulate_avx2<T, 1>(orow, hd, wr, ld, v, stride, n); break;
-        case 2: accumulate_avx2<T, 2>(orow, hd, wr, ld, v, stride, n); break;
-        case 3: accumulate_avx2<T, 3>(orow, hd, wr, ld, v, stride, n); break;
-        default: accumulate_avx2<T, 4>(orow, hd, wr, ld, v, stride, n); break;
-        }
-    }
+    const bool vl = use_avx512vl();
+    for_row_passes(rows, [&](auto r, int32_t r0) {
+        if (vl) accumulate_avx512vl<T, r>(out + r0, hd, weights + size_t(r0) * ld, ld, v, stride, n);
+        else accumulate_avx2<T, r>(out + r0, hd, weights + size_t(r0) * ld, ld, v, stride, n);
+    });
 }
 #endif
 
@@ -317,7 +302,6 @@ bool use_avx2() {
     return false;
 #endif
 }
-
 
 template <class T>
 void scores_rows(const float *const *q, int32_t rows, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores,

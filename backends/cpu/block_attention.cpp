@@ -99,6 +99,7 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
     auto end_of = [&](const AttentionQuery &q) { return base_of(q) + q.n_extra; };
     auto lo_block = [&](const AttentionQuery &q) { return (q.from + B - 1) / B; };
     auto hi_block = [&](const AttentionQuery &q) { return std::max(q.run / B, lo_block(q)); };
+    auto reaches = [&](const AttentionQuery &q, int32_t b) { return lo_block(q) <= b && b < hi_block(q); };
     auto gather = [&](const AttentionQuery &q, int32_t lo, int32_t hi) {  // logical positions [lo, hi)
         tail_.clear();
         const int32_t base = base_of(q);
@@ -124,14 +125,12 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
     }
     // The blocks inside the contiguous runs: read once, folded into every row that reaches them.
     for (int32_t b = shared_lo; b < shared_hi; ++b) {
-        bool read = false;
-        for (const AttentionQuery &q : queries) read = read || (lo_block(q) <= b && b < hi_block(q));
-        if (!read) continue;
+        if (std::none_of(queries.begin(), queries.end(), [&](const AttentionQuery &q) { return reaches(q, b); })) continue;
         const Block block = load(keys, values, first, b * B, nullptr, B);
         size_t group[kAttentionRowsAtOnce];
         int32_t n_group = 0;
         for (size_t r = 0; r < nq; ++r) {
-            if (!(lo_block(queries[r]) <= b && b < hi_block(queries[r]))) continue;
+            if (!reaches(queries[r], b)) continue;
             group[n_group++] = r;
             if (n_group == kAttentionRowsAtOnce) fold(group, n_group, queries, block, B, scale), n_group = 0;
         }

@@ -234,11 +234,11 @@ void CpuExecutor::run(int32_t stage, const BatchRows &rows, float *logits, bool 
 }
 
 void CpuExecutor::read_local_kv(KvPart part, int32_t first, int32_t n, void *dst) {
-    local_kv_->read_rows(0, part == KvPart::Keys ? KvCache::Part::Keys : KvCache::Part::Values, first, n, dst);
+    local_kv_->read_rows(0, part, first, n, dst);
 }
 
 void CpuExecutor::write_local_kv(KvPart part, int32_t first, int32_t n, const void *src) {
-    local_kv_->write_rows(0, part == KvPart::Keys ? KvCache::Part::Keys : KvCache::Part::Values, first, n, src);
+    local_kv_->write_rows(0, part, first, n, src);
 }
 
 size_t CpuExecutor::allocated_bytes() const {

@@ -65,11 +65,11 @@ void CpuRunner::head(int32_t first, int32_t count, float *logits) {
 void CpuRunner::tree_logits(int32_t i, float *logits) { head(i, 1, logits); }
 
 void CpuRunner::read_kv(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) {
-    kv_.read_rows(layer, part == KvPart::Keys ? KvCache::Part::Keys : KvCache::Part::Values, first, n, dst);
+    kv_.read_rows(layer, part, first, n, dst);
 }
 
 void CpuRunner::write_kv(int32_t layer, KvPart part, int32_t first, int32_t n, const void *src) {
-    kv_.write_rows(layer, part == KvPart::Keys ? KvCache::Part::Keys : KvCache::Part::Values, first, n, src);
+    kv_.write_rows(layer, part, first, n, src);
 }
 
 void CpuRunner::commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) {

@@ -27,8 +27,8 @@ void KvCache::store(int32_t layer, int32_t slot, const float *k, const float *v)
     }
 }
 
-void KvCache::read_rows(int32_t layer, Part part, int32_t first, int32_t n, void *dst) const {
-    const std::vector<uint8_t> &rows = part == Part::Keys ? k_ : v_;
+void KvCache::read_rows(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) const {
+    const std::vector<uint8_t> &rows = part == KvPart::Keys ? k_ : v_;
     uint8_t *out = static_cast<uint8_t *>(dst);
     for (int32_t g = 0; g < n_groups_; ++g) {
         const uint8_t *src = rows.data() + offset(layer, g, first);
@@ -37,8 +37,8 @@ void KvCache::read_rows(int32_t layer, Part part, int32_t first, int32_t n, void
     }
 }
 
-void KvCache::write_rows(int32_t layer, Part part, int32_t first, int32_t n, const void *src) {
-    std::vector<uint8_t> &rows = part == Part::Keys ? k_ : v_;
+void KvCache::write_rows(int32_t layer, KvPart part, int32_t first, int32_t n, const void *src) {
+    std::vector<uint8_t> &rows = part == KvPart::Keys ? k_ : v_;
     const uint8_t *in = static_cast<const uint8_t *>(src);
     for (int32_t g = 0; g < n_groups_; ++g) {
         uint8_t *dst = rows.data() + offset(layer, g, first);

@@ -27,8 +27,6 @@ namespace specula::internal {
 
 class KvCache {
 public:
-    enum class Part { Keys, Values };
-
     KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_embd_kv, KvType type, int32_t head_dim = 0)
         : KvCache(0, n_layer, n_ctx, n_embd_kv, type, head_dim) {}
     // Holds only layers [first_layer, first_layer + n_held). Throws INVALID_ARGUMENT when n_embd_kv does not fit
@@ -47,8 +45,8 @@ public:
     void store(int32_t layer, int32_t slot, const float *k, const float *v);
     // Slots [first, first + n) of a layer's keys or values as whole rows one after another (row_bytes() each), and
     // back.
-    void read_rows(int32_t layer, Part part, int32_t first, int32_t n, void *dst) const;
-    void write_rows(int32_t layer, Part part, int32_t first, int32_t n, const void *src);
+    void read_rows(int32_t layer, KvPart part, int32_t first, int32_t n, void *dst) const;
+    void write_rows(int32_t layer, KvPart part, int32_t first, int32_t n, const void *src);
     // Slot `from`'s keys and values copied to slot `to` (a layer).
     void copy_slot(int32_t layer, int32_t to, int32_t from);
     // One layer's keys or values as attention reads them.

@@ -223,7 +223,7 @@ TEST_CASE("KV cache stored by head: the same stored values, attention and whole 
     CHECK(by_slot.group_width() == kWidth);
     CHECK(by_head.bytes() == by_slot.bytes());
     std::vector<uint8_t> a(size_t(n) * by_head.row_bytes()), b(a.size());
-    for (const KvCache::Part part : {KvCache::Part::Keys, KvCache::Part::Values}) {
+    for (const KvPart part : {KvPart::Keys, KvPart::Values}) {
         by_head.read_rows(0, part, 0, n, a.data());
         by_slot.read_rows(0, part, 0, n, b.data());
         CHECK(a == b);
@@ -243,7 +243,7 @@ TEST_CASE("KV cache stored by head: the same stored values, attention and whole 
     }
     // The stored values as read for attention are the type's own conversion (Q8_0: scale x int8, the SIMD path
     // against the element loop here; F16: the half; F32: the float), from the whole-row bytes.
-    by_slot.read_rows(0, KvCache::Part::Keys, 0, n, b.data());
+    by_slot.read_rows(0, KvPart::Keys, 0, n, b.data());
     for (int32_t slot : {0, 63, 199})
         for (int32_t head = 0; head < kHeads; ++head) {
             const uint8_t *row = b.data() + size_t(slot) * by_slot.row_bytes();
@@ -262,10 +262,10 @@ TEST_CASE("KV cache stored by head: the same stored values, attention and whole 
             CHECK(stored(by_head.keys(0), slot, head * kHd) == want);
         }
     // Rows written back land in every head's place: slots 10..19 from slots 100..109, then a slot copied.
-    by_slot.read_rows(0, KvCache::Part::Keys, 100, 10, b.data());
-    by_head.write_rows(0, KvCache::Part::Keys, 10, 10, b.data());
-    by_slot.read_rows(0, KvCache::Part::Values, 100, 10, b.data());
-    by_head.write_rows(0, KvCache::Part::Values, 10, 10, b.data());
+    by_slot.read_rows(0, KvPart::Keys, 100, 10, b.data());
+    by_head.write_rows(0, KvPart::Keys, 10, 10, b.data());
+    by_slot.read_rows(0, KvPart::Values, 100, 10, b.data());
+    by_head.write_rows(0, KvPart::Values, 10, 10, b.data());
     by_head.copy_slot(0, 5, 104);
     for (int32_t head = 0; head < kHeads; ++head) {
         CHECK(stored(by_head.keys(0), 13, head * kHd) == stored(by_slot.keys(0), 103, head * kHd));

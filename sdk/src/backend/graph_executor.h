@@ -15,9 +15,6 @@
 
 namespace specula::internal {
 
-// Which half of a key/value store.
-enum class KvPart : uint8_t { Keys = 0, Values = 1 };
-
 struct ExecutorRequest {
     std::shared_ptr<const Graph> graph;
     int32_t max_rows = 1;  // the most rows a batch will have (buffers are sized for it once)

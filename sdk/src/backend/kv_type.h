@@ -31,6 +31,9 @@ inline bool kv_type_fits(KvType t, int64_t width) { return t != KvType::Q8_0 || 
 // The unit snapshot compression shuffles bytes by: the element size (a Q8_0 row is a byte stream).
 inline size_t kv_type_size(KvType t) { return t == KvType::F32 ? 4 : t == KvType::F16 ? 2 : 1; }
 
+// Which half of a key/value store.
+enum class KvPart : uint8_t { Keys = 0, Values = 1 };
+
 inline const char *kv_type_name(KvType t) { return t == KvType::F16 ? "F16" : t == KvType::Q8_0 ? "Q8_0" : "F32"; }
 
 }  // namespace specula::internal
