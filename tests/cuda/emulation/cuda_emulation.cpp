@@ -50,7 +50,8 @@ float __half2float(__half h) { return specula::internal::half_to_float(h.bits); 
 namespace cuda_emulation {
 namespace {
 
-constexpr size_t kStackBytes = 128 * 1024;
+constexpr size_t kStackStagger = 32 * 1024;
+constexpr size_t kStackBytes = 128 * 1024 + kStackStagger;
 constexpr int kWarpSize = 32;
 
 enum class State { Ready, AtBlockBarrier, AtWarpBarrier, Done };
@@ -87,8 +88,10 @@ void yield_to_scheduler() { specula_emu_switch(&run->current->sp, run->scheduler
     std::abort();  // a finished fiber is never resumed
 }
 
-void *init_stack(char *stack) {
-    auto top = reinterpret_cast<uintptr_t>(stack + kStackBytes) & ~uintptr_t(15);
+// Stack i's top is moved down by a different multiple of 64 bytes (within kStackStagger): tops exactly kStackBytes
+// apart would all fall in the same cache sets, and switching among a warp's fibers would miss on every switch.
+void *init_stack(char *stack, size_t i) {
+    auto top = (reinterpret_cast<uintptr_t>(stack + kStackBytes) - (i * 7 * 64) % kStackStagger) & ~uintptr_t(15);
     auto *sp = reinterpret_cast<void **>(top);
     *--sp = nullptr;                                     // fake return address of fiber_entry (it never returns)
     *--sp = reinterpret_cast<void *>(&fiber_entry);      // where the first switch's `ret` goes
@@ -113,49 +116,48 @@ void run_block(const std::function<void()> &body, dim3 grid, dim3 block, uint3 b
         f.ctx.grid_dim = grid;
         f.warp = int(i / kWarpSize);
         f.lane = int(i % kWarpSize);
-        f.sp = init_stack(stacks[i].get());
+        f.sp = init_stack(stacks[i].get(), i);
     }
     BlockRun *outer = run;
     run = &br;
     const int n_warps = int((n + kWarpSize - 1) / kWarpSize);
+    // Warps run one at a time, each until all its threads wait at the block's barrier or are done: a schedule a GPU
+    // may choose (warps progress independently between block barriers), and one that keeps 32 fibers' stacks hot
+    // and releases a warp's barrier (every shuffle is one) without scanning the whole block.
     for (;;) {
-        bool ran = false;
-        for (Fiber &f : br.fibers) {
-            if (f.state != State::Ready) continue;
-            br.current = &f;
-            specula_emu_switch(&br.scheduler_sp, f.sp);
-            ran = true;
+        for (int w = 0; w < n_warps; ++w) {
+            const size_t first = size_t(w) * kWarpSize, last = std::min(n, first + kWarpSize);
+            for (;;) {
+                for (size_t i = first; i < last; ++i) {
+                    Fiber &f = br.fibers[i];
+                    if (f.state != State::Ready) continue;
+                    br.current = &f;
+                    specula_emu_switch(&br.scheduler_sp, f.sp);
+                }
+                bool warp_ready = true, any = false;
+                for (size_t i = first; i < last; ++i) {
+                    const State s = br.fibers[i].state;
+                    if (s == State::AtWarpBarrier) any = true;
+                    if (s != State::Done && s != State::AtWarpBarrier) warp_ready = false;
+                }
+                if (!any || !warp_ready) break;
+                for (size_t i = first; i < last; ++i)
+                    if (br.fibers[i].state == State::AtWarpBarrier) br.fibers[i].state = State::Ready;
+            }
         }
-        // Release the barriers every live thread (of the block, of a warp) has reached.
+        // Every warp now waits at the block's barrier, is done, or is stuck (threads at different barriers).
         bool all_done = true, block_ready = true;
         for (const Fiber &f : br.fibers) {
             if (f.state != State::Done) all_done = false;
             if (f.state != State::Done && f.state != State::AtBlockBarrier) block_ready = false;
         }
         if (all_done) break;
-        bool released = false;
-        if (block_ready) {
-            for (Fiber &f : br.fibers)
-                if (f.state == State::AtBlockBarrier) f.state = State::Ready;
-            released = true;
-        }
-        for (int w = 0; w < n_warps && !released; ++w) {
-            bool warp_ready = true, any = false;
-            for (size_t i = size_t(w) * kWarpSize; i < std::min(n, size_t(w + 1) * kWarpSize); ++i) {
-                const State s = br.fibers[i].state;
-                if (s == State::AtWarpBarrier) any = true;
-                if (s != State::Done && s != State::AtWarpBarrier) warp_ready = false;
-            }
-            if (any && warp_ready) {
-                for (size_t i = size_t(w) * kWarpSize; i < std::min(n, size_t(w + 1) * kWarpSize); ++i)
-                    if (br.fibers[i].state == State::AtWarpBarrier) br.fibers[i].state = State::Ready;
-                released = true;
-            }
-        }
-        if (!ran && !released) {
+        if (!block_ready) {
             run = outer;
             throw std::runtime_error("CUDA emulator: deadlock: the threads of a block wait at different barriers");
         }
+        for (Fiber &f : br.fibers)
+            if (f.state == State::AtBlockBarrier) f.state = State::Ready;
     }
     run = outer;
 }
