@@ -7,6 +7,10 @@
 #include "model/model.h"
 
 #include <immintrin.h>
+// GCC 12's avx512fintrin.h warns that its own placeholder "__Y" (from _mm512_undefined_ps) is used uninitialized
+// wherever its reductions inline (GCC bug 105593, fixed in 13): not our variables.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
 #include <atomic>

@@ -12,6 +12,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define SPECULA_ATTENTION_AVX2 1
+// GCC 12's avx512fintrin.h starts some 512-bit intrinsics from _mm512_undefined_ps() and then warns that its own
+// placeholder "__Y" is used uninitialized wherever they inline (GCC bug 105593, fixed in 13): not our variables.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace specula::internal {
@@ -126,6 +130,60 @@ __attribute__((target("avx2"))) float exp_weights_avx2(float *scores, int32_t n,
         lane[t % 8] += scores[t];
     }
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// The same steps on 16 lanes (AVX-512): each lane's arithmetic is exp_nonpositive8's, so the bits are the same.
+__attribute__((target("avx512f"))) __m512 exp_nonpositive16(__m512 x) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpLow), _CMP_GE_OQ);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(kLn2Hi)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(kLn2Lo)));
+    const __m512 z = _mm512_mul_ps(r, r);
+    __m512 p = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(kP0), r), _mm512_set1_ps(kP1));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kP2));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kP3));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kP4));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kP5));
+    const __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, z), r), _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mov_ps(keep, _mm512_mul_ps(y, _mm512_castsi512_ps(e)));
+}
+
+// 16 weights per step; the eight lane sums take the low then the high half, so every lane adds its keys in the
+// order the 8-wide loop does (t, t + 8, t + 16, ...).
+__attribute__((target("avx512f,avx2"))) float exp_weights_avx512(float *scores, int32_t n, float max) {
+    const __m512 m = _mm512_set1_ps(max);
+    __m256 acc = _mm256_setzero_ps();
+    int32_t t = 0;
+    for (; t + 16 <= n; t += 16) {
+        const __m512 w = exp_nonpositive16(_mm512_sub_ps(_mm512_loadu_ps(scores + t), m));
+        _mm512_storeu_ps(scores + t, w);
+        acc = _mm256_add_ps(acc, _mm512_castps512_ps256(w));
+        acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w), 1)));
+    }
+    if (t + 8 <= n) {
+        const __m256 w = exp_nonpositive8(_mm256_sub_ps(_mm256_loadu_ps(scores + t), _mm256_set1_ps(max)));
+        _mm256_storeu_ps(scores + t, w);
+        acc = _mm256_add_ps(acc, w);
+        t += 8;
+    }
+    alignas(32) float lane[8];
+    _mm256_store_ps(lane, acc);
+    for (; t < n; ++t) {
+        scores[t] = exp_nonpositive(scores[t] - max);
+        lane[t % 8] += scores[t];
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// The largest of n >= 1 scores, 16 at a time (the scalar loop's result wherever no score is NaN).
+__attribute__((target("avx512f"))) float max_avx512(const float *scores, int32_t n) {
+    __m512 m = _mm512_set1_ps(scores[0]);
+    int32_t t = 0;
+    for (; t + 16 <= n; t += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(scores + t));
+    float best = _mm512_reduce_max_ps(m);
+    for (; t < n; ++t) best = std::max(best, scores[t]);
+    return best;
 }
 
 // Eight elements of a key or value row as floats (F16: converted exactly, in the register).
@@ -295,6 +353,111 @@ void accumulate_avx2_rows(float *const *out, int32_t rows, int32_t hd, const flo
 }
 #endif
 
+#ifdef SPECULA_ATTENTION_AVX2
+// 16 keys' elements [i0, i0 + 16) as 16 registers, one per key (F16 converted exactly; keys from n on: zeros).
+__attribute__((target("avx512f,avx2,f16c"))) inline __m512 load16(const float *p) { return _mm512_loadu_ps(p); }
+__attribute__((target("avx512f,avx2,f16c"))) inline __m512 load16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+}
+
+// r[t] (key t's 16 elements) becomes r[j] (element j of the 16 keys): pairs of rows interleaved by floats, then by
+// pairs of floats (u[g][e]: lane k holds rows 4g..4g+3 at element 4k+e), then the 4x4 matrix of 128-bit lanes.
+__attribute__((target("avx512f"))) inline void transpose16x16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int p = 0; p < 8; ++p) {
+        t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+        t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+    }
+    for (int g = 0; g < 4; ++g) {
+        const __m512d lo01 = _mm512_castps_pd(t[4 * g]), hi01 = _mm512_castps_pd(t[4 * g + 1]);
+        const __m512d lo23 = _mm512_castps_pd(t[4 * g + 2]), hi23 = _mm512_castps_pd(t[4 * g + 3]);
+        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo01, lo23));
+        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo01, lo23));
+        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi01, hi23));
+        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi01, hi23));
+    }
+    for (int e = 0; e < 4; ++e) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x44), v1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xEE);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xEE);
+        r[0 + e] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[4 + e] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        r[8 + e] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[12 + e] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+
+template <class T>
+__attribute__((target("avx512f,avx2,f16c"))) void transpose_keys_avx512(const T *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) {
+    const int32_t body = hd & ~15;
+    for (int32_t t0 = 0; t0 < n; t0 += 16) {
+        const int32_t m = std::min<int32_t>(16, n - t0);
+        for (int32_t i0 = 0; i0 < body; i0 += 16) {
+            __m512 r[16];
+            for (int32_t t = 0; t < 16; ++t) r[t] = t < m ? load16(k + size_t(t0 + t) * stride + i0) : _mm512_setzero_ps();
+            transpose16x16(r);
+            for (int32_t j = 0; j < 16; ++j) _mm512_storeu_ps(kt + size_t(i0 + j) * ldk + size_t(t0), r[j]);
+        }
+        for (int32_t i = body; i < hd; ++i)
+            for (int32_t t = 0; t < 16; ++t) kt[size_t(i) * ldk + size_t(t0 + t)] = t < m ? elem(k + size_t(t0 + t) * stride, i) : 0.0f;
+    }
+}
+
+// R rows' scores of 16 keys per register: row r's eight lane sums are eight registers (lane t: key t0 + t), each
+// element's multiply-add one instruction for 16 keys; the reduction is the reference's, register by register.
+template <int R>
+__attribute__((target("avx512f"))) void scores_transposed_avx512(const float *const *q, int32_t hd, float scale, const float *kt, size_t ldk,
+                                                                  int32_t n, float *scores, size_t ld) {
+    const int32_t body = hd & ~7;
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (int32_t t0 = 0; t0 < n; t0 += 16) {
+        const __mmask16 keep = n - t0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - t0)) - 1);
+        const float *kp = kt + t0;
+        __m512 a[R][8];
+        for (int r = 0; r < R; ++r)
+            for (int l = 0; l < 8; ++l) a[r][l] = _mm512_setzero_ps();
+        for (int32_t i = 0; i < body; i += 8)
+            for (int l = 0; l < 8; ++l) {
+                __m512 x = _mm512_loadu_ps(kp + size_t(i + l) * ldk);
+                // In a register: folded into each row's multiply-add it would be loaded R times, and 512-bit
+                // loads, not multiply-adds, would bound the loop.
+                asm("" : "+v"(x));
+                for (int r = 0; r < R; ++r) a[r][l] = _mm512_fmadd_ps(x, _mm512_set1_ps(q[r][i + l]), a[r][l]);
+            }
+        for (int32_t i = body; i < hd; ++i) {
+            const __m512 x = _mm512_loadu_ps(kp + size_t(i) * ldk);
+            for (int r = 0; r < R; ++r) a[r][0] = _mm512_fmadd_ps(x, _mm512_set1_ps(q[r][i]), a[r][0]);
+        }
+        for (int r = 0; r < R; ++r) {
+            const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), _mm512_add_ps(a[r][2], a[r][3])),
+                                           _mm512_add_ps(_mm512_add_ps(a[r][4], a[r][5]), _mm512_add_ps(a[r][6], a[r][7])));
+            _mm512_mask_storeu_ps(scores + size_t(r) * ld + size_t(t0), keep, _mm512_mul_ps(s, vscale));
+        }
+    }
+}
+#endif
+
+bool use_avx512() {
+#ifdef SPECULA_ATTENTION_AVX2
+    return active_cpu_isa() >= CpuIsa::Avx512Vnni;
+#else
+    return false;
+#endif
+}
+
+// Without 512-bit registers: the same arithmetic as the reference, from the transposed keys.
+template <class T> void transpose_keys_scalar(const T *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) {
+    const int32_t padded = (n + 15) & ~15;
+    for (int32_t i = 0; i < hd; ++i)
+        for (int32_t t = 0; t < padded; ++t) kt[size_t(i) * ldk + size_t(t)] = t < n ? elem(k + size_t(t) * stride, i) : 0.0f;
+}
+
+template <class T> void transpose_keys_any(const T *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) {
+#ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx512()) return transpose_keys_avx512(k, stride, n, hd, kt, ldk);
+#endif
+    transpose_keys_scalar(k, stride, n, hd, kt, ldk);
+}
+
 bool use_avx2() {
 #ifdef SPECULA_ATTENTION_AVX2
     return active_cpu_isa() >= CpuIsa::Avx2;
@@ -339,6 +502,36 @@ void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const floa
     accumulate_rows(out, rows, hd, weights, ld, v, stride, n);
 }
 
+bool attention_transposed_pays() { return use_avx512(); }
+void transpose_keys(const float *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) { transpose_keys_any(k, stride, n, hd, kt, ldk); }
+void transpose_keys(const uint16_t *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) {
+    transpose_keys_any(k, stride, n, hd, kt, ldk);
+}
+
+void attention_scores_transposed(const float *const *q, int32_t rows, int32_t hd, float scale, const float *kt, size_t ldk, int32_t n,
+                                 float *scores, size_t ld) {
+#ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx512()) {
+        // 3 rows per pass: 24 lane sums, the keys and 3 broadcasts in 32 registers.
+        int32_t r0 = 0;
+        for (; r0 + 3 <= rows; r0 += 3) scores_transposed_avx512<3>(q + r0, hd, scale, kt, ldk, n, scores + size_t(r0) * ld, ld);
+        if (rows - r0 == 2) scores_transposed_avx512<2>(q + r0, hd, scale, kt, ldk, n, scores + size_t(r0) * ld, ld);
+        if (rows - r0 == 1) scores_transposed_avx512<1>(q + r0, hd, scale, kt, ldk, n, scores + size_t(r0) * ld, ld);
+        return;
+    }
+#endif
+    // The reference's arithmetic, each key's elements read down its column of kt.
+    for (int32_t r = 0; r < rows; ++r)
+        for (int32_t t = 0; t < n; ++t) {
+            float sum[8] = {};
+            int32_t i = 0;
+            for (; i + 8 <= hd; i += 8)
+                for (int l = 0; l < 8; ++l) sum[l] = std::fma(kt[size_t(i + l) * ldk + size_t(t)], q[r][i + l], sum[l]);
+            for (; i < hd; ++i) sum[0] = std::fma(kt[size_t(i) * ldk + size_t(t)], q[r][i], sum[0]);
+            scores[size_t(r) * ld + size_t(t)] = (((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))) * scale;
+        }
+}
+
 void attention_scores(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores) {
     attention_scores(&q, 1, hd, scale, k, stride, n, scores, size_t(n));
 }
@@ -354,9 +547,19 @@ void accumulate_weighted(float *out, int32_t hd, const float *weights, const uin
 
 float exp_weights(float *scores, int32_t n, float max) {
 #ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx512()) return exp_weights_avx512(scores, n, max);
     if (use_avx2()) return exp_weights_avx2(scores, n, max);
 #endif
     return exp_weights_scalar(scores, n, max);
+}
+
+float scores_max(const float *scores, int32_t n) {
+#ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx512()) return max_avx512(scores, n);
+#endif
+    float best = scores[0];
+    for (int32_t t = 1; t < n; ++t) best = std::max(best, scores[t]);
+    return best;
 }
 
 namespace attention_kernels_testing {

@@ -28,6 +28,18 @@ void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const floa
 void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const uint16_t *v, size_t stride,
                          int32_t n);
 
+// Many rows against the same keys (a tree's rows and a group's query heads: 64 per task when verifying 16 nodes):
+// the keys are transposed once into kt (element i of key t at kt[i * ldk + t], F32, lanes from n up to the next
+// multiple of 16 zeroed), and the scores then run 16 keys per register, each lane sum a register over 16 keys:
+// no horizontal reduction, one load of the keys for every two rows' multiply-adds. The same lane sums in the same
+// order, the same pairwise reduction: bit for bit attention_scores (tested). transpose_keys needs ldk >= n rounded
+// up to 16; attention_transposed_pays() says whether this machine has the 512-bit registers that make it faster.
+bool attention_transposed_pays();
+void transpose_keys(const float *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk);
+void transpose_keys(const uint16_t *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk);
+void attention_scores_transposed(const float *const *q, int32_t rows, int32_t hd, float scale, const float *kt, size_t ldk, int32_t n,
+                                 float *scores, size_t ld);
+
 // keys t = 0..n-1 at k + t * stride (floats, or halves read in place: the same bits as on the converted floats).
 void attention_scores(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores);
 void attention_scores(const float *q, int32_t hd, float scale, const uint16_t *k, size_t stride, int32_t n, float *scores);
@@ -38,8 +50,12 @@ void accumulate_weighted(float *out, int32_t hd, const float *weights, const uin
 
 // The online softmax's weights of one block: scores[t] = exp(scores[t] - max) for t < n (scores[t] <= max), and
 // returns their sum. exp is a Cephes-style polynomial with plain multiplies and adds (about 1 ulp; arguments below
-// -87 give 0), the sum runs in eight lane sums by t % 8 reduced pairwise; the AVX2 copy is bit-identical.
+// -87 give 0), the sum runs in eight lane sums by t % 8 reduced pairwise; the AVX2 and AVX-512 copies are bit-identical.
 float exp_weights(float *scores, int32_t n, float max);
+
+// The largest of scores[0..n), n >= 1 (where a score is NaN, the result depends on the SIMD level, never on the
+// rows in the batch: decoding and tree verification call the same function on a row's same scores).
+float scores_max(const float *scores, int32_t n);
 
 // The scalar reference loops, for the bit-identity test.
 namespace attention_kernels_testing {

@@ -8,7 +8,7 @@
 namespace specula::internal {
 
 BlockAttention::BlockAttention(int32_t hd)
-    : hd_(hd), k_(size_t(kAttentionBlock) * size_t(hd)), v_(k_.size()), scores_(size_t(kAttentionRowsAtOnce) * size_t(kAttentionBlock)) {
+    : hd_(hd), k_(size_t(kAttentionBlock) * size_t(hd)), v_(k_.size()), kt_(k_.size()), scores_(size_t(kFoldRows) * size_t(kAttentionBlock)) {
     tail_.reserve(2 * size_t(kAttentionBlock));  // a partial block plus a tree path: no growth with context
 }
 
@@ -18,7 +18,7 @@ void BlockAttention::reserve_rows(size_t rows) {
 }
 
 size_t BlockAttention::bytes() const {
-    return (k_.capacity() + v_.capacity() + scores_.capacity() + max_.capacity() + sum_.capacity()) * sizeof(float) +
+    return (k_.capacity() + v_.capacity() + kt_.capacity() + scores_.capacity() + max_.capacity() + sum_.capacity()) * sizeof(float) +
            tail_.capacity() * sizeof(int32_t);
 }
 
@@ -57,11 +57,12 @@ BlockAttention::Block BlockAttention::load(const KvView &keys, const KvView &val
 // is what it would be alone.
 void BlockAttention::fold(const size_t *rows, int32_t n_rows, std::span<const AttentionQuery> queries, const Block &block, int32_t count,
                           float scale) {
-    const float *q[kAttentionRowsAtOnce];
-    float *out[kAttentionRowsAtOnce];
+    const float *q[kFoldRows];
+    float *out[kFoldRows];
     for (int32_t i = 0; i < n_rows; ++i) q[i] = queries[rows[i]].q, out[i] = queries[rows[i]].out;
     constexpr size_t ld = kAttentionBlock;
-    if (block.k16) attention_scores(q, n_rows, hd_, scale, block.k16, block.stride, count, scores_.data(), ld);
+    if (block.kt) attention_scores_transposed(q, n_rows, hd_, scale, block.kt, size_t(kAttentionBlock), count, scores_.data(), ld);
+    else if (block.k16) attention_scores(q, n_rows, hd_, scale, block.k16, block.stride, count, scores_.data(), ld);
     else attention_scores(q, n_rows, hd_, scale, block.k, block.stride, count, scores_.data(), ld);
     for (int32_t i = 0; i < n_rows; ++i) {
         float *scores = scores_.data() + size_t(i) * ld;
@@ -69,8 +70,7 @@ void BlockAttention::fold(const size_t *rows, int32_t n_rows, std::span<const At
             const float inv = 1.0f / softcap_;
             for (int32_t t = 0; t < count; ++t) scores[t] = std::tanh(scores[t] * inv) * softcap_;
         }
-        float block_max = scores[0];
-        for (int32_t t = 1; t < count; ++t) block_max = std::max(block_max, scores[t]);
+        const float block_max = scores_max(scores, count);
         float &m = max_[rows[i]], &l = sum_[rows[i]];
         if (block_max > m) {
             if (m != -INFINITY) {
@@ -123,16 +123,24 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
             fold_gathered(r);
         }
     }
-    // The blocks inside the contiguous runs: read once, folded into every row that reaches them.
+    // The blocks inside the contiguous runs: read once, folded into every row that reaches them (read by many rows,
+    // the keys are transposed once first and scored 16 per register: the same bits, attention_kernels.h).
     for (int32_t b = shared_lo; b < shared_hi; ++b) {
-        if (std::none_of(queries.begin(), queries.end(), [&](const AttentionQuery &q) { return reaches(q, b); })) continue;
-        const Block block = load(keys, values, first, b * B, nullptr, B);
-        size_t group[kAttentionRowsAtOnce];
+        const auto n_reach = std::count_if(queries.begin(), queries.end(), [&](const AttentionQuery &q) { return reaches(q, b); });
+        if (n_reach == 0) continue;
+        Block block = load(keys, values, first, b * B, nullptr, B);
+        if (n_reach >= kTransposedRows && attention_transposed_pays()) {
+            if (block.k16) transpose_keys(block.k16, block.stride, B, hd_, kt_.data(), size_t(B));
+            else transpose_keys(block.k, block.stride, B, hd_, kt_.data(), size_t(B));
+            block.kt = kt_.data();
+        }
+        const int32_t per_fold = block.kt ? kFoldRows : kAttentionRowsAtOnce;
+        size_t group[kFoldRows];
         int32_t n_group = 0;
         for (size_t r = 0; r < nq; ++r) {
             if (!reaches(queries[r], b)) continue;
             group[n_group++] = r;
-            if (n_group == kAttentionRowsAtOnce) fold(group, n_group, queries, block, B, scale), n_group = 0;
+            if (n_group == per_fold) fold(group, n_group, queries, block, B, scale), n_group = 0;
         }
         if (n_group > 0) fold(group, n_group, queries, block, B, scale);
     }

@@ -13,6 +13,10 @@
 // logical position (slot s is position s, and the listed slots continue the run), so the blocks from
 // ceil(from / B) on are the shared ones, and the partial block before them is gathered and folded first.
 //
+// A block read by kTransposedRows rows or more (a tree of 8+ nodes over a KV group of 4 query heads) has its keys
+// transposed once and scored 16 keys per register (attention_scores_transposed): each score is still the same
+// eight lane sums in the same order and the same pairwise reduction, so the path a block takes changes no bit.
+//
 // So a row's arithmetic depends only on its own key sequence, never on which other rows share the batch: a tree
 // node's output is bit-identical to decoding its path one token at a time (the lossless invariant), while the
 // prefix costs one read per KV head per round instead of one per node.
@@ -29,6 +33,13 @@
 namespace specula::internal {
 
 constexpr int32_t kAttentionBlock = 64;
+// A shared block's keys are transposed once (attention_scores_transposed) when at least this many rows read it:
+// measured with bench_attention at 8K (1B shape, 4 query heads per KV head), 32 and 64 rows scored 15-20 % faster
+// that way, 8 and 16 rows 10-40 % slower (the transposition is not paid back).
+constexpr int32_t kTransposedRows = 32;
+// Rows folded together: kAttentionRowsAtOnce reading the keys as stored, more from transposed keys (whose kernel
+// takes 3 rows per pass).
+constexpr int32_t kFoldRows = 12;
 
 struct AttentionQuery {
     const float *q = nullptr;      // hd floats (one head, after RoPE)
@@ -63,13 +74,14 @@ private:
         const float *k = nullptr, *v = nullptr;        // F32 rows in place, or rows converted into k_ / v_
         const uint16_t *k16 = nullptr, *v16 = nullptr;  // or F16 rows in place (converted in the kernels' registers)
         size_t stride = 0;  // elements between consecutive keys (and values)
+        const float *kt = nullptr;  // or, for many rows, the keys transposed into kt_ (attention_kernels.h)
     };
     Block load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots, int32_t count);
     void fold(const size_t *rows, int32_t n_rows, std::span<const AttentionQuery> queries, const Block &block, int32_t count, float scale);
 
     int32_t hd_;
     float softcap_ = 0.0f;
-    std::vector<float> k_, v_, scores_;  // scores_: kAttentionRowsAtOnce rows of a block
+    std::vector<float> k_, v_, kt_, scores_;  // scores_: kFoldRows rows of a block
     std::vector<float> max_, sum_;  // per query row
     std::vector<int32_t> tail_;     // one row's gathered slots
 };

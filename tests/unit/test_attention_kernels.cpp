@@ -117,3 +117,41 @@ TEST_CASE("attention kernels: several query rows at once give each row's bits al
         }
     }
 }
+
+TEST_CASE("attention kernels: scores from transposed keys give the reference's bits", "[cpu][attention]") {
+    // Block attention transposes a shared block's keys once when many rows read it (a tree at long context) and
+    // decodes from the keys as stored: both must give the same bits, for F32 and F16 keys, any hd and count.
+    std::mt19937 rng(14);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    INFO("isa " << cpu_isa_name(active_cpu_isa()) << (attention_transposed_pays() ? " (512-bit transposed kernel)" : " (reference order)"));
+    for (int32_t hd : {1, 7, 16, 40, 64, 72, 128, 136}) {
+        for (int32_t n : {1, 5, 15, 16, 17, 33, 64}) {
+            for (int32_t rows : {1, 2, 3, 4}) {
+                const size_t stride = size_t(hd) + 3, ld = size_t(n) + 2, ldk = 64;
+                std::vector<uint16_t> kh(stride * static_cast<size_t>(n));
+                std::vector<float> kf(kh.size());
+                for (size_t i = 0; i < kh.size(); ++i) kh[i] = float_to_half(g(rng) * 3.0f), kf[i] = half_to_float(kh[i]);
+                std::vector<float> q(static_cast<size_t>(rows * hd));
+                for (float &x : q) x = g(rng);
+                std::vector<const float *> qp;
+                for (int32_t r = 0; r < rows; ++r) qp.push_back(q.data() + r * hd);
+                for (bool half : {false, true}) {
+                    std::vector<float> kt(static_cast<size_t>(hd) * ldk, std::nanf("")), s(static_cast<size_t>(rows) * ld, -1.0f);
+                    if (half) transpose_keys(kh.data(), stride, n, hd, kt.data(), ldk);
+                    else transpose_keys(kf.data(), stride, n, hd, kt.data(), ldk);
+                    attention_scores_transposed(qp.data(), rows, hd, 0.125f, kt.data(), ldk, n, s.data(), ld);
+                    INFO("hd " << hd << " n " << n << " rows " << rows << " half " << half);
+                    for (int32_t i = 0; i < hd; ++i)  // the layout: element i of key t at kt[i * ldk + t], zeros to a multiple of 16
+                        for (int32_t t = 0; t < ((n + 15) & ~15); ++t)
+                            REQUIRE(kt[size_t(i) * ldk + size_t(t)] == (t < n ? kf[size_t(t) * stride + size_t(i)] : 0.0f));
+                    for (int32_t r = 0; r < rows; ++r) {
+                        std::vector<float> s_ref(static_cast<size_t>(n));
+                        attention_kernels_testing::scores_reference(qp[size_t(r)], hd, 0.125f, kf.data(), stride, n, s_ref.data());
+                        CHECK(std::memcmp(s.data() + size_t(r) * ld, s_ref.data(), size_t(n) * sizeof(float)) == 0);
+                        CHECK(s[size_t(r) * ld + size_t(n)] == -1.0f);  // nothing written past the keys
+                    }
+                }
+            }
+        }
+    }
+}

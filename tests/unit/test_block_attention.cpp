@@ -50,10 +50,10 @@ std::vector<float> stored(const KvView &rows, int32_t slot, int32_t first) {
 
 }  // namespace
 
-TEST_CASE("exp_weights: AVX2 gives the reference's bits, and both are exp to about an ulp", "[cpu][attention]") {
+TEST_CASE("exp_weights: AVX2 and AVX-512 give the reference's bits, and both are exp to about an ulp", "[cpu][attention]") {
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-100.0f, 0.0f);
-    for (int32_t n : {1, 7, 8, 9, 63, 64}) {
+    for (int32_t n : {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 33, 63, 64}) {
         std::vector<float> x(static_cast<size_t>(n));
         for (float &e : x) e = u(rng);
         x[0] = 0.0f;
@@ -68,6 +68,9 @@ TEST_CASE("exp_weights: AVX2 gives the reference's bits, and both are exp to abo
             sum += b[size_t(t)];
         }
         CHECK(sb == Approx(sum).epsilon(1e-6));
+        float want_max = x[0];
+        for (float e : x) want_max = std::max(want_max, e);
+        CHECK(scores_max(x.data(), n) == want_max);
     }
     if (detected_cpu_isa() < CpuIsa::Avx2) SPECULA_SKIP("this CPU has no AVX2: only the reference ran");
 }
@@ -332,5 +335,34 @@ TEST_CASE("tree verification at 8K context is bit-identical to plain decoding, e
         for (size_t i = 0; i < node_path.size(); ++i) REQUIRE(r.eval(&node_path[i], 1, n_past + int32_t(i), logits.data(), false));
         INFO("node " << node);
         REQUIRE(std::memcmp(logits.data(), tree_logits.data() + size_t(node) * size_t(hp.n_vocab), logits.size() * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("block attention: many rows (keys transposed once per block) give each row's bits alone", "[cpu][attention]") {
+    // A tree of 8+ nodes over a KV group reads each prefix block with kTransposedRows or more rows, and scores them
+    // from the transposed keys; decoding the same row alone reads the keys as stored. Same bits, every KV type.
+    const KvType type = GENERATE(KvType::F32, KvType::F16, KvType::Q8_0);
+    CAPTURE(kv_type_name(type));
+    const KvCache kv = random_cache(type, 400, 3);
+    std::mt19937 rng(6);
+    std::normal_distribution<float> g(0.0f, 0.5f);
+    constexpr int32_t kRows = kTransposedRows + 9;
+    std::vector<float> qs(size_t(kRows) * kHd), batched(qs.size()), alone(kHd);
+    for (float &x : qs) x = g(rng);
+    std::vector<std::vector<int32_t>> lists(kRows);
+    std::vector<AttentionQuery> rows;
+    for (int32_t r = 0; r < kRows; ++r) {
+        const int32_t run = 256 + (r * 37) % 100;  // the blocks before 256 are read by every row
+        for (int32_t s = run; s < std::min(400, run + r % 5); ++s) lists[size_t(r)].push_back(s);
+        rows.push_back(AttentionQuery{qs.data() + r * kHd, batched.data() + r * kHd, run, lists[size_t(r)].data(), int32_t(lists[size_t(r)].size())});
+    }
+    BlockAttention att(kHd);
+    att.run(kv.keys(0), kv.values(0), kHd, 0.125f, rows);
+    for (int32_t r = 0; r < kRows; ++r) {
+        AttentionQuery solo = rows[size_t(r)];
+        solo.out = alone.data();
+        att.run(kv.keys(0), kv.values(0), kHd, 0.125f, {&solo, 1});
+        INFO("row " << r);
+        CHECK(std::memcmp(alone.data(), batched.data() + r * kHd, kHd * sizeof(float)) == 0);
     }
 }
