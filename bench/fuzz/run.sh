@@ -4,7 +4,7 @@
 #
 #   bench/fuzz/run.sh [--seconds S | --runs N] [--jobs J] [--targets a,b] [--build-dir DIR]
 #
-#   --seconds S    fuzz each target for S seconds (-max_total_time; default 60; CI runs 45)
+#   --seconds S    fuzz each target for S seconds (-max_total_time; default 60; CI runs 30)
 #   --runs N       or for N executions each (-runs)
 #   --jobs J       targets fuzzed at the same time (default 2; each is one single-threaded process)
 #   --targets a,b  only these (default: all: gguf_model draft_load tokenizer_<family>... chat_template
