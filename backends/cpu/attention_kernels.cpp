@@ -23,20 +23,21 @@ namespace {
 
 // An element of a key or value row as a float: F32 as stored, F16 converted (exactly: every half is a float), so
 // the F16 kernels below compute what the F32 ones compute on the converted rows, bit for bit.
-inline float elem(const float *p, int32_t i) { return p[i]; }
-inline float elem(const uint16_t *p, int32_t i) { return half_to_float(p[i]); }
+inline float elem(const float *p, size_t i) { return p[i]; }
+inline float elem(const uint16_t *p, size_t i) { return half_to_float(p[i]); }
 
 // The reference: per key, eight lane sums over the first hd & ~7 elements (lane l takes elements l, l + 8, ...) each
 // a chain of fused multiply-adds, the tail into lane 0, then the pairwise reduction; per output element, one fused
 // multiply-add per key in key order. Fused, because a multiply-add is one instruction where a multiply and an add
 // are two, and attention at long contexts is bound by them; std::fma is exact on every machine, so this stays the
 // reference for the SIMD copies bit for bit.
-template <class T> float score_scalar(const float *q, int32_t hd, const T *kt) {
+// Key elements `step` apart: 1 for a key as stored, ldk for a column of transposed keys.
+template <class T> float score_scalar(const float *q, int32_t hd, const T *kt, size_t step = 1) {
     float sum[8] = {};
     int32_t i = 0;
     for (; i + 8 <= hd; i += 8)
-        for (int l = 0; l < 8; ++l) sum[l] = std::fma(elem(kt, i + l), q[i + l], sum[l]);
-    for (; i < hd; ++i) sum[0] = std::fma(elem(kt, i), q[i], sum[0]);
+        for (int l = 0; l < 8; ++l) sum[l] = std::fma(elem(kt, size_t(i + l) * step), q[i + l], sum[l]);
+    for (; i < hd; ++i) sum[0] = std::fma(elem(kt, size_t(i) * step), q[i], sum[0]);
     return ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
 }
 
@@ -55,6 +56,15 @@ void accumulate_scalar(float *const *out, int32_t rows, int32_t hd, const float 
             const T *vt = v + size_t(t) * stride;
             for (int32_t j = 0; j < hd; ++j) out[r][j] = std::fma(w, elem(vt, j), out[r][j]);
         }
+}
+
+// The 512-bit kernels (and AVX-512VL's 32 registers for the 256-bit ones): SIMD level avx512 and above.
+bool use_avx512() {
+#ifdef SPECULA_ATTENTION_AVX2
+    return active_cpu_isa() >= CpuIsa::Avx512Vnni;
+#else
+    return false;
+#endif
 }
 
 // exp(x) for x <= 0 (Cephes expf): x = n ln2 + r, |r| <= ln2 / 2, exp(r) by a degree-7 polynomial, times 2^n.
@@ -307,7 +317,6 @@ template <class T, int R, int SLAB>
             }
 }
 
-bool use_avx512vl() { return active_cpu_isa() >= CpuIsa::Avx512Vnni; }
 
 template <class T, int R>
 __attribute__((target("avx2,fma,f16c"))) void accumulate_avx2(float *const *out, int32_t hd, const float *weights, size_t ld, const T *v,
@@ -336,7 +345,7 @@ template <class F> void for_row_passes(int32_t rows, F &&f) {
 template <class T>
 void scores_avx2_rows(const float *const *q, int32_t rows, int32_t hd, float scale, const T *k, size_t stride, int32_t n, float *scores,
                       size_t ld) {
-    const bool vl = use_avx512vl();
+    const bool vl = use_avx512();
     for_row_passes(rows, [&](auto r, int32_t r0) {
         if (vl) scores_avx512vl<T, r>(q + r0, hd, scale, k, stride, n, scores + size_t(r0) * ld, ld);
         else scores_avx2<T, r>(q + r0, hd, scale, k, stride, n, scores + size_t(r0) * ld, ld);
@@ -345,7 +354,7 @@ void scores_avx2_rows(const float *const *q, int32_t rows, int32_t hd, float sca
 
 template <class T>
 void accumulate_avx2_rows(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const T *v, size_t stride, int32_t n) {
-    const bool vl = use_avx512vl();
+    const bool vl = use_avx512();
     for_row_passes(rows, [&](auto r, int32_t r0) {
         if (vl) accumulate_avx512vl<T, r>(out + r0, hd, weights + size_t(r0) * ld, ld, v, stride, n);
         else accumulate_avx2<T, r>(out + r0, hd, weights + size_t(r0) * ld, ld, v, stride, n);
@@ -436,14 +445,6 @@ __attribute__((target("avx512f"))) void scores_transposed_avx512(const float *co
 }
 #endif
 
-bool use_avx512() {
-#ifdef SPECULA_ATTENTION_AVX2
-    return active_cpu_isa() >= CpuIsa::Avx512Vnni;
-#else
-    return false;
-#endif
-}
-
 // Without 512-bit registers: the same arithmetic as the reference, from the transposed keys.
 template <class T> void transpose_keys_scalar(const T *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) {
     const int32_t padded = (n + 15) & ~15;
@@ -520,16 +521,9 @@ void attention_scores_transposed(const float *const *q, int32_t rows, int32_t hd
         return;
     }
 #endif
-    // The reference's arithmetic, each key's elements read down its column of kt.
+    // The reference itself, each key's elements read down its column of kt.
     for (int32_t r = 0; r < rows; ++r)
-        for (int32_t t = 0; t < n; ++t) {
-            float sum[8] = {};
-            int32_t i = 0;
-            for (; i + 8 <= hd; i += 8)
-                for (int l = 0; l < 8; ++l) sum[l] = std::fma(kt[size_t(i + l) * ldk + size_t(t)], q[r][i + l], sum[l]);
-            for (; i < hd; ++i) sum[0] = std::fma(kt[size_t(i) * ldk + size_t(t)], q[r][i], sum[0]);
-            scores[size_t(r) * ld + size_t(t)] = (((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))) * scale;
-        }
+        for (int32_t t = 0; t < n; ++t) scores[size_t(r) * ld + size_t(t)] = score_scalar(q[r], hd, kt + t, ldk) * scale;
 }
 
 void attention_scores(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores) {
