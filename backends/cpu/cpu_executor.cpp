@@ -11,7 +11,7 @@
 
 namespace specula::internal {
 
-CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, ThreadPool &pool, KvCache *model_kv)
+CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, ThreadPool &pool, KvCache *model_kv, bool caches_per_pass)
     : graph_(std::move(graph)), weights_(CpuWeights::for_graph(*graph_)), pool_(pool), model_kv_(model_kv), fixed_rows_(max_rows > 0) {
     const Graph &g = *graph_;
     matrices_ = per_op<CpuMatrix>(g, [&](const Op &op) {
@@ -20,7 +20,7 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, T
             for (size_t i = 0; i < g.sources.size(); ++i)
                 if (g.sources[i].holds(*op.weight)) m = weights_[i]->matrix(*op.weight);
         require(op.kind != OpKind::MatMul || m.w != nullptr, SPECULA_ERR_INTERNAL, "CPU: a matrix of the graph lies in none of its files");
-        require((op.kind != OpKind::StoreKv && op.kind != OpKind::Attention) || op.store == KvStore::Local || model_kv_ != nullptr,
+        require((op.kind != OpKind::StoreKv && op.kind != OpKind::Attention) || op.store == KvStore::Local || model_kv_ != nullptr || caches_per_pass,
                 SPECULA_ERR_INTERNAL, "CPU: the graph reads a runner's cache it was not given");
         return m;
     });
@@ -72,6 +72,19 @@ void CpuExecutor::bind(TensorId t, float *dst, int32_t first) {
 void CpuExecutor::unbind(TensorId t) { tensor(t).external = nullptr; }
 
 bool CpuExecutor::run_rows(int32_t stage, const BatchRows &rows, int32_t first, int32_t count, const std::atomic<bool> *cancel) {
+    const Part part{&rows, model_kv_, 0, first, count};
+    return run_parts(stage, rows, first, count, &part, 1, cancel);
+}
+
+void CpuExecutor::run_segments(int32_t stage, const BatchRows &all, const std::vector<KvSegment> &segments) {
+    parts_.clear();
+    for (const KvSegment &s : segments) parts_.push_back(Part{s.rows, s.kv, s.base, 0, s.rows->n});
+    run_parts(stage, all, 0, all.n, parts_.data(), parts_.size(), nullptr);
+}
+
+// Tensor rows [first, first + count); `all` gives each its token and position, the parts their keys.
+bool CpuExecutor::run_parts(int32_t stage, const BatchRows &rows, int32_t first, int32_t count, const Part *parts, size_t n_parts,
+                            const std::atomic<bool> *cancel) {
     const Graph &g = *graph_;
     ensure_rows(first + count);
     const std::vector<Op> &ops = g.stages[size_t(stage)];
@@ -102,11 +115,14 @@ bool CpuExecutor::run_rows(int32_t stage, const BatchRows &rows, int32_t first, 
                 rope(row(op.dst, r), op.n_heads, op.sliding ? g.hp_sliding : g.hp, op.sliding ? no_factors_ : g.rope_freq_factors, rows.positions()[r]);
             break;
         case OpKind::StoreKv:
-            for (const StoreRun &s : rows.stores)
-                for (int32_t r = std::max(first, s.row); r < std::min(end, s.row + s.count); ++r)
-                    store(op).store(op.kv_layer, s.slot + (r - s.row), row(op.src, r), row(op.src2, r));
+            for (size_t p = 0; p < n_parts; ++p) {
+                const Part &part = parts[p];
+                for (const StoreRun &s : part.rows->stores)
+                    for (int32_t r = std::max(part.first, s.row); r < std::min(part.first + part.count, s.row + s.count); ++r)
+                        store(op, part).store(op.kv_layer, s.slot + (r - s.row), row(op.src, part.base + r), row(op.src2, part.base + r));
+            }
             break;
-        case OpKind::Attention: attention(op, rows, first, count); break;
+        case OpKind::Attention: attention(op, parts, n_parts); break;
         case OpKind::SwiGlu: swiglu(row(op.dst, first), row(op.src, first), int64_t(count) * tensor(op.dst).width); break;
         case OpKind::Add: add(row(op.dst, first), row(op.src, first), int64_t(count) * tensor(op.dst).width); break;
         case OpKind::GeGlu: {
@@ -161,24 +177,36 @@ bool CpuExecutor::run_rows(int32_t stage, const BatchRows &rows, int32_t first, 
     return true;
 }
 
-// Multi-head attention of the rows (block_attention.h): one task per KV head and run of up to kRowsPerTask rows,
-// holding the query heads of that KV head's group, so the prefix blocks are read once per task. A row's
-// arithmetic does not depend on the task it lands in.
-void CpuExecutor::attention(const Op &op, const BatchRows &rows, int32_t first, int32_t count) {
+// Multi-head attention of the rows (block_attention.h): one task per KV head and run of up to kRowsPerTask rows of
+// one part, holding the query heads of that KV head's group, so the prefix blocks are read once per task. A row's
+// arithmetic does not depend on the task it lands in, nor on the other parts (sessions) of the pass.
+void CpuExecutor::attention(const Op &op, const Part *parts, size_t n_parts) {
     const HParams &hp = graph_->hp;
     const int32_t hd = hp.head_dim, group = hp.n_head / hp.n_head_kv;
     const float scale = graph_->attention_scale;
-    const KeyList &list = rows.lists[size_t(op.keys)];
     constexpr int32_t kRowsPerTask = 16;
-    const int32_t chunks = (count + kRowsPerTask - 1) / kRowsPerTask;
-    KvCache &kv = store(op);
-    const KvView keys = kv.keys(op.kv_layer), values = kv.values(op.kv_layer);
+    auto chunks_of = [&](const Part &p) { return (p.count + kRowsPerTask - 1) / kRowsPerTask; };
+    part_tasks_.resize(n_parts + 1);
+    part_tasks_[0] = 0;
+    int64_t work = 0;  // about: multiply-adds of the scores
+    for (size_t p = 0; p < n_parts; ++p) {
+        part_tasks_[p + 1] = part_tasks_[p] + int64_t(hp.n_head_kv) * chunks_of(parts[p]);
+        work += int64_t(hp.n_head) * parts[p].count * parts[p].rows->lists[size_t(op.keys)].max_keys * hd;
+    }
     auto task = [&](int64_t t, int thread) {
-        const int32_t kv_head = int32_t(t / chunks), i0 = first + int32_t(t % chunks) * kRowsPerTask, i1 = std::min(first + count, i0 + kRowsPerTask);
+        size_t p = 0;
+        while (t >= part_tasks_[p + 1]) ++p;
+        const Part &part = parts[p];
+        const BatchRows &rows = *part.rows;
+        const KeyList &list = rows.lists[size_t(op.keys)];
+        const int32_t chunks = chunks_of(part);
+        const int64_t local = t - part_tasks_[p];
+        const int32_t kv_head = int32_t(local / chunks), i0 = part.first + int32_t(local % chunks) * kRowsPerTask,
+                      i1 = std::min(part.first + part.count, i0 + kRowsPerTask);
         std::vector<AttentionQuery> &queries = queries_[size_t(thread)];
         queries.clear();
         for (int32_t i = i0; i < i1; ++i) {
-            float *q = row(op.src, i), *out = row(op.dst, i);
+            float *q = row(op.src, part.base + i), *out = row(op.dst, part.base + i);
             const int32_t n_extra = rows.n_extra(list, i);
             const int32_t *extra = n_extra > 0 ? rows.extra(list, i) : nullptr;
             for (int32_t gi = 0; gi < group; ++gi) {
@@ -186,11 +214,11 @@ void CpuExecutor::attention(const Op &op, const BatchRows &rows, int32_t first, 
                 queries.push_back(AttentionQuery{q + h * hd, out + h * hd, rows.run_of(list, i), extra, n_extra, rows.run_from(list, i)});
             }
         }
+        KvCache &kv = store(op, part);
         block_attention_[size_t(thread)].set_softcap(op.value);
-        block_attention_[size_t(thread)].run(keys, values, kv_head * hd, scale, queries);
+        block_attention_[size_t(thread)].run(kv.keys(op.kv_layer), kv.values(op.kv_layer), kv_head * hd, scale, queries);
     };
-    const int64_t tasks = int64_t(hp.n_head_kv) * chunks;
-    const int64_t work = int64_t(hp.n_head) * count * list.max_keys * hd;  // about: multiply-adds of the scores
+    const int64_t tasks = part_tasks_[n_parts];
     if (work < (int64_t(1) << 16)) {
         for (int64_t t = 0; t < tasks; ++t) task(t, 0);
     } else {

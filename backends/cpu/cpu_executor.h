@@ -22,12 +22,30 @@ public:
     // model_kv: the cache KvStore::Model operations use (null when the graph has none). max_rows: 0 lets the buffers
     // grow with the largest batch seen (a runner); otherwise they are sized for max_rows once (a drafter, whose
     // memory must not depend on the context). Throws Error(OUT_OF_MEMORY).
-    CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, ThreadPool &pool, KvCache *model_kv);
+    // caches_per_pass: the KvStore::Model operations use the caches run_segments is given (model_kv is null).
+    CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, ThreadPool &pool, KvCache *model_kv, bool caches_per_pass = false);
 
     // Runs stage `stage` over rows [first, first + count) of the batch. False when `cancel` was raised between two
     // layers (the rows' keys/values stored so far stay).
     bool run_rows(int32_t stage, const BatchRows &rows, int32_t first, int32_t count, const std::atomic<bool> *cancel = nullptr);
+
+    // Several sessions' batches in one pass (cross-session batching: cpu_session_batch.h): segment s's rows are
+    // tensor rows [base, base + rows->n), its keys and values go to and come from its own cache. `all` holds every
+    // tensor row's token and position; the operations without keys run once over all rows (a weight is read once
+    // for every session), StoreKv and Attention per segment. A row's result is what run_rows gives it alone.
+    struct KvSegment {
+        const BatchRows *rows = nullptr;
+        KvCache *kv = nullptr;
+        int32_t base = 0;
+    };
+    void run_segments(int32_t stage, const BatchRows &all, const std::vector<KvSegment> &segments);
+    // Tensor t holding at least n rows (the rows a caller copies in: a lazy tree's hidden states).
+    float *rows_for(TensorId t, int32_t n) {
+        ensure_rows(n);
+        return row(t, 0);
+    }
     const Graph &graph() const { return *graph_; }
+    const std::shared_ptr<const Graph> &graph_ptr() const { return graph_; }
     // Row `row` of tensor t (its rows follow each other).
     float *row(TensorId t, int32_t r) { return tensor(t).at(r); }
     // Until unbind(t), tensor t lives in the caller's memory, row `first` at dst (logits go straight where the
@@ -53,8 +71,16 @@ private:
     };
     Tensor &tensor(TensorId t) { return tensors_[size_t(t)]; }
     void ensure_rows(int32_t rows);
-    KvCache &store(const Op &op) { return op.store == KvStore::Model ? *model_kv_ : *local_kv_; }
-    void attention(const Op &op, const BatchRows &rows, int32_t first, int32_t count);
+    // A run of one batch's rows [first, first + count), at tensor rows base + i, with the cache they use.
+    struct Part {
+        const BatchRows *rows;
+        KvCache *kv;
+        int32_t base, first, count;
+    };
+    bool run_parts(int32_t stage, const BatchRows &all, int32_t first, int32_t count, const Part *parts, size_t n_parts,
+                   const std::atomic<bool> *cancel);
+    KvCache &store(const Op &op, const Part &p) { return op.store == KvStore::Model ? *p.kv : *local_kv_; }
+    void attention(const Op &op, const Part *parts, size_t n_parts);
     void expert_matmul(const Op &op, const std::vector<CpuMatrix> &experts, int32_t first, int32_t count);
 
     std::shared_ptr<const Graph> graph_;
@@ -69,6 +95,8 @@ private:
     std::vector<Tensor> tensors_;
     std::vector<BlockAttention> block_attention_;              // per thread
     std::vector<std::vector<AttentionQuery>> queries_;        // per thread
+    std::vector<Part> parts_;                                 // run_segments' segments
+    std::vector<int64_t> part_tasks_;                         // attention: tasks before each part
     std::vector<uint8_t> quant_scratch_;
     // ExpertMatMul: the batch's slots grouped by expert (slot = row * top_k + j), and their gathered inputs and
     // outputs.

@@ -5,6 +5,7 @@
 #include "cpu_runner.h"
 
 #include "backend/kv_shift.h"
+#include "core/error.h"
 #include "graph/model_graph.h"
 #include "model/model.h"
 
@@ -48,7 +49,44 @@ bool CpuRunner::evaluate_tree(const int32_t *tokens, int32_t n, int32_t n_past, 
     return forward(0, logits);
 }
 
+CpuRunner::~CpuRunner() { leave_batch(); }
+
+void CpuRunner::join_batch(BatchGroup &group) {
+    std::lock_guard<std::mutex> lock(group.mutex);
+    require(group.model.get() == model_.get(), SPECULA_ERR_INCOMPATIBLE, "batch: the session's model is not the batch's model");
+    if (!group.batch) {
+        group.batch = std::make_shared<CpuSessionBatch>(model_, exec_->graph_ptr(), group.n_threads);
+        group.backend = "cpu";
+    }
+    auto *cpu = dynamic_cast<CpuSessionBatch *>(group.batch.get());
+    require(cpu != nullptr, SPECULA_ERR_INCOMPATIBLE, "batch: the batch's sessions run on the " + group.backend + " backend, this one on the CPU");
+    require(cpu->compatible(model_.get(), exec_->graph()), SPECULA_ERR_INCOMPATIBLE,
+            "batch: the session's context length rotates positions differently from the batch's sessions (RoPE factors)");
+    leave_batch();
+    batch_ = std::shared_ptr<CpuSessionBatch>(group.batch, cpu);
+}
+
+void CpuRunner::leave_batch() {
+    if (batch_) batch_->leave(this);
+    batch_.reset();
+}
+
 bool CpuRunner::forward(int32_t first, float *logits) {
+    if (batch_) {
+        // The body and the wanted rows' head in the group's next pass; a lazy tree's final states come back to
+        // exec_'s hidden rows, where tree_logits() reads them.
+        if (cancelled()) return false;
+        CpuSessionBatch::CpuRequest r;
+        r.member = this;
+        r.rows = rows_.n;
+        r.batch = &rows_;
+        r.kv = &kv_;
+        r.first = first;
+        r.logits = logits;
+        r.hidden_to = exec_.get();
+        batch_->forward(r);
+        return true;
+    }
     if (!exec_->run_rows(kBodyStage, rows_, 0, rows_.n, cancel_flag())) return false;
     if (logits != nullptr) head(first, rows_.n - first, logits);
     return true;

@@ -6,6 +6,7 @@
 
 #include "backend/target_runner.h"
 #include "backends/cpu/cpu_executor.h"
+#include "backends/cpu/cpu_session_batch.h"
 #include "backends/cpu/kv_cache.h"
 #include "core/thread_pool.h"
 #include "graph/batch_rows.h"
@@ -30,7 +31,11 @@ public:
     CpuRunner(std::shared_ptr<const Model> model, int32_t n_ctx, ThreadPool &shared_pool, KvType kv_type = KvType::F16,
               std::shared_ptr<const Graph> graph = nullptr);
 
+    ~CpuRunner() override;
     const char *backend() const override { return "cpu"; }
+    // Cross-session batching: the group's CPU batch (made here for the first member), on the group's threads.
+    void join_batch(BatchGroup &group) override;
+    void leave_batch() override;
     // See TargetRunner.
     void tree_logits(int32_t i, float *logits) override;
     void commit_tree_path(int32_t n_past, const int32_t *nodes, int32_t n) override;
@@ -74,6 +79,7 @@ private:
     ThreadPool *pool_;
     std::unique_ptr<CpuExecutor> exec_;
     BatchRows rows_;  // the last batch's rows (the head of a lazy tree reads none of it)
+    std::shared_ptr<CpuSessionBatch> batch_;  // the group this runner's passes join, or null
 };
 
 }  // namespace specula::internal

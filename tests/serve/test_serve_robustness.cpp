@@ -170,3 +170,42 @@ TEST_CASE("SIGTERM and SIGINT stop the server cleanly, even mid-generation", "[s
         CHECK(server.log().find("stopped") != std::string::npos);
     }
 }
+
+TEST_CASE("continuous batching: slots share forward passes and each client gets exactly what it gets alone", "[serve][concurrency]") {
+    // The same requests on a server whose slots compute apart, one at a time: the reference.
+    const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily wanted to", "One day, Tom"};
+    auto body = [&](size_t i) {
+        json b{{"prompt", prompts[i]}, {"n_predict", 40}, {"return_tokens", true}};
+        if (i % 2 == 0) b["temperature"] = 0;
+        else b.update(json{{"temperature", 0.9}, {"seed", 100 + int(i)}});  // seeded sampling must not change either
+        return b;
+    };
+    std::vector<json> alone;
+    {
+        ServerProcess apart({"-m", bundled_model(), "-c", "1024", "--parallel", "4", "-t", "1", "--no-cont-batching"});
+        auto c = apart.client();
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            const Reply r = post(c, "/completion", body(i));
+            REQUIRE(r.status == 200);
+            alone.push_back(r.data["tokens"]);
+        }
+    }
+    ServerProcess server({"-m", bundled_model(), "-c", "1024", "--parallel", "4", "-t", "1", "--metrics"});
+    CHECK(server.log().find("continuous batching: 4 slots share each forward pass") != std::string::npos);
+    std::vector<std::future<json>> results;
+    for (int round = 0; round < 2; ++round)
+        for (size_t i = 0; i < prompts.size(); ++i)
+            results.push_back(std::async(std::launch::async, [&, i] {
+                auto c = server.client();
+                auto res = c.Post("/completion", body(i).dump(), "application/json");
+                if (!res) return json{{"client_error", httplib::to_string(res.error())}};
+                return res->status == 200 ? json::parse(res->body)["tokens"] : json{{"status", res->status}, {"body", res->body}};
+            }));
+    for (size_t k = 0; k < results.size(); ++k) CHECK(results[k].get() == alone[k % prompts.size()]);
+    auto c = server.client();
+    const Reply m = get(c, "/metrics");
+    REQUIRE(m.status == 200);
+    INFO(m.body);
+    CHECK(metric(m.body, "llamacpp:n_decode_total") > 0);
+    CHECK(metric(m.body, "llamacpp:n_busy_slots_per_decode") > 1.0);  // passes held several slots
+}

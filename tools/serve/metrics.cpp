@@ -28,7 +28,7 @@ void Metrics::completion(const CompletionResult &r) {
     accepted_ += r.timings.draft_n_accepted;
 }
 
-std::string Metrics::prometheus(int busy, int waiting, long long kv_tokens, long long kv_capacity) const {
+std::string Metrics::prometheus(int busy, int waiting, long long kv_tokens, long long kv_capacity, const specula_batch_stats &batch) const {
     std::lock_guard<std::mutex> lock(mutex_);
     std::ostringstream out;
     out.precision(10);
@@ -48,6 +48,10 @@ std::string Metrics::prometheus(int busy, int waiting, long long kv_tokens, long
     metric("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", double(kv_tokens));
     metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", double(busy));
     metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", double(waiting));
+    // Continuous batching's passes (0 without it: each slot then computes on its own).
+    metric("llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls", double(batch.passes));
+    metric("llamacpp:n_busy_slots_per_decode", "counter", "Average number of busy slots per llama_decode() call",
+           batch.passes > 0 ? double(batch.requests) / double(batch.passes) : 0.0);
 
     out << "# HELP specula:requests_total HTTP requests by endpoint.\n# TYPE specula:requests_total counter\n";
     for (const auto &[endpoint, n] : requests_) out << "specula:requests_total{endpoint=\"" << endpoint << "\"} " << n << "\n";

@@ -16,7 +16,7 @@ public:
     void error(int status);
     void completion(const CompletionResult &r);
     // busy slots, waiting requests, tokens held in the slots' contexts and their total capacity.
-    std::string prometheus(int busy, int waiting, long long kv_tokens, long long kv_capacity) const;
+    std::string prometheus(int busy, int waiting, long long kv_tokens, long long kv_capacity, const specula_batch_stats &batch) const;
 
 private:
     mutable std::mutex mutex_;

@@ -54,6 +54,7 @@ struct ServeConfig {
     bool endpoint_metrics = false; // GET /metrics (--metrics)
     bool verbose = false;          // -v: OpenAI responses carry llama-server's "__verbose" (the /completion-shaped result)
     bool context_shift = true;     // a full context drops its older half and goes on (--no-context-shift: stop)
+    bool cont_batching = true;     // the slots' forward passes run together (specula_batch; --no-cont-batching: apart)
 };
 
 }  // namespace specula_serve

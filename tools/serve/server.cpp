@@ -549,7 +549,7 @@ void Server::handle_metrics(httplib::Response &res) {
         throw HttpError(ErrorType::NotSupported, "This server does not support metrics endpoint. Start it with `--metrics`");
     long long kv = 0, capacity = 0;
     for (const SlotPool::SlotInfo &s : pool_->info()) kv += (long long)s.n_cached, capacity += s.n_ctx;
-    res.set_content(metrics_.prometheus(pool_->busy(), pool_->waiting(), kv, capacity), "text/plain; version=0.0.4");
+    res.set_content(metrics_.prometheus(pool_->busy(), pool_->waiting(), kv, capacity, pool_->batch_stats()), "text/plain; version=0.0.4");
 }
 
 }  // namespace specula_serve

@@ -49,6 +49,7 @@ public:
     const std::string &chat_template() const { return chat_template_; }
     // Why the slots do not run on the backend asked for ("" when they do).
     std::string backend_note() const { return pool_->backend_note(); }
+    std::string batch_note() const { return pool_->batch_note(); }
 
 private:
     enum class Api { Completion, Infill, OaiCompletion, OaiChat };

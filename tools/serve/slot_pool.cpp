@@ -76,6 +76,31 @@ SlotPool::SlotPool(const specula::Model &model, const ServeConfig &config) : max
         backend_note_ = slot->session.backend_note();
         slots_.push_back(std::move(slot));
     }
+    // Continuous batching (llama-server's default): the slots' forward passes run as one pass on all the threads,
+    // each weight read once per step for every generating slot. A backend that does not batch leaves each slot on
+    // its own (the note says why).
+    if (config.cont_batching && slots_.size() > 1) {
+        const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+        const int32_t threads = config.n_threads > 0 ? int32_t(std::min<int64_t>(int64_t(config.n_threads) * int64_t(slots_.size()), cores)) : 0;
+        try {
+            specula::Batch batch(model, threads);
+            for (const auto &s : slots_) batch.join(s->session);
+            batch_ = std::move(batch);
+            batch_note_ = "continuous batching: " + std::to_string(slots_.size()) + " slots share each forward pass";
+        } catch (const specula::Error &e) {
+            for (const auto &s : slots_) specula::Batch::leave(s->session);
+            batch_note_ = std::string("continuous batching off: ") + e.what();
+        }
+    }
+}
+
+specula_batch_stats SlotPool::batch_stats() const {
+    if (!batch_) {
+        specula_batch_stats none{};
+        none.struct_size = sizeof none;
+        return none;
+    }
+    return batch_.stats();
 }
 
 SlotPool::Lease SlotPool::acquire(const std::vector<int32_t> &prompt, int id_slot, const std::function<bool()> &gone) {

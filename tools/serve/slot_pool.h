@@ -65,6 +65,10 @@ public:
     const std::string &spec_report() const { return spec_report_; }
     // Why the slots do not run on the backend asked for ("" when they do: specula_session_backend_note).
     const std::string &backend_note() const { return backend_note_; }
+    // How the slots' passes are batched: "continuous batching: 4 slots, 2 threads", or why not.
+    const std::string &batch_note() const { return batch_note_; }
+    // The batch group's counts (all zero without one).
+    specula_batch_stats batch_stats() const;
     int busy() const;
     int waiting() const;
     // Per-slot summary for /slots: {id, n_ctx, busy, tokens cached}.
@@ -84,6 +88,8 @@ private:
     std::string drafter_name_;
     std::string spec_report_;
     std::string backend_note_;
+    std::string batch_note_;
+    specula::Batch batch_;  // the slots' batch group (continuous batching), or none
     mutable std::mutex mutex_;
     std::condition_variable idle_;
     std::deque<uint64_t> waiting_queue_;  // tickets of the waiting requests, oldest first

@@ -132,6 +132,7 @@ int run_serve(ServeArgs &a) {
     if (c.chat_template.empty() && server.chat_template() == "chatml")
         std::fprintf(stderr, "specula serve: the model has no chat template: chats use chatml, as llama-server's default\n");
     if (!server.spec_report().empty()) std::fprintf(stderr, "specula serve: %s\n", server.spec_report().c_str());
+    if (!server.batch_note().empty()) std::fprintf(stderr, "specula serve: %s\n", server.batch_note().c_str());
     // A GPU request (cuda, vulkan) that ended on the CPU says why, as `specula generate` does (AUTO stays quiet).
     if (specula_apps::is_gpu_backend(specula_apps::backend_from_name(c.backend)) && !server.backend_note().empty())
         std::fprintf(stderr, "specula serve: %s\n", server.backend_note().c_str());
@@ -176,6 +177,9 @@ Command add_serve_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::Range(0, 512));
     cmd->add_option("--parallel", c.n_parallel, "Slots: requests served at once (llama-server's -np)")
         ->capture_default_str()->check(CLI::Range(1, 256));
+    cmd->add_flag("--cont-batching,!--no-cont-batching", c.cont_batching,
+                  "Continuous batching (default on, as llama-server's -cb): the generating slots' forward passes run as one "
+                  "pass, each weight read once per step for all of them (CPU backend; same tokens either way)");
     cmd->add_option("-b,--batch-size", c.n_batch, "Logical batch: the /infill prompt budgets are cut from it, as in llama-server")
         ->capture_default_str()->check(CLI::Range(16, 1 << 20));
     cmd->add_option("-n,--n-predict", c.n_predict, "Most tokens one request may generate (-1 = no limit)")

@@ -100,7 +100,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 14
+#define SPECULA_VERSION_MINOR 15
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -916,6 +916,49 @@ typedef struct specula_prompt_cache_stats {
 /* Fills *stats (set stats->struct_size first). Statuses: INVALID_ARGUMENT, IO. */
 SPECULA_API specula_status specula_prompt_cache_get_stats(specula_prompt_cache *cache, specula_prompt_cache_stats *stats,
                                                           specula_error **err);
+
+/*
+ * Since 0.15. A batch group: continuous batching for servers. Sessions of one model that join the same group hand
+ * their target forward passes to it, and the passes waiting at the same time run as one pass on the group's
+ * threads, so each weight is read once per step for all of them (as llama-server's slots decode in one batch).
+ * Each session still runs its own loop on its own thread (sampling, drafting, verification: plain decoding rows and
+ * speculation trees of several sessions share a pass); only when to compute changes, never what: every token is
+ * the one the session would produce alone. A pass starts when every session that has been passing recently is
+ * waiting, or after a short wait (a quarter of the last pass, at most 5 ms) for those that are not.
+ * The CPU backend batches; a session on another backend gets UNSUPPORTED from specula_session_join_batch.
+ * Thread-safety: the group is used by its sessions' threads at once; create, join and free are as documented.
+ */
+typedef struct specula_batch specula_batch;
+
+typedef struct specula_batch_options {
+    uint32_t struct_size;
+    int32_t n_threads; /* threads of the combined passes; 0 = number of cores (at most 8). A joined session's own
+                          threads (specula_session_options.n_threads) still run its drafters */
+} specula_batch_options;
+
+/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_batch_options). */
+SPECULA_API void specula_batch_options_init(specula_batch_options *opts);
+/* A group for sessions of `model` (opts may be NULL). Statuses: INVALID_ARGUMENT, OUT_OF_MEMORY. */
+SPECULA_API specula_status specula_batch_create(specula_model *model, const specula_batch_options *opts, specula_batch **out,
+                                                specula_error **err);
+/* Frees the handle; sessions that joined keep the group until they leave or are destroyed. Accepts NULL. */
+SPECULA_API void specula_batch_free(specula_batch *batch);
+/* The session's forward passes join the group's (batch NULL: it leaves its group and computes alone again). Not
+ * while the session is generating on another thread. Statuses: INVALID_ARGUMENT (NULL session), INCOMPATIBLE (the
+ * session's model is not the group's, or its context length rotates positions differently from the group's
+ * sessions), UNSUPPORTED (the session's backend does not batch; it stays alone). */
+SPECULA_API specula_status specula_session_join_batch(specula_session *session, specula_batch *batch, specula_error **err);
+
+typedef struct specula_batch_stats {
+    uint32_t struct_size;
+    uint64_t passes;   /* combined passes run */
+    uint64_t requests; /* sessions' forward passes they held */
+    uint64_t rows;     /* rows (tokens, tree nodes) they computed */
+    uint32_t widest;   /* the most sessions one pass held */
+} specula_batch_stats;
+
+/* Fills *stats (set stats->struct_size first). Statuses: INVALID_ARGUMENT. Thread-safe. */
+SPECULA_API specula_status specula_batch_get_stats(const specula_batch *batch, specula_batch_stats *stats, specula_error **err);
 
 #ifdef __cplusplus
 }

@@ -852,6 +852,59 @@ private:
     specula_prompt_cache *c_ = nullptr;
 };
 
+/// A batch group (specula_batch): sessions of one model that join it compute their forward passes together
+/// (continuous batching); their tokens do not change.
+class Batch {
+public:
+    Batch() noexcept = default;
+    /// n_threads: threads of the combined passes (0: cores, at most 8).
+    explicit Batch(const Model &model, int32_t n_threads = 0) {
+        specula_batch_options o;
+        specula_batch_options_init(&o);
+        o.n_threads = n_threads;
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_batch_create(model.get(), &o, &b_, &err);
+        check(st_, err);
+    }
+    Batch(const Batch &) = delete;
+    Batch &operator=(const Batch &) = delete;
+    Batch(Batch &&o) noexcept : b_(std::exchange(o.b_, nullptr)) {}
+    Batch &operator=(Batch &&o) noexcept {
+        if (this != &o) {
+            specula_batch_free(b_);
+            b_ = std::exchange(o.b_, nullptr);
+        }
+        return *this;
+    }
+    ~Batch() { specula_batch_free(b_); }
+    specula_batch *get() const noexcept { return b_; }
+    explicit operator bool() const noexcept { return b_ != nullptr; }
+
+    /// The session's passes join this group's (not while it generates on another thread).
+    void join(Session &session) {
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_session_join_batch(session.get(), b_, &err);
+        check(st_, err);
+    }
+    /// The session computes alone again.
+    static void leave(Session &session) {
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_session_join_batch(session.get(), nullptr, &err);
+        check(st_, err);
+    }
+    specula_batch_stats stats() const {
+        specula_batch_stats st{};
+        st.struct_size = sizeof st;
+        specula_error *err = nullptr;
+        const specula_status st_ = specula_batch_get_stats(b_, &st, &err);
+        check(st_, err);
+        return st;
+    }
+
+private:
+    specula_batch *b_ = nullptr;
+};
+
 /* ------------------------------------------------------------------------------------------------------ */
 /* Synthetic models                                                                                       */
 

@@ -17,6 +17,7 @@
 namespace specula::internal {
 
 class Model;
+struct BatchGroup;
 
 // What a runner can do beyond the interface's guarantees, as ggml's backends answer supports_op: the core asks and
 // takes another path where the answer is no.
@@ -93,6 +94,13 @@ public:
     // [keep + discard, n_used) down by discard, keys re-rotated to their new positions. Anything derived from the
     // moved rows (a GPU's host mirror) is invalid afterwards. The caller guarantees keep + discard <= n_used <= n_ctx.
     virtual void shift_kv(int32_t keep, int32_t discard, int32_t n_used) = 0;
+
+    // Cross-session batching (backend/session_batch.h): from now on this runner's forward passes run combined with
+    // those of the group's other members; its results do not change. Throws Error(UNSUPPORTED) when this backend
+    // does not batch across sessions, Error(INCOMPATIBLE) when the group's batch belongs to another backend or
+    // model. leave_batch() goes back to passes of its own.
+    virtual void join_batch(BatchGroup &group);
+    virtual void leave_batch() {}
 
     // A flag another thread may raise to stop a forward pass between launches (the session's cancel flag).
     void set_cancel_flag(const std::atomic<bool> *flag) { cancel_ = flag; }

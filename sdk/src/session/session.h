@@ -110,6 +110,11 @@ public:
     TargetRunner &runner() { return *runner_; }
     const std::vector<int32_t> &tokens() const { return tokens_; }
 
+    // Cross-session batching (backend/session_batch.h): the target's forward passes join the group's, or go back
+    // to passes of their own. Throws as TargetRunner::join_batch.
+    void join_batch(BatchGroup &group) { runner_->join_batch(group); }
+    void leave_batch() { runner_->leave_batch(); }
+
     void set_sampler(const SamplerConfig &config);
     // Attaches (or, with an empty config, detaches) drafters. Throws Error(INCOMPATIBLE) for a draft made for
     // another model or a draft model with another vocabulary, Error(INVALID_ARGUMENT) for conflicting choices.

@@ -4,7 +4,7 @@
 // Regenerate with `bash bindings/rust/specula-sys/generate.sh` after changing the header.
 
 pub const SPECULA_VERSION_MAJOR : u32 = 0 ;
-pub const SPECULA_VERSION_MINOR : u32 = 14 ;
+pub const SPECULA_VERSION_MINOR : u32 = 15 ;
 pub const SPECULA_VERSION_PATCH : u32 = 0 ;
 pub const SPECULA_ABI_VERSION : u32 = 1 ;
 pub const SPECULA_TOKEN_NULL : i32 = - 1 ;
@@ -340,6 +340,23 @@ extern "C" { pub fn specula_prompt_cache_store (cache : * mut specula_prompt_cac
     fn test_field_evictions () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_prompt_cache_stats > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . evictions) as usize - ptr as usize } , 48usize , concat ! ("Offset of field: " , stringify ! (specula_prompt_cache_stats) , "::" , stringify ! (evictions))) ; } test_field_evictions () ;
     fn test_field_restored_tokens () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_prompt_cache_stats > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . restored_tokens) as usize - ptr as usize } , 56usize , concat ! ("Offset of field: " , stringify ! (specula_prompt_cache_stats) , "::" , stringify ! (restored_tokens))) ; } test_field_restored_tokens () ; }
 extern "C" { pub fn specula_prompt_cache_get_stats (cache : * mut specula_prompt_cache , stats : * mut specula_prompt_cache_stats , err : * mut * mut specula_error) -> specula_status ; }
+# [repr (C)] # [derive (Debug , Copy , Clone)] pub struct specula_batch { _unused : [u8 ; 0] , }
+# [repr (C)] # [derive (Debug , Copy , Clone)] pub struct specula_batch_options { pub struct_size : u32 , pub n_threads : i32 , }
+# [test] fn bindgen_test_layout_specula_batch_options () { assert_eq ! (:: std :: mem :: size_of :: < specula_batch_options > () , 8usize , concat ! ("Size of: " , stringify ! (specula_batch_options))) ; assert_eq ! (:: std :: mem :: align_of :: < specula_batch_options > () , 4usize , concat ! ("Alignment of " , stringify ! (specula_batch_options))) ;
+    fn test_field_struct_size () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_batch_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . struct_size) as usize - ptr as usize } , 0usize , concat ! ("Offset of field: " , stringify ! (specula_batch_options) , "::" , stringify ! (struct_size))) ; } test_field_struct_size () ;
+    fn test_field_n_threads () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_batch_options > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . n_threads) as usize - ptr as usize } , 4usize , concat ! ("Offset of field: " , stringify ! (specula_batch_options) , "::" , stringify ! (n_threads))) ; } test_field_n_threads () ; }
+extern "C" { pub fn specula_batch_options_init (opts : * mut specula_batch_options) ; }
+extern "C" { pub fn specula_batch_create (model : * mut specula_model , opts : * const specula_batch_options , out : * mut * mut specula_batch , err : * mut * mut specula_error) -> specula_status ; }
+extern "C" { pub fn specula_batch_free (batch : * mut specula_batch) ; }
+extern "C" { pub fn specula_session_join_batch (session : * mut specula_session , batch : * mut specula_batch , err : * mut * mut specula_error) -> specula_status ; }
+# [repr (C)] # [derive (Debug , Copy , Clone)] pub struct specula_batch_stats { pub struct_size : u32 , pub passes : u64 , pub requests : u64 , pub rows : u64 , pub widest : u32 , }
+# [test] fn bindgen_test_layout_specula_batch_stats () { assert_eq ! (:: std :: mem :: size_of :: < specula_batch_stats > () , 40usize , concat ! ("Size of: " , stringify ! (specula_batch_stats))) ; assert_eq ! (:: std :: mem :: align_of :: < specula_batch_stats > () , 8usize , concat ! ("Alignment of " , stringify ! (specula_batch_stats))) ;
+    fn test_field_struct_size () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_batch_stats > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . struct_size) as usize - ptr as usize } , 0usize , concat ! ("Offset of field: " , stringify ! (specula_batch_stats) , "::" , stringify ! (struct_size))) ; } test_field_struct_size () ;
+    fn test_field_passes () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_batch_stats > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . passes) as usize - ptr as usize } , 8usize , concat ! ("Offset of field: " , stringify ! (specula_batch_stats) , "::" , stringify ! (passes))) ; } test_field_passes () ;
+    fn test_field_requests () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_batch_stats > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . requests) as usize - ptr as usize } , 16usize , concat ! ("Offset of field: " , stringify ! (specula_batch_stats) , "::" , stringify ! (requests))) ; } test_field_requests () ;
+    fn test_field_rows () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_batch_stats > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . rows) as usize - ptr as usize } , 24usize , concat ! ("Offset of field: " , stringify ! (specula_batch_stats) , "::" , stringify ! (rows))) ; } test_field_rows () ;
+    fn test_field_widest () { assert_eq ! (unsafe { let uninit = :: std :: mem :: MaybeUninit :: < specula_batch_stats > :: uninit () ; let ptr = uninit . as_ptr () ; :: std :: ptr :: addr_of ! ((* ptr) . widest) as usize - ptr as usize } , 32usize , concat ! ("Offset of field: " , stringify ! (specula_batch_stats) , "::" , stringify ! (widest))) ; } test_field_widest () ; }
+extern "C" { pub fn specula_batch_get_stats (batch : * const specula_batch , stats : * mut specula_batch_stats , err : * mut * mut specula_error) -> specula_status ; }
 extern "C" { pub fn specula_draft_write_random (target : * const specula_model , path : * const :: std :: os :: raw :: c_char , seed : u64 , window : i32 , err : * mut * mut specula_error) -> specula_status ; }
 extern "C" { pub fn specula_session_draft_logits (session : * mut specula_session , logits : * mut f32 , capacity : usize , err : * mut * mut specula_error) -> specula_status ; }
 extern "C" { pub fn specula_synthetic_shape (index : i32) -> * const :: std :: os :: raw :: c_char ; }
