@@ -1227,6 +1227,40 @@ TEST_CASE("C ABI misuse", "[catalogue][abi]") {
          [&] { return outcome(specula_session_fork(nullptr, s, nullptr, &err), err); }},
         {"abi-fork-self", "specula_session_fork(s, s)", SPECULA_ERR_INVALID_ARGUMENT, "the same session",
          [&] { return outcome(specula_session_fork(s, s, nullptr, &err), err); }},
+        {"abi-batch-null-model", "specula_batch_create(NULL model)", SPECULA_ERR_INVALID_ARGUMENT, "model is NULL",
+         [&] {
+             specula_batch *b = nullptr;
+             return outcome(specula_batch_create(nullptr, nullptr, &b, &err), err);
+         }},
+        {"abi-batch-threads", "specula_batch_create with n_threads -1", SPECULA_ERR_INVALID_ARGUMENT, "n_threads",
+         [&] {
+             specula_batch_options o;
+             specula_batch_options_init(&o);
+             o.n_threads = -1;
+             specula_batch *b = nullptr;
+             return outcome(specula_batch_create(model.m, &o, &b, &err), err);
+         }},
+        {"abi-batch-join-null-session", "specula_session_join_batch(NULL session)", SPECULA_ERR_INVALID_ARGUMENT, "session is NULL",
+         [&] { return outcome(specula_session_join_batch(nullptr, nullptr, &err), err); }},
+        {"abi-batch-other-model", "specula_session_join_batch of a session on another model than the batch's (it stays alone)",
+         SPECULA_ERR_INCOMPATIBLE, "not the batch's model",
+         [&] {
+             ModelPtr other{load_model(kModel)};
+             specula_batch *b = nullptr;
+             REQUIRE(specula_batch_create(other.m, nullptr, &b, &err) == SPECULA_OK);
+             const Outcome o = outcome(specula_session_join_batch(s, b, &err), err);
+             specula_batch_free(b);
+             return o;
+         }},
+        {"abi-batch-stats-struct-size", "specula_batch_get_stats with struct_size 0", SPECULA_ERR_INVALID_ARGUMENT, "struct_size",
+         [&] {
+             specula_batch *b = nullptr;
+             REQUIRE(specula_batch_create(model.m, nullptr, &b, &err) == SPECULA_OK);
+             specula_batch_stats st{};
+             const Outcome o = outcome(specula_batch_get_stats(b, &st, &err), err);
+             specula_batch_free(b);
+             return o;
+         }},
     };
     run_table(table);
     REQUIRE(specula_session_n_tokens(s) == 0);
