@@ -74,6 +74,17 @@ namespace Specula
         }
     }
 
+    public sealed class BatchHandle : SpeculaHandle
+    {
+        public BatchHandle() { }
+
+        protected override bool ReleaseHandle()
+        {
+            NativeMethods.specula_batch_free(handle);
+            return true;
+        }
+    }
+
     /// <summary>A specula_error (specula_error_destroy on release). NULL (invalid) after a successful call.</summary>
     public sealed class ErrorHandle : SpeculaHandle
     {

@@ -359,6 +359,23 @@ namespace Specula
         }
 
         [StructLayout(LayoutKind.Sequential)]
+        internal struct specula_batch_options
+        {
+            public uint struct_size;
+            public int n_threads;
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct specula_batch_stats
+        {
+            public uint struct_size;
+            public ulong passes;
+            public ulong requests;
+            public ulong rows;
+            public uint widest;
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
         internal struct specula_prompt_cache_stats
         {
             public uint struct_size;
@@ -668,6 +685,20 @@ namespace Specula
         internal static extern Status specula_prompt_cache_get_stats(PromptCacheHandle cache,
                                                                      specula_prompt_cache_stats* stats,
                                                                      out ErrorHandle err);
+
+        // ---- batch groups (since 0.15) -----------------------------------------------------------------------------
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void specula_batch_options_init(specula_batch_options* opts);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern Status specula_batch_create(ModelHandle model, specula_batch_options* opts, out BatchHandle batch,
+                                                           out ErrorHandle err);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void specula_batch_free(IntPtr batch);
+        // batch: a BatchHandle's value (Batch.Join holds a reference during the call), or IntPtr.Zero to leave.
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern Status specula_session_join_batch(SessionHandle session, IntPtr batch, out ErrorHandle err);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern Status specula_batch_get_stats(BatchHandle batch, specula_batch_stats* stats, out ErrorHandle err);
 
         // ---- synthetic models ------------------------------------------------------------------------------------
 

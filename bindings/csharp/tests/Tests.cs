@@ -1055,6 +1055,67 @@ namespace Specula.Tests
             }
         }
 
+        [Test("batch")]
+        private static void BatchGroup()
+        {
+            // Four sessions on their own threads, their passes combined: each generates what it generates alone.
+            const int n = 40;
+            string[] prompts = { "Once upon a time", "The little dog", "Lily and Tom went", "One day, a bird" };
+            using (Model model = LoadModel())
+            using (Draft draft = Draft.Load(Program.DraftPath, model))
+            using (Batch batch = new Batch(model, 2))
+            {
+                int[][] tokens = prompts.Select(p => model.Tokenize(p)).ToArray();
+                int[][] reference = tokens.Select(p => Greedy(model, p, n)).ToArray();
+                var sessions = new List<Session>();
+                var results = new List<int>[prompts.Length];
+                var errors = new Exception[prompts.Length];
+                try
+                {
+                    for (int i = 0; i < prompts.Length; ++i)
+                    {
+                        Session s = GreedySession(model);
+                        sessions.Add(s);
+                        if (i % 2 == 1) s.SetSpeculative(new SpeculativeOptions { Draft = draft });
+                        batch.Join(s);
+                    }
+                    var threads = new List<Thread>();
+                    for (int i = 0; i < prompts.Length; ++i)
+                    {
+                        int k = i;
+                        var t = new Thread(() =>
+                        {
+                            try
+                            {
+                                sessions[k].AppendTokens(tokens[k]);
+                                results[k] = TokensOf(sessions[k].Generate(Exactly(n)));
+                            }
+                            catch (Exception e) { errors[k] = e; }
+                        });
+                        t.Start();
+                        threads.Add(t);
+                    }
+                    foreach (Thread t in threads) t.Join();
+                    for (int i = 0; i < prompts.Length; ++i)
+                    {
+                        Assert.True(errors[i] == null, "session " + i + ": " + errors[i]);
+                        Assert.SeqEqual(reference[i], results[i], "batched session " + i + " == alone");
+                    }
+                    BatchStats st = batch.GetStats();
+                    Assert.True(st.Passes > 0 && st.Requests > st.Passes && st.Widest >= 2,
+                                "passes were shared (" + st.Passes + " passes, " + st.Requests + " requests, widest " + st.Widest + ")");
+                    Batch.Leave(sessions[0]);
+                }
+                finally
+                {
+                    foreach (Session s in sessions) s.Dispose();
+                }
+                using (Model other = LoadModel())
+                using (Session s = GreedySession(other))
+                    Assert.Status(Status.Incompatible, () => batch.Join(s), "a session of another model");
+            }
+        }
+
         // ---- cancellation ----------------------------------------------------------------------------------------
 
         [Test("cancel")]

@@ -174,6 +174,17 @@ int main(void) {
     FIELD(specula_prompt_cache_stats, evictions);
     FIELD(specula_prompt_cache_stats, restored_tokens);
 
+    STRUCT(specula_batch_options);
+    FIELD(specula_batch_options, struct_size);
+    FIELD(specula_batch_options, n_threads);
+
+    STRUCT(specula_batch_stats);
+    FIELD(specula_batch_stats, struct_size);
+    FIELD(specula_batch_stats, passes);
+    FIELD(specula_batch_stats, requests);
+    FIELD(specula_batch_stats, rows);
+    FIELD(specula_batch_stats, widest);
+
     STRUCT(specula_synthetic_options);
     FIELD(specula_synthetic_options, struct_size);
     FIELD(specula_synthetic_options, weight_type);

@@ -72,6 +72,7 @@
 //! ```
 #![warn(missing_debug_implementations)]
 
+mod batch;
 mod chat;
 mod device;
 mod error;
@@ -87,6 +88,7 @@ mod util;
 
 pub use specula_sys as sys;
 
+pub use crate::batch::{Batch, BatchStats};
 pub use crate::chat::{apply_template as apply_chat_template, builtin_templates, detect_template, format as format_chat, ChatMessage, ChatOptions};
 pub use crate::device::{backend_check, device_count, devices, DeviceInfo};
 pub use crate::error::{Error, Result, Status};
@@ -139,6 +141,7 @@ mod tests {
     fn every_c_function_is_wrapped() {
         let bindings = include_str!("../../specula-sys/src/bindings.rs");
         let sources = [
+            include_str!("batch.rs"),
             include_str!("chat.rs"),
             include_str!("device.rs"),
             include_str!("error.rs"),
