@@ -477,7 +477,7 @@ TEST_CASE("draft load - session create - tokenizer - chat template", "[alloc]") 
 // The drafter loops. The draft model's (a second model's runner per session: ~3000 allocations, a minute in Release)
 // run every n up to kDense and then every kStride-th in the quick case; the [slow] case runs every n.
 #ifdef __SANITIZE_ADDRESS__
-constexpr int64_t kDense = 100, kStride = 23;  // the sanitizer pass of CI: ~3x slower
+constexpr int64_t kDense = 100, kStride = 37;  // the sanitizer pass of CI: ~3x slower
 #else
 constexpr int64_t kDense = 300, kStride = 7;
 #endif

@@ -237,11 +237,19 @@ void check_lossless_on_cuda(const char *rel, const std::vector<TreeShape> &shape
 }  // namespace
 
 TEST_CASE("cuda: speculative greedy equals plain greedy on CUDA with each drafter on stories260K", "[cuda][lossless]") {
-    check_lossless_on_cuda("models/stories260K.gguf", {TreeShape{}, TreeShape::chain(5)});
+    // On the emulator (minutes per drafter) the default tree alone; chains are verified by the context-shift case
+    // below and chain(5) by the [slow] case.
+    if (kEmulated)
+        check_lossless_on_cuda("models/stories260K.gguf", {TreeShape{}});
+    else
+        check_lossless_on_cuda("models/stories260K.gguf", {TreeShape{}, TreeShape::chain(5)});
 }
 
 TEST_CASE("cuda: speculative greedy equals plain greedy on CUDA for every drafter and tree", "[cuda][lossless]" SLOW_WHEN_EMULATED) {
-    check_lossless_on_cuda("models/stories260K.gguf", {TreeShape{{2, 2, 2, 2, 2, 2, 2, 2}}, TreeShape{{32, 8}}});
+    if (kEmulated)
+        check_lossless_on_cuda("models/stories260K.gguf", {TreeShape::chain(5), TreeShape{{2, 2, 2, 2, 2, 2, 2, 2}}, TreeShape{{32, 8}}});
+    else
+        check_lossless_on_cuda("models/stories260K.gguf", {TreeShape{{2, 2, 2, 2, 2, 2, 2, 2}}, TreeShape{{32, 8}}});
     check_lossless_on_cuda("models/synth-llama-gqa-f16.gguf", {TreeShape{}, TreeShape::chain(5), TreeShape{{2, 2, 2, 2, 2, 2, 2, 2}}});
     if (!kEmulated) check_lossless_on_cuda("models/synth-llama-q4_k_m.gguf", {TreeShape{}, TreeShape::chain(5)});
 }
@@ -288,7 +296,7 @@ TEST_CASE("cuda: the committed trained draft is lossless on CUDA and accepts sev
     c.longspec = LongSpecDraft::load(trained.string(), model);
     spec.set_speculative(c);
     const std::vector<int32_t> prompt = prompt_for(*model, 20);
-    const int32_t n = kEmulated ? 96 : 200;
+    const int32_t n = kEmulated ? 64 : 200;
     CHECK(generate(spec, prompt, n) == generate(plain, prompt, n));
     const auto &st = spec.speculative_stats();
     INFO("tau " << double(st.produced) / std::max(1, st.rounds));
