@@ -2,9 +2,9 @@
 #include "api/handles.h"
 
 #include "backend/session_batch.h"
+#include "core/thread_pool.h"
 
 #include <algorithm>
-#include <thread>
 
 using namespace specula::internal;
 
@@ -32,7 +32,7 @@ specula_status specula_batch_create(specula_model *model, const specula_batch_op
         auto handle = std::make_unique<specula_batch>();
         handle->group = std::make_shared<BatchGroup>();
         handle->group->model = model->model;
-        handle->group->n_threads = o.n_threads > 0 ? o.n_threads : int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+        handle->group->n_threads = o.n_threads > 0 ? o.n_threads : default_thread_count();
         *out = handle.release();
     });
 }

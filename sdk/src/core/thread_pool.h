@@ -19,6 +19,13 @@
 
 namespace specula::internal {
 
+// The compute threads a session or batch group gets when the caller leaves the count at 0: the machine's cores, at
+// most 8 (past that the CPU kernels are bound by memory bandwidth on the machines measured).
+inline int default_thread_count() {
+    const unsigned cores = std::thread::hardware_concurrency();
+    return int(cores < 1 ? 1 : cores > 8 ? 8 : cores);
+}
+
 class ThreadPool {
 public:
     explicit ThreadPool(int n_threads);
