@@ -1,7 +1,7 @@
 // bench_speculative: speculative decoding against plain autoregressive decoding, through the public API.
 //
 //   bench_speculative [--model NAME_OR_PATH]... [--prompt TEXT] [-n 256] [--temp 0] [--threads 2] [--reps 3]
-//                     [--draft FILE] [--draft-model FILE] [--sweep] [--leviathan]
+//                     [--draft FILE] [--draft-model FILE] [--sweep] [--leviathan] [--draw race|llama.cpp]
 //
 // For each model (default: the fixtures' stories260K and code-7m) and its prompt (a story opening for stories260K;
 // the first 300 tokens of a held-out Python file, json/decoder.py of the machine's Python, for code-7m):
@@ -68,6 +68,7 @@ struct Args {
     std::string draft;                // a trained LongSpec draft; empty = the model's (models/drafts/)
     bool sweep = false;
     bool leviathan = false;
+    std::string draw = "race";        // how sampled tokens are drawn (specula_draw_rule)
     int32_t code_prompt_tokens = 300;
 };
 
@@ -84,6 +85,9 @@ Args parse_args(int argc, char **argv) {
     app.add_option("--draft", a.draft, "a trained LongSpec draft for the (one) model (default: models/drafts/NAME.longspec.gguf)");
     app.add_flag("--sweep", a.sweep, "every fixed tree the auto mode chooses from, instead of the default tree and a chain of 4");
     app.add_flag("--leviathan", a.leviathan, "at T > 0, also each model drafter's fixed trees under Leviathan's accept/reject rule");
+    app.add_option("--draw", a.draw, "at T > 0, how sampled tokens are drawn: race (default) or llama.cpp (llama.cpp's generator and "
+                                     "distribution; chains drafted with shared-uniform coupling)")
+        ->capture_default_str()->check(CLI::IsMember({"race", "llama.cpp"}));
     app.add_option("--draft-model", a.draft_model, "an independent draft model (default for stories260K: stories260K-L3.gguf)");
     app.add_option("--code-prompt-tokens", a.code_prompt_tokens, "tokens of the Python file used as code prompt")
         ->capture_default_str()->check(CLI::Range(1, 100000));
@@ -189,6 +193,7 @@ RunResult run_once(const specula::Model &model, const std::vector<int32_t> &prom
         sp.min_p = 0.0f;
     }
     sp.seed = 1234;
+    sp.draw = args.draw == "llama.cpp" ? SPECULA_DRAW_LLAMA_CPP : SPECULA_DRAW_RACE;
     specula::Session session(model, so, sp);
     if (!config.drafter.empty()) session.set_speculative(config.spec);
     session.append_tokens(prompt);
