@@ -1046,6 +1046,13 @@ TEST_CASE("C ABI misuse", "[catalogue][abi]") {
              sa.min_p = 2;
              return outcome(specula_session_set_sampler(s, &sa, &err), err);
          }},
+        {"abi-sampler-draw", "sampler draw rule 7 (neither race nor llama.cpp)", SPECULA_ERR_INVALID_ARGUMENT, "draw",
+         [&] {
+             specula_sampler_options sa;
+             specula_sampler_options_init(&sa);
+             sa.draw = 7;
+             return outcome(specula_session_set_sampler(s, &sa, &err), err);
+         }},
         {"abi-sampler-struct-size", "sampler options with struct_size 0", SPECULA_ERR_INVALID_ARGUMENT, "struct_size",
          [&] {
              specula_sampler_options sa;

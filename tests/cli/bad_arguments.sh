@@ -56,6 +56,7 @@ entry cli-out-of-range-top-p "--top-p 1.5" 2 "top-p" -- generate -m "$model" -p 
 entry cli-huge-ctx "--ctx-size 99999999999 (overflows int32)" 2 "ctx-size" -- generate -m "$model" -p hi -c 99999999999
 entry cli-bad-backend "--backend tpu" 2 "tpu" -- generate -m "$model" -p hi --backend tpu
 entry cli-bad-kv-type "--kv-type q2" 2 "q2" -- generate -m "$model" -p hi --kv-type q2
+entry cli-bad-draw "--draw mt19937 (neither race nor llama.cpp)" 2 "draw" -- generate -m "$model" -p hi --temp 1 --draw mt19937
 entry cli-bad-format "--format xml" 2 "xml" -- generate -m "$model" -p hi --format xml
 entry cli-bad-prompt-ids "--prompt-ids 1,x,3" 2 "'x' is not a token id" -- generate -m "$model" --prompt-ids 1,x,3
 entry cli-invalid-token-id "--prompt-ids 1,99999 (outside the vocabulary)" 1 "99999" -- generate -m "$model" --prompt-ids 1,99999 -n 2

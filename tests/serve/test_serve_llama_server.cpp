@@ -5,6 +5,7 @@
 #include "server_process.h"
 
 #include <cmath>
+#include <fstream>
 
 using namespace serve_test;
 
@@ -388,4 +389,66 @@ TEST_CASE("a grammar or a JSON schema constrains /completion and /v1/chat/comple
         CHECK(backreference.status == 400);
         CHECK_THAT(backreference.body, Catch::Contains("json_schema") && Catch::Contains("backreferences"));
     }
+}
+
+// llama-server's text for a seed: by default `specula serve` draws sampled tokens as llama.cpp does (std::mt19937 and
+// std::discrete_distribution, SPECULA_DRAW_LLAMA_CPP), so a seeded request gets the tokens llama-server gave for it
+// (tests/api/data/llama_cpp_sampling: llama-server 2025-02-20 on this model), with the server's n-gram drafter on;
+// `--draw race` draws Specula's race instead (other tokens for the seed).
+TEST_CASE("a seeded request gets llama-server's sampled tokens, drafting or not, and --draw race draws others", "[serve][sampling]") {
+    std::ifstream in(SPECULA_SOURCE_DIR "/tests/api/data/llama_cpp_sampling/stories260K.json");
+    REQUIRE(in);
+    const json refs = json::parse(in);
+    // An F32 KV cache, as the references were made (their make_references.py says why).
+    ServerProcess server({"-m", bundled_model(), "-c", "512", "--kv-type", "f32", "--slots"});
+    ServerProcess race({"-m", bundled_model(), "-c", "512", "--kv-type", "f32", "--draw", "race"});
+    auto c = server.client();
+    auto r = race.client();
+    int checked = 0, differ = 0;
+    for (const json &ref : refs["cases"]) {
+        if (ref["settings"] != "defaults" && ref["settings"] != "penalties") continue;  // the others: tests/api
+        json body = ref["sampler"];
+        body["prompt"] = ref["prompt"];
+        body["n_predict"] = ref["tokens"].size();
+        body["return_tokens"] = true;
+        INFO(ref["settings"] << ", seed " << ref["sampler"]["seed"] << ": llama-server's \"" << ref["text"].get<std::string>() << "\"");
+        const Reply got = post(c, "/completion", body);
+        REQUIRE(got.status == 200);
+        CHECK(got.data["tokens"] == ref["tokens"]);
+        CHECK(got.data["content"] == ref["text"]);
+        const Reply other = post(r, "/completion", body);
+        REQUIRE(other.status == 200);
+        differ += other.data["tokens"] != ref["tokens"];
+        ++checked;
+    }
+    CHECK(checked == 18);
+    CHECK(differ > 0);
+}
+
+// llama-server's test_slot_save.py: n_saved and n_restored are the tokens of the slot's KV cache, the prompt and the
+// generated tokens but the last (sampled, never evaluated); the snapshot holds that one too, so a restore continues.
+TEST_CASE("n_saved and n_restored count the tokens of the cache, as llama-server: the prompt and all generated tokens but the last",
+          "[serve]") {
+    ScratchDir dir;
+    ServerProcess server({"-m", bundled_model(), "-c", "512", "-np", "2", "--temp", "0", "--slot-save-path", (dir.path / "slots").string()});
+    auto c = server.client();
+    const Reply done = post(c, "/completion", json{{"prompt", "What is the capital of France?"}, {"id_slot", 1}, {"n_predict", 24}});
+    REQUIRE(done.status == 200);
+    const int prompt_n = done.data["timings"]["prompt_n"].get<int>(), predicted_n = done.data["timings"]["predicted_n"].get<int>();
+    REQUIRE(predicted_n == 24);
+    const Reply saved = post(c, "/slots/1?action=save", json{{"filename", "slot1.bin"}});
+    REQUIRE(saved.status == 200);
+    CHECK(saved.data["n_saved"] == prompt_n + predicted_n - 1);
+    const Reply restored = post(c, "/slots/0?action=restore", json{{"filename", "slot1.bin"}});
+    REQUIRE(restored.status == 200);
+    CHECK(restored.data["n_restored"] == saved.data["n_saved"]);
+    // Both slots continue alike from the cache: only the new tail of the prompt is evaluated.
+    const json next = {{"prompt", "What is the capital of Germany?"}, {"n_predict", 8}};
+    json on1 = next, on0 = next;
+    on1["id_slot"] = 1;
+    on0["id_slot"] = 0;
+    const Reply a = post(c, "/completion", on1), b = post(c, "/completion", on0);
+    CHECK(a.data["content"] == b.data["content"]);
+    CHECK(a.data["timings"]["prompt_n"] == b.data["timings"]["prompt_n"]);
+    CHECK(b.data["timings"]["prompt_n"].get<int>() < prompt_n);
 }

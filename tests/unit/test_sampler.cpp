@@ -140,3 +140,69 @@ TEST_CASE("sampled frequencies follow the chain's distribution (chi-square)", "[
     // 5 degrees of freedom: P(chi2 > 20.5) = 0.001.
     CHECK(chi2 < 20.5);
 }
+
+// DrawRule::LlamaCpp is llama_sample_dist: std::mt19937 seeded with the seed's low 32 bits, one
+// std::discrete_distribution draw over the candidates in logit order per sampled token, and no word taken from the
+// generator where one candidate is left (libstdc++ returns index 0 without calling it).
+TEST_CASE("llama.cpp's draw rule draws as llama_sample_dist, none where one candidate is left", "[sampler]") {
+    SamplerConfig c = plain(0.9f);
+    c.top_k = 8;
+    c.min_p = 0.05f;
+    c.seed = (uint64_t(77) << 32) | 3000000000u;  // only the low 32 bits seed the generator, as llama.cpp's uint32_t seed
+    c.draw = DrawRule::LlamaCpp;
+    Sampler s(c);
+    std::mt19937 rng(3000000000u);
+    int single = 0;
+    for (int step = 0; step < 400; ++step) {
+        std::vector<float> logits(40);
+        for (int i = 0; i < 40; ++i) logits[size_t(i)] = float(std::sin(i * 1.3 + step * 0.7) * 3.0);
+        if (step % 5 == 0) logits[size_t(step % 40)] = 40.0f;  // min-p leaves one candidate: no draw
+        Candidates d;
+        s.distribution(logits.data(), 40, {}, d);
+        d.sort();
+        int32_t want = d.items.front().id;
+        if (d.items.size() >= 2) {
+            std::vector<float> w;
+            for (const Candidate &cand : d.items) w.push_back(cand.p);
+            std::discrete_distribution<int> dist(w.begin(), w.end());
+            want = d.items[size_t(dist(rng))].id;
+        } else {
+            ++single;
+        }
+        REQUIRE(s.sample(logits.data(), 40, {}) == want);
+    }
+    CHECK(single == 80);
+    // The generator's state round-trips through a snapshot's text, tagged with the rule.
+    const std::string state = s.rng_state();
+    CHECK(Sampler::rng_state_rule(state) == DrawRule::LlamaCpp);
+    Sampler t(c);
+    t.set_rng_state(state);
+    std::vector<float> logits(40);
+    for (int i = 0; i < 40; ++i) logits[size_t(i)] = float(std::cos(i * 0.9));
+    for (int i = 0; i < 50; ++i) REQUIRE(t.sample(logits.data(), 40, {}) == s.sample(logits.data(), 40, {}));
+    // A race-rule state is refused by a llama.cpp-rule sampler, and the other way round.
+    SamplerConfig race = c;
+    race.draw = DrawRule::Race;
+    Sampler r(race);
+    CHECK_THROWS(t.set_rng_state(r.rng_state()));
+    CHECK_THROWS(r.set_rng_state(state));
+}
+
+// A coupled drafter draws with the words peek_keys gives: where every position draws, its inverse CDF is the one
+// std::discrete_distribution computes, so it picks the target's tokens from the same distribution.
+TEST_CASE("llama.cpp's draw rule: keyed draws with the peeked words equal the sampler's own draws", "[sampler]") {
+    SamplerConfig c = plain(1.1f);
+    c.draw = DrawRule::LlamaCpp;
+    c.seed = 42;
+    Sampler s(c);
+    const std::vector<uint64_t> keys = s.peek_keys(300);
+    for (size_t step = 0; step < keys.size(); ++step) {
+        std::vector<float> logits(64);
+        for (int i = 0; i < 64; ++i) logits[size_t(i)] = float(std::sin(i * 2.1 + double(step)) * 2.0);
+        Candidates d;
+        s.distribution(logits.data(), 64, {}, d);
+        REQUIRE(d.items.size() >= 2);
+        const int32_t keyed = s.draw_keyed(d, keys[step]);
+        REQUIRE(s.sample(logits.data(), 64, {}) == keyed);
+    }
+}

@@ -97,6 +97,10 @@ TEST_CASE("a seed fixes the sampled text: every drafter, tree, thread count and 
     sc.context_penalty = 1.2f;
     sc.seed = 99;
     chains.push_back({"T 1.2, repetition and contextual penalties", sc});
+    sc = {};
+    sc.draw = DrawRule::LlamaCpp;  // llama.cpp's generator and distribution (llama-server's defaults otherwise)
+    sc.seed = 42;
+    chains.push_back({"llama.cpp's draws, T 0.8, top-k 40, top-p 0.95, min-p 0.05", sc});
 
     // 180 runs of n tokens: a third of the length under the sanitizers (the same code paths, 5x slower there).
     constexpr int32_t n = test_scale::count(96, 32);

@@ -14,6 +14,10 @@ namespace specula_serve {
 struct SamplingDefaults {
     specula::SamplerOptions sampler;  // its seed is unused: requests are seeded from `seed`
     int64_t seed = -1;                // -1: a fresh random seed per request
+    // How sampled tokens are drawn for the seed (specula_draw_rule): llama.cpp's generator and distribution by
+    // default, so a seeded request gets llama-server's text (`--draw race`: the coupled race, more accepted
+    // sampled drafts).
+    int32_t draw = SPECULA_DRAW_LLAMA_CPP;
 };
 
 struct ServeConfig {

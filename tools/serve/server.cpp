@@ -520,7 +520,7 @@ void Server::handle_slot_action(const httplib::Request &req, httplib::Response &
     const auto t0 = std::chrono::steady_clock::now();
     auto ms = [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); };
     if (action == "erase") {
-        const int32_t n = slot->session.n_tokens();
+        const int32_t n = slot->session.stats().n_ctx_evaluated;  // as n_saved: the tokens of the cache
         slot->session.rewind(0);
         send_json(res, {{"id_slot", id_slot}, {"n_erased", n}});
     } else if (action == "save") {
@@ -529,7 +529,7 @@ void Server::handle_slot_action(const httplib::Request &req, httplib::Response &
         const auto bytes = std::filesystem::file_size(path, ec);
         send_json(res, {{"id_slot", id_slot},
                         {"filename", path.filename().string()},
-                        {"n_saved", slot->session.n_tokens()},
+                        {"n_saved", slot->session.stats().n_ctx_evaluated},  // llama-server: the tokens of its KV cache
                         {"n_written", ec ? 0 : (long long)bytes},
                         {"timings", {{"save_ms", ms()}}}});
     } else {
@@ -538,7 +538,7 @@ void Server::handle_slot_action(const httplib::Request &req, httplib::Response &
         const auto bytes = std::filesystem::file_size(path, ec);
         send_json(res, {{"id_slot", id_slot},
                         {"filename", path.filename().string()},
-                        {"n_restored", slot->session.n_tokens()},
+                        {"n_restored", slot->session.stats().n_ctx_evaluated},
                         {"n_read", ec ? 0 : (long long)bytes},
                         {"timings", {{"restore_ms", ms()}}}});
     }

@@ -72,6 +72,7 @@ struct GenerateArgs {
     int32_t top_logits = 0;
     bool no_bos = false;
     CLI::Option *seed_opt = nullptr;  // to tell "--seed given" from "library default"
+    std::string draw = "race";        // --draw: specula_sampler_options.draw
     std::string grammar, grammar_file;  // GBNF text, or a file of it
     std::string json_schema, json_schema_file;  // a JSON schema (its grammar), or a file of it
     // Speculative decoding.
@@ -185,6 +186,7 @@ int run_generate(GenerateArgs &a) {
     // Sampling without --seed: a fresh seed per run, like most CLIs; --seed makes runs reproducible. (A resumed
     // session keeps the snapshot's sampler and generator unless sampling options are given.)
     if (a.seed_opt->count() == 0) a.sampler.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    a.sampler.draw = a.draw == "llama.cpp" ? SPECULA_DRAW_LLAMA_CPP : SPECULA_DRAW_RACE;
 
     InterruptHandler interrupt;  // installed before loading so Ctrl-C can cancel a slow load too
     const std::string path = resolve_model_path(a.model);
@@ -352,6 +354,10 @@ Command add_generate_command(CLI::App &parent) {
         ->capture_default_str());
     a.seed_opt = cmd->add_option("--seed", s.seed, "Sampling seed (default: random per run)");
     so_list.push_back(a.seed_opt);
+    so_list.push_back(cmd->add_option("--draw", a.draw, "How sampled tokens are drawn for the seed: race (default: Specula's coupled race, "
+                                                         "the most sampled drafts accepted) or llama.cpp (its generator and distribution: "
+                                                         "llama.cpp's text for the same --seed)")
+        ->check(CLI::IsMember({"race", "llama.cpp"})));
     auto *grammar = cmd->add_option("--grammar", a.grammar,
                                     "A GBNF grammar (llama.cpp's format, docs/grammars.md) the generated text must follow");
     auto *grammar_file = cmd->add_option("--grammar-file", a.grammar_file, "Read the --grammar from a file");

@@ -40,6 +40,7 @@ struct ServeArgs {
     size_t max_body_mib = 16;
     bool ctx_size_given = false;  // -c 0 given means the trained context; not given, min(trained, 4096)
     std::string chat_template_file;
+    std::string draw = "llama.cpp";
 };
 
 int run_serve(ServeArgs &a) {
@@ -64,6 +65,7 @@ int run_serve(ServeArgs &a) {
     if (!c.tree.empty() && c.draft.empty() && c.draft_model.empty())
         throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
     c.max_body_bytes = a.max_body_mib << 20;
+    c.sampling.draw = a.draw == "race" ? SPECULA_DRAW_RACE : SPECULA_DRAW_LLAMA_CPP;
     if (!a.chat_template_file.empty()) {
         std::ifstream in(a.chat_template_file, std::ios::binary);
         std::ostringstream text;
@@ -231,6 +233,9 @@ Command add_serve_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::Range(-1, 1 << 24));
     cmd->add_option("--presence-penalty", sd.presence_penalty, "Default presence penalty")->capture_default_str();
     cmd->add_option("--frequency-penalty", sd.frequency_penalty, "Default frequency penalty")->capture_default_str();
+    cmd->add_option("--draw", a.draw, "How sampled tokens are drawn for a seed: llama.cpp (its generator and distribution: a seeded request "
+                                      "gets llama-server's text) or race (Specula's coupled race: more sampled drafts accepted)")
+        ->capture_default_str()->check(CLI::IsMember({"llama.cpp", "race"}));
     cmd->add_option("-s,--seed", c.sampling.seed, "Default sampling seed of requests (-1: a random one per request)")
         ->capture_default_str()->check(CLI::Range(int64_t(-1), INT64_MAX));
     cmd->add_flag("--slots,!--no-slots", c.endpoint_slots, "Serve GET /slots (off by default, as in llama-server)");

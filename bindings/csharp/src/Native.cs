@@ -138,6 +138,15 @@ namespace Specula
         Leviathan = 1,
     }
 
+    /// <summary>specula_draw_rule: how a sampled token is drawn for a seed (since 0.16). Either way a seed fixes the text and speculation gives plain sampling's tokens.</summary>
+    public enum DrawRule
+    {
+        /// <summary>An exponential race keyed per output position: sampled drafts agree with the target as often as a coupling can (the default).</summary>
+        Race = 0,
+        /// <summary>llama.cpp's dist sampler (std::mt19937 seeded with the seed's low 32 bits, std::discrete_distribution over the candidates in logit order): llama.cpp's text for the same model, prompt, seed and settings.</summary>
+        LlamaCpp = 1,
+    }
+
     /// <summary>specula_stop_reason: why generation stopped (None while it goes on).</summary>
     public enum StopReason
     {
@@ -256,6 +265,7 @@ namespace Specula
             public int context_penalty_window;
             public IntPtr grammar;             // since 0.13: const char *, borrowed for the call (SamplerOptions.Grammar)
             public IntPtr grammar_root;        // since 0.13
+            public int draw;                   // since 0.16: specula_draw_rule
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -297,6 +307,7 @@ namespace Specula
             public int n_grammar_drafted;      // since 0.13
             public int n_grammar_accepted;
             public int n_grammar_pruned;
+            public int n_ctx_evaluated;        // since 0.16
         }
 
         [StructLayout(LayoutKind.Sequential)]

@@ -114,6 +114,8 @@ namespace Specula
         public string Grammar { get; set; }
         /// <summary>The grammar's start rule; null (default): "root".</summary>
         public string GrammarRoot { get; set; }
+        /// <summary>How a sampled token is drawn for the seed; default DrawRule.Race. Since 0.16.</summary>
+        public DrawRule Draw { get { return (DrawRule)Native.draw; } set { Native.draw = (int)value; } }
     }
 
     /// <summary>Options of one generation (specula_generate_options).</summary>

@@ -46,6 +46,8 @@ namespace Specula
         public int NGrammarDrafted { get; internal set; }
         public int NGrammarAccepted { get; internal set; }
         public int NGrammarPruned { get; internal set; }
+        /// <summary>Tokens of the context whose keys and values are in the cache (since 0.16).</summary>
+        public int NCtxEvaluated { get; internal set; }
 
         /// <summary>
         /// Copies library-owned stats, reading only the bytes its struct_size says are there (an older library
@@ -69,6 +71,7 @@ namespace Specula
                 DrafterBytes = c.drafter_bytes.ToUInt64(), NRestoredTokens = c.n_restored_tokens,
                 NContextShifts = c.n_context_shifts, NDiscardedTokens = c.n_discarded_tokens,
                 NGrammarDrafted = c.n_grammar_drafted, NGrammarAccepted = c.n_grammar_accepted, NGrammarPruned = c.n_grammar_pruned,
+                NCtxEvaluated = c.n_ctx_evaluated,
             };
         }
     }

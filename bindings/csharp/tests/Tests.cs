@@ -394,6 +394,7 @@ namespace Specula.Tests
                 Tuple.Create("SPECULA_KV_", typeof(KvType)),
                 Tuple.Create("SPECULA_CONTEXT_", typeof(ContextPolicy)),
                 Tuple.Create("SPECULA_TREE_", typeof(TreeMode)), Tuple.Create("SPECULA_SAMPLED_DRAFTS_", typeof(SampledDrafts)),
+                Tuple.Create("SPECULA_DRAW_", typeof(DrawRule)),
                 Tuple.Create("SPECULA_STOP_", typeof(StopReason)), Tuple.Create("SPECULA_SNAPSHOT_", typeof(SnapshotScope)),
             };
             foreach (var p in prefixes)
@@ -856,6 +857,35 @@ namespace Specula.Tests
                 Assert.Equal(SampledDrafts.Coupled, new SpeculativeOptions().SampledDrafts, "the default rule");
                 int[] leviathan = run(new SpeculativeOptions { Draft = draft, TreeWidths = SpeculativeOptions.Chain(4), SampledDrafts = SampledDrafts.Leviathan });
                 Assert.Equal(n, leviathan.Length, "Leviathan's rule runs");
+            }
+        }
+
+        // llama.cpp's draws (DrawRule.LlamaCpp, since 0.16): a seed fixes the text with drafters too, another text
+        // than the race's for the same seed.
+        [Test("llama_cpp_draws")]
+        private static void LlamaCppDraws()
+        {
+            const int n = 80;
+            using (Model model = LoadModel())
+            using (Draft draft = Draft.Load(Program.DraftPath, model))
+            {
+                Assert.Equal(DrawRule.Race, new SamplerOptions().Draw, "the default draw rule");
+                Func<SamplerOptions, SpeculativeOptions, int[]> run = (sampler, opts) =>
+                {
+                    using (Session s = new Session(model, CpuOptions(), sampler))
+                    {
+                        if (opts != null) s.SetSpeculative(opts);
+                        s.AppendText(LilyPrompt);
+                        return s.Generate(Exactly(n)).Where(e => e.Token != Model.TokenNull).Select(e => e.Token).ToArray();
+                    }
+                };
+                var llama = new SamplerOptions { Temperature = 0.9f, Seed = 21, Draw = DrawRule.LlamaCpp };
+                int[] plain = run(llama, null);
+                Assert.Equal(n, plain.Length, "plain sampling's tokens");
+                Assert.SeqEqual(plain, run(llama, new SpeculativeOptions { Draft = draft, TreeWidths = SpeculativeOptions.Chain(4) }), "a coupled chain");
+                Assert.SeqEqual(plain, run(llama, new SpeculativeOptions { Draft = draft, Ngram = true }), "the automatic tree with n-grams");
+                int[] race = run(new SamplerOptions { Temperature = 0.9f, Seed = 21 }, null);
+                Assert.True(!race.SequenceEqual(plain), "the race draws other tokens for the seed");
             }
         }
 

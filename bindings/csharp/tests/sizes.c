@@ -82,6 +82,7 @@ int main(void) {
     FIELD(specula_sampler_options, context_penalty_window);
     FIELD(specula_sampler_options, grammar);
     FIELD(specula_sampler_options, grammar_root);
+    FIELD(specula_sampler_options, draw);
 
     STRUCT(specula_generate_options);
     FIELD(specula_generate_options, struct_size);
@@ -117,6 +118,7 @@ int main(void) {
     FIELD(specula_stats, n_grammar_drafted);
     FIELD(specula_stats, n_grammar_accepted);
     FIELD(specula_stats, n_grammar_pruned);
+    FIELD(specula_stats, n_ctx_evaluated);
 
     STRUCT(specula_token_event);
     FIELD(specula_token_event, struct_size);
@@ -252,6 +254,8 @@ int main(void) {
     ENUM(SPECULA_TREE_FIXED);
     ENUM(SPECULA_SAMPLED_DRAFTS_COUPLED);
     ENUM(SPECULA_SAMPLED_DRAFTS_LEVIATHAN);
+    ENUM(SPECULA_DRAW_RACE);
+    ENUM(SPECULA_DRAW_LLAMA_CPP);
 
     ENUM(SPECULA_STOP_NONE);
     ENUM(SPECULA_STOP_MAX_TOKENS);

@@ -100,7 +100,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 15
+#define SPECULA_VERSION_MINOR 16
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -449,6 +449,18 @@ typedef struct specula_session_options {
 
 SPECULA_API void specula_session_options_init(specula_session_options *opts);
 
+/* Since 0.16. How a sampled token is drawn from the sampler's distribution for a seed (specula_sampler_options.draw).
+ * Either way a seed fixes the text, and speculative decoding (every drafter, tree and backend) gives plain
+ * sampling's tokens for that seed. */
+typedef enum specula_draw_rule {
+    SPECULA_DRAW_RACE = 0,      /* an exponential race keyed per output position (the default): sampled drafts agree
+                                   with the target as often as a coupling can, and a GPU verifies on the device */
+    SPECULA_DRAW_LLAMA_CPP = 1, /* llama.cpp's dist sampler: std::mt19937 seeded with the seed's low 32 bits and
+                                   std::discrete_distribution over the candidates in logit order, so the same model,
+                                   prompt, seed and settings give llama.cpp's text (built with the same C++ library;
+                                   the logits' last bits aside). Drafts agree less often; the host verifies */
+} specula_draw_rule;
+
 typedef struct specula_sampler_options {
     uint32_t struct_size;
     float temperature;       /* <= 0: greedy (argmax, ties to the lowest id). Default 0.8 */
@@ -477,6 +489,8 @@ typedef struct specula_sampler_options {
                                  2, column 9"); generation where no token can continue it fails with
                                  INVALID_ARGUMENT ("grammar: no token of the vocabulary can continue the text") */
     const char *grammar_root; /* the grammar's start rule; NULL (default): "root" */
+    /* Since 0.16: */
+    int32_t draw; /* specula_draw_rule; default SPECULA_DRAW_RACE. Saved in snapshots */
 } specula_sampler_options;
 
 SPECULA_API void specula_sampler_options_init(specula_sampler_options *opts);
@@ -602,6 +616,10 @@ typedef struct specula_stats {
     int32_t n_grammar_accepted;   /* those the target accepted (counted in n_accepted too) */
     int32_t n_grammar_pruned;     /* drafted tokens the grammar rejected, dropped before verification (not in
                                      n_drafted) */
+    /* Since 0.16: */
+    int32_t n_ctx_evaluated;      /* tokens of the context whose keys and values are in the cache (what a snapshot
+                                     holds as cache; the rest of n_ctx_used, such as the last generated token, is
+                                     evaluated by the next call) */
 } specula_stats;
 
 typedef struct specula_token_event {

@@ -16,12 +16,13 @@ std::string sampler_config_problem(const SamplerConfig &c) {
     if (c.penalty_last_n < -1) return "sampler: penalty_last_n must be >= -1";
     if (!(std::isfinite(c.context_penalty) && c.context_penalty > 0.0f)) return "sampler: context_penalty must be a finite number > 0";
     if (c.context_penalty_window < -1) return "sampler: context_penalty_window must be >= -1";
+    if (c.draw != DrawRule::Race && c.draw != DrawRule::LlamaCpp) return "sampler: draw must be SPECULA_DRAW_RACE or SPECULA_DRAW_LLAMA_CPP";
     if (c.grammar.size() > kMaxGrammarBytes) return "sampler: the grammar is longer than " + std::to_string(kMaxGrammarBytes) + " bytes";
     if (!c.grammar.empty() && c.grammar_root.empty()) return "sampler: the grammar's start rule has no name";
     return "";
 }
 
-Sampler::Sampler(const SamplerConfig &config) : config_(config), rng_(config.seed) {
+Sampler::Sampler(const SamplerConfig &config) : config_(config), rng_(config.seed), rng32_(uint32_t(config.seed)) {
     const bool penalize = config.repeat_penalty != 1.0f || config.frequency_penalty != 0.0f || config.presence_penalty != 0.0f;
     if (penalize && config.penalty_last_n != 0)
         steps_.push_back(make_penalties(config.penalty_last_n, config.repeat_penalty, config.frequency_penalty, config.presence_penalty));
@@ -66,7 +67,41 @@ void Sampler::distribution(const float *logits, int32_t n_vocab, std::span<const
 int32_t Sampler::sample(const float *logits, int32_t n_vocab, std::span<const int32_t> history, const GrammarMatcher *grammar) {
     distribution(logits, n_vocab, history, scratch_, grammar);
     if (greedy()) return scratch_.items[0].id;
+    if (config_.draw == DrawRule::LlamaCpp) {
+        // llama_sample_dist itself: the standard library's distribution over the candidates in logit order (what
+        // llama_sampler_softmax_impl leaves), so the draws are llama.cpp's built with the same library. It takes
+        // no word from the generator for a single candidate.
+        scratch_.sort();
+        weights_.resize(scratch_.items.size());
+        for (size_t i = 0; i < weights_.size(); ++i) weights_[i] = scratch_.items[i].p;
+        std::discrete_distribution<int32_t> dist(weights_.begin(), weights_.end());
+        return scratch_.items[size_t(dist(rng32_))].id;
+    }
     return draw(scratch_, next_key());
+}
+
+int32_t Sampler::draw_inverse_cdf(Candidates &c, double u) {
+    if (c.items.size() < 2) return c.items.front().id;
+    // What sample() draws with std::discrete_distribution (libstdc++): the weights normalized in double, their
+    // partial sums with the last set to 1, the first index whose sum is not below u (std::lower_bound), where u is
+    // std::generate_canonical<double, 53> of two 32-bit words w0, w1: (w0 + w1 * 2^32) / 2^64.
+    c.sort();
+    double sum = 0.0;
+    for (const Candidate &cand : c.items) sum += double(cand.p);
+    if (!(sum > 0.0)) return c.items.front().id;
+    double cumulative = 0.0;
+    for (size_t i = 0; i + 1 < c.items.size(); ++i) {
+        cumulative += double(c.items[i].p) / sum;
+        if (!(cumulative < u)) return c.items[i].id;
+    }
+    return c.items.back().id;
+}
+
+int32_t Sampler::draw_keyed(const Candidates &c, uint64_t key) const {
+    if (config_.draw != DrawRule::LlamaCpp) return draw(c, key);
+    const double w0 = double(uint32_t(key)), w1 = double(uint32_t(key >> 32));
+    Candidates sorted = c;
+    return draw_inverse_cdf(sorted, std::min((w0 + w1 * 0x1.0p32) * 0x1.0p-64, std::nextafter(1.0, 0.0)));
 }
 
 int32_t Sampler::draw(const Candidates &c, uint64_t key) {
@@ -148,10 +183,28 @@ void Sampler::set_grammar_state(GrammarMatcher state) {
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 
 std::vector<uint64_t> Sampler::peek_keys(size_t n) const {
-    std::mt19937_64 rng = rng_;
     std::vector<uint64_t> keys(n);
+    if (config_.draw == DrawRule::LlamaCpp) {
+        std::mt19937 rng = rng32_;
+        for (uint64_t &k : keys) {
+            const uint64_t w0 = rng(), w1 = rng();
+            k = w0 | (w1 << 32);
+        }
+        return keys;
+    }
+    std::mt19937_64 rng = rng_;
     for (uint64_t &k : keys) k = rng();
     return keys;
+}
+
+namespace {
+
+constexpr const char *kMt19937Tag = "mt19937 ";
+
+}  // namespace
+
+DrawRule Sampler::rng_state_rule(const std::string &state) {
+    return state.rfind(kMt19937Tag, 0) == 0 ? DrawRule::LlamaCpp : DrawRule::Race;
 }
 
 std::string Sampler::rng_state() const {
@@ -160,16 +213,30 @@ std::string Sampler::rng_state() const {
     // the save returned OK (found by tests/alloc). With badbit in exceptions() the stream rethrows it.
     out.exceptions(std::ios_base::badbit);
     out.imbue(std::locale::classic());
-    out << rng_;
+    if (config_.draw == DrawRule::LlamaCpp)
+        out << kMt19937Tag << rng32_;
+    else
+        out << rng_;
     return out.str();
 }
 
 void Sampler::set_rng_state(const std::string &state) {
-    require(state.size() <= 16384 && state.find_first_not_of("0123456789 ") == std::string::npos, SPECULA_ERR_FORMAT,
+    const bool tagged = rng_state_rule(state) == DrawRule::LlamaCpp;
+    require(tagged == (config_.draw == DrawRule::LlamaCpp), SPECULA_ERR_FORMAT,
+            "snapshot: the sampler's random generator is not the one its draw rule uses");
+    const std::string numbers = tagged ? state.substr(std::char_traits<char>::length(kMt19937Tag)) : state;
+    require(state.size() <= 16384 && numbers.find_first_not_of("0123456789 ") == std::string::npos, SPECULA_ERR_FORMAT,
             "snapshot: the sampler's random generator state is not a list of numbers");
-    std::istringstream in(state);
+    std::istringstream in(numbers);
     in.exceptions(std::ios_base::badbit);  // a bad_alloc inside is OUT_OF_MEMORY, not "does not parse" (see rng_state)
     in.imbue(std::locale::classic());
+    if (tagged) {
+        std::mt19937 rng;
+        in >> rng;
+        require(!in.fail() && (in >> std::ws).eof(), SPECULA_ERR_FORMAT, "snapshot: the sampler's random generator state does not parse");
+        rng32_ = rng;
+        return;
+    }
     std::mt19937_64 rng;
     in >> rng;
     require(!in.fail() && (in >> std::ws).eof(), SPECULA_ERR_FORMAT, "snapshot: the sampler's random generator state does not parse");

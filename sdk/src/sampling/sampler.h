@@ -16,6 +16,18 @@
 
 namespace specula::internal {
 
+// How a sampled token is drawn from the chain's distribution for a seed.
+enum class DrawRule : int32_t {
+    // An exponential race keyed per output position (sampling/race_draw.h): one word of a 64-bit generator per
+    // sampled token; coupled drafters then agree with the target as often as a coupling can (the default).
+    Race = 0,
+    // llama.cpp's dist sampler (llama-sampling.cpp, llama_sample_dist): std::mt19937 seeded with the seed's low 32
+    // bits, std::discrete_distribution over the candidates sorted by logit (the inverse CDF at a uniform made of two
+    // 32-bit words, none drawn when one candidate is left). For a seed, model, prompt and settings: llama.cpp's text
+    // (the logits' rounding aside: a uniform within ~1e-6 of a cumulative boundary may fall the other way).
+    LlamaCpp = 1,
+};
+
 struct SamplerConfig {
     float temperature = 0.8f;
     int32_t top_k = 40;
@@ -28,6 +40,7 @@ struct SamplerConfig {
     float context_penalty = 1.0f;  // TokenSwift's contextual penalty theta (1 = off)
     int32_t context_penalty_window = 1024;  // tokens of history it looks at (-1 = all)
     uint64_t seed = 0;
+    DrawRule draw = DrawRule::Race;
     // A GBNF grammar the generated text must follow (grammar/grammar.h; empty: none) and its start rule. The
     // sampler draws from the constrained distribution: tokens the grammar cannot continue with are removed after
     // the penalties and before top-k (llama.cpp's grammar sampler, applied to every candidate), an end-of-generation
@@ -85,10 +98,14 @@ public:
     // How many of the newest history tokens the chain looks at: 0 = none, -1 = all of them.
     int32_t history_window() const;
     // The draw of a distribution() with a key: the exponential race of sampling/race_draw.h (the candidate with the
-    // smallest -log(U_id) / p, U_id a uniform made from key and id). How sample() picks with its next key; a drafter
-    // that holds the next positions' keys (peek_keys) draws its own tokens with them (the coupled rule, verifier.h).
+    // smallest -log(U_id) / p, U_id a uniform made from key and id). How sample() picks with its next key under
+    // DrawRule::Race; a drafter that holds the next positions' keys (peek_keys) draws its own tokens with them (the
+    // coupled rule, verifier.h).
     static int32_t draw(const Candidates &c, uint64_t key);
-    // draw(c, next_key()): a drafter sampling with its own draws (the Leviathan rule).
+    // The coupled draw under the configured rule: draw(c, key) for Race; for LlamaCpp, the inverse CDF of c in
+    // logit order at the uniform the key's two words make (llama.cpp's, when every position before drew).
+    int32_t draw_keyed(const Candidates &c, uint64_t key) const;
+    // draw(c, next_key()): a drafter sampling with its own draws (the Leviathan rule; Race only).
     int32_t draw(const Candidates &c) { return draw(c, next_key()); }
     // The key of the next sampled token (advances the generator by one word), reproducible for a given seed.
     uint64_t next_key() { return rng_(); }
@@ -96,13 +113,19 @@ public:
     double uniform();
     // The next n keys next_key() would give, without advancing the generator (the coupled drafters and a device
     // verifier get them up front), and advancing it past n words afterwards: peek_keys(n) then skip_draws(m <= n)
-    // leaves the generator where m next_key() calls would have.
+    // leaves the generator where m next_key() calls would have. Under LlamaCpp a key is the two 32-bit words of a
+    // position that draws (a position left with one candidate draws none, so the keys past it are a guess: a
+    // drafter's tokens may then differ from the target's, never the output), and skip_draws is not used (the
+    // device walk, its only caller, verifies Race draws only: tree_sampling_plan.cpp).
     std::vector<uint64_t> peek_keys(size_t n) const;
     void skip_draws(size_t n) { rng_.discard(n); }
-    // The generator's position as text (the standard's mt19937_64 state: 312 words and an index), for snapshots;
-    // set_rng_state() puts a generator exactly there. Throws Error(FORMAT) for text that is not such a state.
+    // The generator's position as text (the standard's mt19937_64 state: 312 words and an index; under LlamaCpp
+    // "mt19937 " and the 32-bit generator's 624 words and index), for snapshots; set_rng_state() puts a generator
+    // exactly there. Throws Error(FORMAT) for text that is not such a state or is the other rule's.
     std::string rng_state() const;
     void set_rng_state(const std::string &state);
+    // The rule a saved rng_state() was written under (Race for text that is not LlamaCpp's).
+    static DrawRule rng_state_rule(const std::string &state);
 
 private:
     // Removes what the grammar rejects from the candidates (the top `need` allowed ones suffice when need > 0).
@@ -116,8 +139,13 @@ private:
     std::shared_ptr<const Grammar> grammar_;
     std::optional<GrammarMatcher> grammar_state_;
     std::shared_ptr<const GrammarVocab> grammar_vocab_;
+    // LlamaCpp: the inverse CDF of c (sorted by logit) at uniform u, as std::discrete_distribution.
+    static int32_t draw_inverse_cdf(Candidates &c, double u);
+
     std::mt19937_64 rng_;
+    std::mt19937 rng32_;  // DrawRule::LlamaCpp's generator
     Candidates scratch_;
+    std::vector<float> weights_;
 };
 
 }  // namespace specula::internal

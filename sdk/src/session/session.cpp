@@ -22,7 +22,7 @@ int32_t choose_n_ctx(const Model &model, int32_t requested) {
 int choose_threads(int32_t requested) {
     require(requested >= 0 && requested <= 512, SPECULA_ERR_INVALID_ARGUMENT, "session: n_threads must be in [0, 512]");
     if (requested > 0) return requested;
-    return int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    return default_thread_count();
 }
 
 }  // namespace
@@ -362,6 +362,7 @@ specula_stats Session::stats() const {
     s.n_grammar_drafted = spec_.stats().grammar_drafted;
     s.n_grammar_accepted = spec_.stats().grammar_accepted;
     s.n_grammar_pruned = spec_.stats().grammar_pruned;
+    s.n_ctx_evaluated = n_evaluated_;
     const SpeculativeStats &sp = spec_.stats();
     s.n_spec_rounds = sp.rounds;
     s.n_drafted = sp.drafted;

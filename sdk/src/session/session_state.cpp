@@ -131,6 +131,9 @@ std::unique_ptr<Sampler> read_sampler_part(ByteReader &r) {
         grammar_state = r.get_array<uint32_t>(GrammarMatcher::kMaxSavedWords);
     }
     r.expect_end();
+    // The draw rule is told by the generator's state (Sampler::rng_state: llama.cpp's 32-bit one is tagged), so
+    // snapshots written before the rule existed read as the race they used.
+    config.draw = Sampler::rng_state_rule(rng);
     std::unique_ptr<Sampler> sampler;
     try {
         sampler = std::make_unique<Sampler>(config);

@@ -168,8 +168,10 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
         request.shape = round.shape;
         request.node_budget = budget;
         request.sampler = sampler.greedy() ? nullptr : &sampler;
-        // Only a chain is drafted by sampling (build_beam_tree): other shapes need no keys.
-        if (!sampler.greedy() && config_.sampled_drafts == SampledDraftRule::kCoupled && !round.shape.widths.empty() && round.shape.is_chain())
+        // Only a chain is drafted by sampling (build_beam_tree): other shapes need no keys. Under llama.cpp's draws
+        // always coupled: the Leviathan rule's own uniforms would move the generator off llama.cpp's sequence.
+        const bool coupled = config_.sampled_drafts == SampledDraftRule::kCoupled || sampler.config().draw == DrawRule::LlamaCpp;
+        if (!sampler.greedy() && coupled && !round.shape.widths.empty() && round.shape.is_chain())
             request.draw_keys = sampler.peek_keys(size_t(round.shape.depth()));
         request.history_window = sampler.history_window();
         if (sampler.has_logit_processing())

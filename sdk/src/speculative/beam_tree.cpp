@@ -122,7 +122,7 @@ void build_beam_tree(const DraftRequest &request, DraftTree &tree, int32_t n_voc
             if (!request.draw_keys.empty()) {
                 // Coupled: the race the target runs at this depth, with q's clocks (verifier.h).
                 if (size_t(level) >= request.draw_keys.size()) break;
-                const int32_t token = Sampler::draw(q, request.draw_keys[size_t(level)]);
+                const int32_t token = request.sampler->draw_keyed(q, request.draw_keys[size_t(level)]);
                 first = tree.add(first, token);
                 if (grammar) request.sampler->advance(*grammar, token);
                 cum.push_back(0.0f);

@@ -38,7 +38,7 @@ struct DraftRequest {
     int32_t history_window = -1;
     // Non-null when the target samples (T > 0) and the drafter may sample a chain from its own distribution q
     // (the sampler's chain on its logits). Drafters that only rank deterministically ignore it. How the chain's
-    // tokens are drawn (verifier.h): with draw_keys, level d's with Sampler::draw(q, draw_keys[d]), the key the
+    // tokens are drawn (verifier.h): with draw_keys, level d's with sampler->draw_keyed(q, draw_keys[d]), the key the
     // target draws that position with (the coupled rule; nothing recorded, the generator untouched); without,
     // with sampler->draw(q), recording q in the tree for the Leviathan rule.
     Sampler *sampler = nullptr;

@@ -25,6 +25,9 @@ bool plan_tree_sampling(const DraftTree &tree, const Sampler &sampler, std::span
     const SamplerConfig &c = sampler.config();
     const int32_t n = tree.size();
     if (sampler.has_grammar()) return false;  // the device walk has no grammar: the host verifier applies it
+    // The device walk draws by the race (race_draw.h); llama.cpp's draws take their words in order, by the host
+    // verifier's sampler.
+    if (!sampler.greedy() && c.draw != DrawRule::Race) return false;
     if (!sampler.greedy())
         for (int32_t i = 0; i < n; ++i)
             if (tree.has_child_distribution(i)) return false;

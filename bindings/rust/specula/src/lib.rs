@@ -95,7 +95,7 @@ pub use crate::error::{Error, Result, Status};
 pub use crate::grammar::json_schema_to_grammar;
 pub use crate::log::{clear_logger, set_logger, LogLevel};
 pub use crate::model::{FimToken, Model, ModelOptions, TensorInfo, TokenKind, TokenizeFlags};
-pub use crate::options::{Backend, ContextPolicy, GenerateOptions, KvType, SamplerOptions, SessionOptions, SnapshotOptions, SnapshotScope};
+pub use crate::options::{Backend, ContextPolicy, DrawRule, GenerateOptions, KvType, SamplerOptions, SessionOptions, SnapshotOptions, SnapshotScope};
 pub use crate::prompt_cache::{PromptCache, PromptCacheOptions, PromptCacheStats};
 pub use crate::session::{CancelHandle, Session, Stats, StopReason, TokenEvent, TokenIter};
 pub use crate::speculative::{Draft, SampledDrafts, SpeculativeOptions, TreeMode};

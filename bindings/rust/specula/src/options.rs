@@ -78,6 +78,36 @@ impl KvType {
     }
 }
 
+/// How a sampled token is drawn for a seed (`specula_draw_rule`, since 0.16). Either way a seed fixes the text, and
+/// speculative decoding gives plain sampling's tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DrawRule {
+    /// An exponential race keyed per output position: sampled drafts agree with the target as often as a coupling
+    /// can (the default).
+    #[default]
+    Race,
+    /// llama.cpp's dist sampler (`std::mt19937` seeded with the seed's low 32 bits, `std::discrete_distribution`
+    /// over the candidates in logit order): llama.cpp's text for the same model, prompt, seed and settings.
+    LlamaCpp,
+}
+
+impl DrawRule {
+    pub(crate) fn to_raw(self) -> i32 {
+        (match self {
+            DrawRule::Race => sys::specula_draw_rule_SPECULA_DRAW_RACE,
+            DrawRule::LlamaCpp => sys::specula_draw_rule_SPECULA_DRAW_LLAMA_CPP,
+        }) as i32
+    }
+
+    pub(crate) fn from_raw(raw: i32) -> DrawRule {
+        if raw == sys::specula_draw_rule_SPECULA_DRAW_LLAMA_CPP as i32 {
+            DrawRule::LlamaCpp
+        } else {
+            DrawRule::Race
+        }
+    }
+}
+
 /// Options of [`Session::new`](crate::Session::new) (`specula_session_options`).
 /// What generation does when the context is full (`specula_context_policy`, since 0.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -203,6 +233,8 @@ pub struct SamplerOptions {
     pub grammar: Option<String>,
     /// The grammar's start rule; `None` (default): "root".
     pub grammar_root: Option<String>,
+    /// How a sampled token is drawn for the seed; `DrawRule::Race` (default). Since 0.16.
+    pub draw: DrawRule,
 }
 
 impl Default for SamplerOptions {
@@ -222,6 +254,7 @@ impl Default for SamplerOptions {
             context_penalty_window: c.context_penalty_window,
             grammar: None,
             grammar_root: None,
+            draw: DrawRule::from_raw(c.draw),
         }
     }
 }
@@ -255,6 +288,7 @@ impl SamplerOptions {
         c.context_penalty_window = self.context_penalty_window;
         c.grammar = grammar.as_ref().map_or(std::ptr::null(), |g| g.as_ptr());
         c.grammar_root = root.as_ref().map_or(std::ptr::null(), |r| r.as_ptr());
+        c.draw = self.draw.to_raw();
         Ok(CSamplerOptions { c, _grammar: grammar, _root: root })
     }
 }

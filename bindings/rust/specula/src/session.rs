@@ -124,6 +124,8 @@ pub struct Stats {
     pub n_grammar_accepted: i32,
     /// Drafted tokens the grammar rejected, dropped before verification.
     pub n_grammar_pruned: i32,
+    /// Tokens of the context whose keys and values are in the cache (since 0.16).
+    pub n_ctx_evaluated: i32,
 }
 
 impl Stats {
@@ -168,6 +170,7 @@ impl Stats {
             n_grammar_drafted: c.n_grammar_drafted,
             n_grammar_accepted: c.n_grammar_accepted,
             n_grammar_pruned: c.n_grammar_pruned,
+            n_ctx_evaluated: c.n_ctx_evaluated,
         }
     }
 }

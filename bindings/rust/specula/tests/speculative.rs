@@ -2,7 +2,7 @@
 mod common;
 
 use common::*;
-use specula::{Draft, Model, ModelOptions, SampledDrafts, SamplerOptions, Session, SpeculativeOptions, Status, StopReason, Token, TreeMode};
+use specula::{Draft, DrawRule, Model, ModelOptions, SampledDrafts, SamplerOptions, Session, SpeculativeOptions, Status, StopReason, Token, TreeMode};
 
 const N: i32 = 96;
 
@@ -173,6 +173,32 @@ fn a_seed_gives_plain_samplings_text_with_every_drafter() {
     assert_eq!(SpeculativeOptions::default().sampled_drafts, SampledDrafts::Coupled);
     let leviathan = SpeculativeOptions { sampled_drafts: SampledDrafts::Leviathan, ..chain };
     assert_eq!(run(Some(&leviathan)).len(), N as usize);
+}
+
+/// llama.cpp's draws (`DrawRule::LlamaCpp`, since 0.16): the seed fixes the text with drafters too, and it is another
+/// text than the race's for the same seed.
+#[test]
+fn llama_cpp_draws_give_plain_samplings_text_with_every_drafter() {
+    let model = load_model();
+    let draft = Draft::load(draft_path(), &model).unwrap();
+    assert_eq!(SamplerOptions::default().draw, DrawRule::Race);
+    let llama = SamplerOptions { temperature: 0.9, seed: 21, draw: DrawRule::LlamaCpp, ..SamplerOptions::default() };
+    let run = |sampler: &SamplerOptions, opts: Option<&SpeculativeOptions<'_>>| -> Vec<Token> {
+        let mut s = Session::new(&model, &session_options(), sampler).unwrap();
+        if let Some(o) = opts {
+            s.set_speculative(o).unwrap();
+        }
+        s.append_tokens(&PROMPT).unwrap();
+        s.generate_tokens(&gen_opts(N)).unwrap().0
+    };
+    let plain = run(&llama, None);
+    assert_eq!(plain.len(), N as usize);
+    let chain = SpeculativeOptions { tree_widths: vec![1, 1, 1, 1], ..SpeculativeOptions::longspec(&draft) };
+    assert_eq!(run(&llama, Some(&chain)), plain, "a coupled chain");
+    let auto = SpeculativeOptions { ngram: true, ..SpeculativeOptions::longspec(&draft) };
+    assert_eq!(run(&llama, Some(&auto)), plain, "the automatic tree with n-grams");
+    let race = SamplerOptions { draw: DrawRule::Race, ..llama.clone() };
+    assert_ne!(run(&race, None), plain, "the race draws other tokens for the seed");
 }
 
 /// A grammar constrains the text (docs/grammars.md), and drafters change nothing of it; one that does not parse is
