@@ -68,7 +68,7 @@ CompletionParams parse_completion_params(const json &body, const SamplingDefault
     s.presence_penalty = float(number_field(body, "presence_penalty", ds.presence_penalty, -1e6, 1e6));
     s.frequency_penalty = float(number_field(body, "frequency_penalty", ds.frequency_penalty, -1e6, 1e6));
     s.penalty_last_n = int32_t(int_field(body, "repeat_last_n", ds.penalty_last_n, -1, 1 << 24));
-    s.draw = d.draw;
+    s.draw = ds.draw;
     // A sampler chain names the steps that run: the ones left out are off, as in llama.cpp's chain (without
     // "temperature" the logits are sampled as they are, i.e. at temperature 1; an empty chain samples the raw
     // distribution). "infill" and the other steps of llama.cpp that Specula does not have are ignored.

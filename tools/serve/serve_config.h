@@ -11,13 +11,17 @@ namespace specula_serve {
 
 // The sampling a request gets for the fields it leaves out: llama-server's --temp, --top-k, ... and --seed. Unless
 // given, the library's defaults, which are llama-server's (common_params_sampling).
+// The library's sampler defaults, drawing as llama.cpp (SPECULA_DRAW_LLAMA_CPP): a seeded request gets llama-server's
+// text (`--draw race`: the coupled race, more accepted sampled drafts).
+inline specula::SamplerOptions llama_server_sampler() {
+    specula::SamplerOptions s;
+    s.draw = SPECULA_DRAW_LLAMA_CPP;
+    return s;
+}
+
 struct SamplingDefaults {
-    specula::SamplerOptions sampler;  // its seed is unused: requests are seeded from `seed`
-    int64_t seed = -1;                // -1: a fresh random seed per request
-    // How sampled tokens are drawn for the seed (specula_draw_rule): llama.cpp's generator and distribution by
-    // default, so a seeded request gets llama-server's text (`--draw race`: the coupled race, more accepted
-    // sampled drafts).
-    int32_t draw = SPECULA_DRAW_LLAMA_CPP;
+    specula::SamplerOptions sampler = llama_server_sampler();  // its seed is unused: requests are seeded from `seed`
+    int64_t seed = -1;                                         // -1: a fresh random seed per request
 };
 
 struct ServeConfig {

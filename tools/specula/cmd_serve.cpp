@@ -65,7 +65,7 @@ int run_serve(ServeArgs &a) {
     if (!c.tree.empty() && c.draft.empty() && c.draft_model.empty())
         throw UsageError("--tree shapes the tree of --draft / --draft-model; give one of them");
     c.max_body_bytes = a.max_body_mib << 20;
-    c.sampling.draw = a.draw == "race" ? SPECULA_DRAW_RACE : SPECULA_DRAW_LLAMA_CPP;
+    c.sampling.sampler.draw = a.draw == "race" ? SPECULA_DRAW_RACE : SPECULA_DRAW_LLAMA_CPP;
     if (!a.chat_template_file.empty()) {
         std::ifstream in(a.chat_template_file, std::ios::binary);
         std::ostringstream text;

@@ -28,8 +28,7 @@ SamplerConfig to_config(const specula_sampler_options *user) {
         c.grammar.assign(o.grammar, n);
     }
     if (o.grammar_root != nullptr) c.grammar_root = o.grammar_root;
-    require_arg(o.draw == SPECULA_DRAW_RACE || o.draw == SPECULA_DRAW_LLAMA_CPP, "sampler: draw must be SPECULA_DRAW_RACE or SPECULA_DRAW_LLAMA_CPP");
-    c.draw = DrawRule(o.draw);
+    c.draw = DrawRule(o.draw);  // out of range: sampler_config_problem below
     const std::string problem = sampler_config_problem(c);
     require_arg(problem.empty(), problem.c_str());
     return c;

@@ -201,6 +201,15 @@ namespace {
 
 constexpr const char *kMt19937Tag = "mt19937 ";
 
+// A generator's state read back from its text (the standard's operator>>), all of the text or Error(FORMAT).
+template <typename Engine>
+Engine parse_engine_state(std::istringstream &in) {
+    Engine rng;
+    in >> rng;
+    require(!in.fail() && (in >> std::ws).eof(), SPECULA_ERR_FORMAT, "snapshot: the sampler's random generator state does not parse");
+    return rng;
+}
+
 }  // namespace
 
 DrawRule Sampler::rng_state_rule(const std::string &state) {
@@ -230,17 +239,10 @@ void Sampler::set_rng_state(const std::string &state) {
     std::istringstream in(numbers);
     in.exceptions(std::ios_base::badbit);  // a bad_alloc inside is OUT_OF_MEMORY, not "does not parse" (see rng_state)
     in.imbue(std::locale::classic());
-    if (tagged) {
-        std::mt19937 rng;
-        in >> rng;
-        require(!in.fail() && (in >> std::ws).eof(), SPECULA_ERR_FORMAT, "snapshot: the sampler's random generator state does not parse");
-        rng32_ = rng;
-        return;
-    }
-    std::mt19937_64 rng;
-    in >> rng;
-    require(!in.fail() && (in >> std::ws).eof(), SPECULA_ERR_FORMAT, "snapshot: the sampler's random generator state does not parse");
-    rng_ = rng;
+    if (tagged)
+        rng32_ = parse_engine_state<std::mt19937>(in);
+    else
+        rng_ = parse_engine_state<std::mt19937_64>(in);
 }
 
 int32_t Sampler::history_window() const {
