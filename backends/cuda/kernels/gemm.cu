@@ -31,11 +31,14 @@ __global__ void gemm_f32_kernel(const float *__restrict__ w, int64_t ld, int64_t
         for (int t = 0; t < kF32Tokens; ++t)
             if (t < tn) acc[t] += wk * x[int64_t(t0 + t) * cols + k];
     }
+    // tn is the same for the whole warp, so stopping at it keeps every lane in the shuffles: a decode step (one
+    // token) does 5 of them, not 40.
 #pragma unroll
     for (int t = 0; t < kF32Tokens; ++t) {
+        if (t >= tn) break;
         float v = acc[t];
         for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-        if (lane == 0 && t < tn) y[int64_t(t0 + t) * rows + row] = v;
+        if (lane == 0) y[int64_t(t0 + t) * rows + row] = v;
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include "formats/half.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -79,7 +80,45 @@ thread_local std::vector<std::unique_ptr<char[]>> stacks;
 std::atomic<uint64_t> launch_count{0};
 std::atomic<uint64_t> graph_launch_count{0};
 
-void yield_to_scheduler() { specula_emu_switch(&run->current->sp, run->scheduler_sp); }
+// The current fiber (its state already set: at a barrier or done) passes control on: straight to the next ready
+// fiber of its warp, as the scheduler would (it skips fibers that are not ready), or back to the scheduler after the
+// warp's last one. Half the switches of returning to the scheduler after each fiber, and each switch is a
+// mispredicted return: shuffle-heavy kernels spent most of their emulated time there.
+void yield_to_scheduler() {
+    BlockRun &br = *run;
+    Fiber *const me = br.current;
+    const size_t n = br.fibers.size(), last = std::min(n, size_t(me->warp + 1) * kWarpSize);
+    for (size_t j = size_t(me - br.fibers.data()) + 1; j < last; ++j) {
+        Fiber &next = br.fibers[j];
+        if (next.state != State::Ready) continue;
+        br.current = &next;
+        specula_emu_switch(&me->sp, next.sp);
+        return;
+    }
+    // The warp's last fiber to arrive: when the whole warp waits at its barrier (or is done), release it here and
+    // go on with its first fiber, as the scheduler would, without the round trip through it.
+    const size_t first = size_t(me->warp) * kWarpSize;
+    bool any = false;
+    for (size_t j = first; j < last; ++j) {
+        const State s = br.fibers[j].state;
+        if (s == State::AtWarpBarrier) any = true;
+        else if (s != State::Done) { any = false; break; }
+    }
+    if (any) {
+        Fiber *resume = nullptr;
+        for (size_t j = first; j < last; ++j) {
+            Fiber &f = br.fibers[j];
+            if (f.state != State::AtWarpBarrier) continue;
+            f.state = State::Ready;
+            if (resume == nullptr) resume = &f;
+        }
+        if (resume == me) return;
+        br.current = resume;
+        specula_emu_switch(&me->sp, resume->sp);
+        return;
+    }
+    specula_emu_switch(&me->sp, br.scheduler_sp);
+}
 
 [[noreturn]] void fiber_entry() {
     (*run->body)();
