@@ -9,6 +9,7 @@
 
 #include "common/skip.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -770,6 +771,89 @@ TEST_CASE("options structs are read only up to their struct_size", "[api][option
         bool untouched = true;
         for (size_t i = size; i < sizeof buf; ++i) untouched = untouched && buf[i] == 0xAB;
         CHECK(untouched);
+    }
+}
+
+// What an application built against an older header gets from a newer library: its struct is shorter, and the
+// initialisation must write no byte past it (0.16's *_init functions wrote the library's whole struct).
+TEST_CASE("an options struct from an older header is initialised within its own bytes", "[api][options]") {
+    constexpr unsigned char kCanary = 0xC5;
+    SECTION("the _init_sized functions write only the bytes they are given, and struct_size says how many") {
+        // A sampler struct as a header that stopped at top_k declared it, inside a buffer with a canary tail.
+        const size_t old_size = offsetof(specula_sampler_options, top_k) + sizeof(int32_t);
+        unsigned char buf[sizeof(specula_sampler_options) + 16];
+        std::memset(buf, kCanary, sizeof buf);
+        specula_sampler_options_init_sized(reinterpret_cast<specula_sampler_options *>(buf), old_size);
+        for (size_t i = old_size; i < sizeof buf; ++i) CHECK(int(buf[i]) == int(kCanary));
+        specula_sampler_options head;
+        std::memcpy(&head, buf, old_size);
+        CHECK(head.struct_size == old_size);
+        specula_sampler_options full;
+        specula_sampler_options_init(&full);
+        CHECK(head.temperature == full.temperature);
+        CHECK(head.top_k == full.top_k);
+        // That struct works: the fields it does not have keep the library's defaults.
+        head.temperature = 0.0f;
+        const specula::Model &model = shared_model();
+        specula_session *s = nullptr;
+        REQUIRE(specula_session_create(model.get(), nullptr, &head, &s, nullptr) == SPECULA_OK);
+        specula::Session owner(s);
+        owner.append_text(kPrompt);
+        specula::Session reference = make_session(model, greedy());
+        reference.append_text(kPrompt);
+        CHECK(generate(s, 8).tokens == generate(reference.get(), 8).tokens);
+    }
+    SECTION("the header's _init macro passes the size of the struct it is given") {
+        specula_speculative_options so;
+        std::memset(&so, kCanary, sizeof so);
+        specula_speculative_options_init(&so);
+        CHECK(so.struct_size == sizeof so);
+        CHECK(so.ngram == 0);
+        CHECK(so.tree_widths == nullptr);
+    }
+    SECTION("a size below struct_size's own 4 bytes writes nothing, and NULL is accepted") {
+        unsigned char buf[8];
+        std::memset(buf, kCanary, sizeof buf);
+        specula_generate_options_init_sized(reinterpret_cast<specula_generate_options *>(buf), 3);
+        for (unsigned char b : buf) CHECK(int(b) == int(kCanary));
+        specula_generate_options_init_sized(nullptr, sizeof(specula_generate_options));
+    }
+    SECTION("the exported functions that applications built before 0.17 call write the structs as 0.16 declared them") {
+        // (Parenthesised names call the exported function, not the header's macro.)
+        struct Case {
+            size_t written, size;
+        };
+        unsigned char buf[1024];
+        const auto legacy = [&](auto init, size_t size) {
+            std::memset(buf, kCanary, sizeof buf);
+            init(buf);
+            uint32_t struct_size = 0;
+            std::memcpy(&struct_size, buf, sizeof struct_size);
+            size_t written = sizeof buf;
+            while (written > 0 && buf[written - 1] == kCanary) --written;
+            return Case{std::max<size_t>(written, struct_size), size};
+        };
+        const Case cases[] = {
+            legacy([](void *p) { (specula_model_options_init)(static_cast<specula_model_options *>(p)); },
+                   offsetof(specula_model_options, vocab_only) + sizeof(int32_t)),
+            legacy([](void *p) { (specula_chat_options_init)(static_cast<specula_chat_options *>(p)); },
+                   offsetof(specula_chat_options, enable_thinking) + sizeof(int32_t)),
+            legacy([](void *p) { (specula_session_options_init)(static_cast<specula_session_options *>(p)); },
+                   offsetof(specula_session_options, n_discard) + sizeof(int32_t)),
+            legacy([](void *p) { (specula_sampler_options_init)(static_cast<specula_sampler_options *>(p)); },
+                   offsetof(specula_sampler_options, draw) + sizeof(int32_t)),
+            legacy([](void *p) { (specula_generate_options_init)(static_cast<specula_generate_options *>(p)); },
+                   offsetof(specula_generate_options, top_probs) + sizeof(int32_t)),
+            legacy([](void *p) { (specula_speculative_options_init)(static_cast<specula_speculative_options *>(p)); },
+                   offsetof(specula_speculative_options, grammar) + sizeof(int32_t)),
+            legacy([](void *p) { (specula_snapshot_options_init)(static_cast<specula_snapshot_options *>(p)); },
+                   offsetof(specula_snapshot_options, compression_level) + sizeof(int32_t)),
+            legacy([](void *p) { (specula_prompt_cache_options_init)(static_cast<specula_prompt_cache_options *>(p)); },
+                   offsetof(specula_prompt_cache_options, compression_level) + sizeof(int32_t)),
+            legacy([](void *p) { (specula_batch_options_init)(static_cast<specula_batch_options *>(p)); },
+                   offsetof(specula_batch_options, n_threads) + sizeof(int32_t)),
+        };
+        for (const Case &c : cases) CHECK(c.written <= c.size);
     }
 }
 

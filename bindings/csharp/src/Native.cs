@@ -449,7 +449,9 @@ namespace Specula
         // ---- models ----------------------------------------------------------------------------------------------
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_model_options_init(specula_model_options* opts);
+        internal static extern void specula_model_options_init_sized(specula_model_options* opts, UIntPtr struct_size);
+        // The header's specula_model_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_model_options_init(specula_model_options* opts) => specula_model_options_init_sized(opts, (UIntPtr)sizeof(specula_model_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_model_load(byte[] path, specula_model_options* opts,
                                                          out ModelHandle model, out ErrorHandle err);
@@ -544,7 +546,9 @@ namespace Specula
                                                                   int add_assistant, [Out] byte[] buf, UIntPtr buf_size,
                                                                   out UIntPtr len, out ErrorHandle err);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_chat_options_init(specula_chat_options* opts);
+        internal static extern void specula_chat_options_init_sized(specula_chat_options* opts, UIntPtr struct_size);
+        // The header's specula_chat_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_chat_options_init(specula_chat_options* opts) => specula_chat_options_init_sized(opts, (UIntPtr)sizeof(specula_chat_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_chat_format(ModelHandle model, byte[] tmpl, specula_chat_message[] messages,
                                                           UIntPtr n_messages, specula_chat_options* opts, [Out] byte[] buf,
@@ -570,9 +574,13 @@ namespace Specula
         // ---- sessions --------------------------------------------------------------------------------------------
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_session_options_init(specula_session_options* opts);
+        internal static extern void specula_session_options_init_sized(specula_session_options* opts, UIntPtr struct_size);
+        // The header's specula_session_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_session_options_init(specula_session_options* opts) => specula_session_options_init_sized(opts, (UIntPtr)sizeof(specula_session_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_sampler_options_init(specula_sampler_options* opts);
+        internal static extern void specula_sampler_options_init_sized(specula_sampler_options* opts, UIntPtr struct_size);
+        // The header's specula_sampler_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_sampler_options_init(specula_sampler_options* opts) => specula_sampler_options_init_sized(opts, (UIntPtr)sizeof(specula_sampler_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_session_create(ModelHandle model, specula_session_options* opts,
                                                              specula_sampler_options* sampler,
@@ -605,7 +613,9 @@ namespace Specula
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr specula_stop_reason_string(StopReason reason);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_generate_options_init(specula_generate_options* opts);
+        internal static extern void specula_generate_options_init_sized(specula_generate_options* opts, UIntPtr struct_size);
+        // The header's specula_generate_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_generate_options_init(specula_generate_options* opts) => specula_generate_options_init_sized(opts, (UIntPtr)sizeof(specula_generate_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_session_generate(SessionHandle session, specula_generate_options* opts,
                                                                specula_token_fn on_token, IntPtr user_data,
@@ -640,7 +650,9 @@ namespace Specula
         internal static extern Status specula_draft_write_random(ModelHandle target, byte[] path, ulong seed, int window,
                                                                  out ErrorHandle err);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_speculative_options_init(specula_speculative_options* opts);
+        internal static extern void specula_speculative_options_init_sized(specula_speculative_options* opts, UIntPtr struct_size);
+        // The header's specula_speculative_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_speculative_options_init(specula_speculative_options* opts) => specula_speculative_options_init_sized(opts, (UIntPtr)sizeof(specula_speculative_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_session_set_speculative(SessionHandle session,
                                                                       specula_speculative_options* opts,
@@ -658,7 +670,9 @@ namespace Specula
         // ---- snapshots and prompt caches -------------------------------------------------------------------------
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_snapshot_options_init(specula_snapshot_options* opts);
+        internal static extern void specula_snapshot_options_init_sized(specula_snapshot_options* opts, UIntPtr struct_size);
+        // The header's specula_snapshot_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_snapshot_options_init(specula_snapshot_options* opts) => specula_snapshot_options_init_sized(opts, (UIntPtr)sizeof(specula_snapshot_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_session_save_file(SessionHandle session, byte[] path,
                                                                 specula_snapshot_options* opts, out ErrorHandle err);
@@ -679,7 +693,9 @@ namespace Specula
                                                                 out UIntPtr len, out ErrorHandle err);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_prompt_cache_options_init(specula_prompt_cache_options* opts);
+        internal static extern void specula_prompt_cache_options_init_sized(specula_prompt_cache_options* opts, UIntPtr struct_size);
+        // The header's specula_prompt_cache_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_prompt_cache_options_init(specula_prompt_cache_options* opts) => specula_prompt_cache_options_init_sized(opts, (UIntPtr)sizeof(specula_prompt_cache_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_prompt_cache_open(byte[] dir, specula_prompt_cache_options* opts,
                                                                 out PromptCacheHandle cache, out ErrorHandle err);
@@ -699,7 +715,9 @@ namespace Specula
 
         // ---- batch groups (since 0.15) -----------------------------------------------------------------------------
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_batch_options_init(specula_batch_options* opts);
+        internal static extern void specula_batch_options_init_sized(specula_batch_options* opts, UIntPtr struct_size);
+        // The header's specula_batch_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_batch_options_init(specula_batch_options* opts) => specula_batch_options_init_sized(opts, (UIntPtr)sizeof(specula_batch_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_batch_create(ModelHandle model, specula_batch_options* opts, out BatchHandle batch,
                                                            out ErrorHandle err);
@@ -716,7 +734,9 @@ namespace Specula
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr specula_synthetic_shape(int index);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern void specula_synthetic_options_init(specula_synthetic_options* opts);
+        internal static extern void specula_synthetic_options_init_sized(specula_synthetic_options* opts, UIntPtr struct_size);
+        // The header's specula_synthetic_options_init macro: the defaults written into this struct's bytes only (since 0.17).
+        internal static void specula_synthetic_options_init(specula_synthetic_options* opts) => specula_synthetic_options_init_sized(opts, (UIntPtr)sizeof(specula_synthetic_options));
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status specula_synthetic_model_write(byte[] shape, byte[] vocab_path, byte[] path,
                                                                     specula_synthetic_options* opts, out ErrorHandle err);

@@ -16,8 +16,11 @@
  * No function aborts, exits, throws, or writes to stdout; log output goes to the callback set by
  * specula_log_set() and nowhere by default.
  *
- * Options structs begin with `uint32_t struct_size`; initialise them with the matching *_init() function
- * (which sets struct_size = sizeof(struct) of the header you compiled against) and pass them by pointer.
+ * Options structs begin with `uint32_t struct_size`; initialise them with the matching *_init(&opts) and pass them
+ * by pointer. *_init is a macro: it calls *_init_sized(&opts, sizeof opts), which writes the defaults into those bytes
+ * only and sets struct_size to their count, so a newer library with longer structs never writes past yours (since
+ * 0.17; language bindings call *_init_sized with their struct's size; the *_init functions stay exported for
+ * applications built against older headers and write the struct as 0.16 declared it).
  * The library reads only the fields within struct_size (the rest keep their defaults), so fields may be appended
  * in later minor versions; a struct_size below 4 is SPECULA_ERR_INVALID_ARGUMENT. Passing NULL for an options
  * pointer means "all defaults". Output structs (stats, tensor info, events) are written only up to the
@@ -100,7 +103,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 16
+#define SPECULA_VERSION_MINOR 17
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -179,8 +182,10 @@ typedef struct specula_model_options {
     int32_t vocab_only;              /* 1: load only the tokenizer (vocab-only GGUFs too); no sessions. Default 0 */
 } specula_model_options;
 
-/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_model_options). */
+/* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_model_options_init_sized(specula_model_options *opts, size_t struct_size);
 SPECULA_API void specula_model_options_init(specula_model_options *opts);
+#define specula_model_options_init(opts) specula_model_options_init_sized((opts), sizeof *(opts))
 
 /* Loads a GGUF model. On success *out holds one reference, released with specula_model_destroy().
  * With opts->vocab_only, only metadata and the tokenizer are loaded: architecture and weights are not checked,
@@ -343,8 +348,10 @@ typedef struct specula_chat_options {
                                  Jinja template ignores a variable it does not read. */
 } specula_chat_options;
 
-/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_chat_options). */
+/* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_chat_options_init_sized(specula_chat_options *opts, size_t struct_size);
 SPECULA_API void specula_chat_options_init(specula_chat_options *opts);
+#define specula_chat_options_init(opts) specula_chat_options_init_sized((opts), sizeof *(opts))
 
 /* specula_chat_apply_template with options (opts = NULL: the defaults). Statuses as specula_chat_apply_template,
  * and INVALID_ARGUMENT for an enable_thinking other than -1, 0, 1 or a struct_size below 4. Since 0.10. */
@@ -447,7 +454,10 @@ typedef struct specula_session_options {
                                n_keep + n_discard must leave at least one token of n_ctx (INVALID_ARGUMENT) */
 } specula_session_options;
 
+/* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_session_options_init_sized(specula_session_options *opts, size_t struct_size);
 SPECULA_API void specula_session_options_init(specula_session_options *opts);
+#define specula_session_options_init(opts) specula_session_options_init_sized((opts), sizeof *(opts))
 
 /* Since 0.16. How a sampled token is drawn from the sampler's distribution for a seed (specula_sampler_options.draw).
  * Either way a seed fixes the text, and speculative decoding (every drafter, tree and backend) gives plain
@@ -493,7 +503,10 @@ typedef struct specula_sampler_options {
     int32_t draw; /* specula_draw_rule; default SPECULA_DRAW_RACE. Saved in snapshots */
 } specula_sampler_options;
 
+/* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_sampler_options_init_sized(specula_sampler_options *opts, size_t struct_size);
 SPECULA_API void specula_sampler_options_init(specula_sampler_options *opts);
+#define specula_sampler_options_init(opts) specula_sampler_options_init_sized((opts), sizeof *(opts))
 
 /* Since 0.13. The GBNF grammar (start rule "root") of the JSON text a JSON schema admits, for
  * specula_sampler_options.grammar: what llama.cpp's json_schema_to_grammar makes of `json_schema` and
@@ -579,7 +592,10 @@ typedef struct specula_generate_options {
                                          from (after the sampler chain), with their probabilities (0 = none, max 64) */
 } specula_generate_options;
 
+/* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_generate_options_init_sized(specula_generate_options *opts, size_t struct_size);
 SPECULA_API void specula_generate_options_init(specula_generate_options *opts);
+#define specula_generate_options_init(opts) specula_generate_options_init_sized((opts), sizeof *(opts))
 
 typedef struct specula_stats {
     uint32_t struct_size;
@@ -785,8 +801,10 @@ typedef struct specula_speculative_options {
                                       Default 0 */
 } specula_speculative_options;
 
-/* Fills *opts with defaults (no drafter) and sets opts->struct_size = sizeof(specula_speculative_options). */
+/* Fills *opts with defaults (no drafter); the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_speculative_options_init_sized(specula_speculative_options *opts, size_t struct_size);
 SPECULA_API void specula_speculative_options_init(specula_speculative_options *opts);
+#define specula_speculative_options_init(opts) specula_speculative_options_init_sized((opts), sizeof *(opts))
 
 /* Attaches drafters to the session (replacing any attached before); opts = NULL, or options with no draft,
  * no draft_model, ngram = 0 and grammar = 0, detach them: generation is plain autoregressive again. Takes effect at the
@@ -857,8 +875,10 @@ typedef struct specula_snapshot_options {
                                    0: store uncompressed */
 } specula_snapshot_options;
 
-/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_snapshot_options). */
+/* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_snapshot_options_init_sized(specula_snapshot_options *opts, size_t struct_size);
 SPECULA_API void specula_snapshot_options_init(specula_snapshot_options *opts);
+#define specula_snapshot_options_init(opts) specula_snapshot_options_init_sized((opts), sizeof *(opts))
 
 /* Saves a snapshot of the session to path (opts = NULL: defaults). The file is written under a temporary name and
  * renamed, so path holds either the old file or the whole new snapshot, never a part. The session is not changed.
@@ -901,8 +921,10 @@ typedef struct specula_prompt_cache_options {
     int32_t compression_level;  /* zstd level of new entries; default 1 */
 } specula_prompt_cache_options;
 
-/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_prompt_cache_options). */
+/* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_prompt_cache_options_init_sized(specula_prompt_cache_options *opts, size_t struct_size);
 SPECULA_API void specula_prompt_cache_options_init(specula_prompt_cache_options *opts);
+#define specula_prompt_cache_options_init(opts) specula_prompt_cache_options_init_sized((opts), sizeof *(opts))
 /* Opens (creating it if needed) a cache directory. Statuses: INVALID_ARGUMENT, IO, OUT_OF_MEMORY. */
 SPECULA_API specula_status specula_prompt_cache_open(const char *dir, const specula_prompt_cache_options *opts,
                                                      specula_prompt_cache **out, specula_error **err);
@@ -954,8 +976,10 @@ typedef struct specula_batch_options {
                           threads (specula_session_options.n_threads) still run its drafters */
 } specula_batch_options;
 
-/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_batch_options). */
+/* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_batch_options_init_sized(specula_batch_options *opts, size_t struct_size);
 SPECULA_API void specula_batch_options_init(specula_batch_options *opts);
+#define specula_batch_options_init(opts) specula_batch_options_init_sized((opts), sizeof *(opts))
 /* A group for sessions of `model` (opts may be NULL). Statuses: INVALID_ARGUMENT, OUT_OF_MEMORY. */
 SPECULA_API specula_status specula_batch_create(specula_model *model, const specula_batch_options *opts, specula_batch **out,
                                                 specula_error **err);

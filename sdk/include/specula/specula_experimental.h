@@ -62,8 +62,10 @@ typedef struct specula_synthetic_options {
     void *progress_user_data;
 } specula_synthetic_options;
 
-/* Fills *opts with defaults and sets opts->struct_size = sizeof(specula_synthetic_options). */
+/* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */
+SPECULA_API void specula_synthetic_options_init_sized(specula_synthetic_options *opts, size_t struct_size);
 SPECULA_API void specula_synthetic_options_init(specula_synthetic_options *opts);
+#define specula_synthetic_options_init(opts) specula_synthetic_options_init_sized((opts), sizeof *(opts))
 
 /* Writes a synthetic model of the built-in shape `shape` to path, with the tokenizer of the GGUF at vocab_path
  * (every tokenizer.* key is copied; a vocab-only GGUF is enough). The vocabulary size is the real model's

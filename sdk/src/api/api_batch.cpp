@@ -14,11 +14,12 @@ struct specula_batch {
 
 extern "C" {
 
-void specula_batch_options_init(specula_batch_options *opts) {
-    if (opts == nullptr) return;
-    *opts = specula_batch_options{};
-    opts->struct_size = sizeof *opts;
+void specula_batch_options_init_sized(specula_batch_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_batch_options *) {});  // every default is zero
 }
+
+// The function that applications built against the headers up to 0.16 call: their struct ends at n_threads.
+void (specula_batch_options_init)(specula_batch_options *opts) { specula_batch_options_init_sized(opts, SPECULA_OPTIONS_END(specula_batch_options, n_threads)); }
 
 specula_status specula_batch_create(specula_model *model, const specula_batch_options *opts, specula_batch **out, specula_error **err) {
     if (out != nullptr) *out = nullptr;

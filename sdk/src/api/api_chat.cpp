@@ -29,13 +29,15 @@ std::string template_text(const specula_model *model, const char *tmpl) {
 
 extern "C" {
 
-void specula_chat_options_init(specula_chat_options *opts) {
-    if (opts == nullptr) return;
-    *opts = specula_chat_options{};
-    opts->struct_size = sizeof *opts;
-    opts->add_assistant = 1;
-    opts->enable_thinking = -1;
+void specula_chat_options_init_sized(specula_chat_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_chat_options *opts) {
+        opts->add_assistant = 1;
+        opts->enable_thinking = -1;
+    });
 }
+
+// The function that applications built against the headers up to 0.16 call: their struct ends at enable_thinking.
+void (specula_chat_options_init)(specula_chat_options *opts) { specula_chat_options_init_sized(opts, SPECULA_OPTIONS_END(specula_chat_options, enable_thinking)); }
 
 specula_status specula_chat_format(const specula_model *model, const char *tmpl, const specula_chat_message *messages, size_t n_messages,
                                    const specula_chat_options *opts, char *buf, size_t buf_size, size_t *len, specula_error **err) {

@@ -16,12 +16,14 @@ template <typename T> T hparam(const specula_model *m, T HParams::*field) {
 
 extern "C" {
 
-void specula_model_options_init(specula_model_options *opts) {
-    if (opts == nullptr) return;
-    *opts = specula_model_options{};
-    opts->struct_size = sizeof *opts;
-    opts->use_mmap = 1;
+void specula_model_options_init_sized(specula_model_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_model_options *opts) {
+        opts->use_mmap = 1;
+    });
 }
+
+// The function that applications built against the headers up to 0.16 call: their struct ends at vocab_only.
+void (specula_model_options_init)(specula_model_options *opts) { specula_model_options_init_sized(opts, SPECULA_OPTIONS_END(specula_model_options, vocab_only)); }
 
 specula_status specula_model_load(const char *path, const specula_model_options *opts, specula_model **out, specula_error **err) {
     return guarded(err, [&] {

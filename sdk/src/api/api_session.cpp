@@ -80,44 +80,50 @@ void fill_event(specula_token_event *ev, const StepResult &step, const specula_s
 
 extern "C" {
 
-void specula_session_options_init(specula_session_options *opts) {
-    if (opts == nullptr) return;
-    *opts = specula_session_options{};
-    opts->struct_size = sizeof *opts;
-    opts->n_batch = 64;
-    opts->backend = SPECULA_BACKEND_AUTO;
-    opts->device = 0;
-    opts->allow_fallback = 1;
-    opts->context_policy = SPECULA_CONTEXT_STOP;
-    opts->n_keep = ContextShift{}.keep;
-    opts->n_discard = 0;
+void specula_session_options_init_sized(specula_session_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_session_options *opts) {
+        opts->n_batch = 64;
+        opts->backend = SPECULA_BACKEND_AUTO;
+        opts->device = 0;
+        opts->allow_fallback = 1;
+        opts->context_policy = SPECULA_CONTEXT_STOP;
+        opts->n_keep = ContextShift{}.keep;
+        opts->n_discard = 0;
+    });
 }
 
-void specula_sampler_options_init(specula_sampler_options *opts) {
-    if (opts == nullptr) return;
-    const SamplerConfig d;
-    *opts = specula_sampler_options{};
-    opts->struct_size = sizeof *opts;
-    opts->temperature = d.temperature;
-    opts->top_k = d.top_k;
-    opts->top_p = d.top_p;
-    opts->min_p = d.min_p;
-    opts->repeat_penalty = d.repeat_penalty;
-    opts->presence_penalty = d.presence_penalty;
-    opts->frequency_penalty = d.frequency_penalty;
-    opts->penalty_last_n = d.penalty_last_n;
-    opts->seed = d.seed;
-    opts->context_penalty = d.context_penalty;
-    opts->context_penalty_window = d.context_penalty_window;
+// The function that applications built against the headers up to 0.16 call: their struct ends at n_discard.
+void (specula_session_options_init)(specula_session_options *opts) { specula_session_options_init_sized(opts, SPECULA_OPTIONS_END(specula_session_options, n_discard)); }
+
+void specula_sampler_options_init_sized(specula_sampler_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_sampler_options *opts) {
+        const SamplerConfig d;
+        opts->temperature = d.temperature;
+        opts->top_k = d.top_k;
+        opts->top_p = d.top_p;
+        opts->min_p = d.min_p;
+        opts->repeat_penalty = d.repeat_penalty;
+        opts->presence_penalty = d.presence_penalty;
+        opts->frequency_penalty = d.frequency_penalty;
+        opts->penalty_last_n = d.penalty_last_n;
+        opts->seed = d.seed;
+        opts->context_penalty = d.context_penalty;
+        opts->context_penalty_window = d.context_penalty_window;
+    });
 }
 
-void specula_generate_options_init(specula_generate_options *opts) {
-    if (opts == nullptr) return;
-    *opts = specula_generate_options{};
-    opts->struct_size = sizeof *opts;
-    opts->max_tokens = 256;
-    opts->stop_at_eog = 1;
+// The function that applications built against the headers up to 0.16 call: their struct ends at draw.
+void (specula_sampler_options_init)(specula_sampler_options *opts) { specula_sampler_options_init_sized(opts, SPECULA_OPTIONS_END(specula_sampler_options, draw)); }
+
+void specula_generate_options_init_sized(specula_generate_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_generate_options *opts) {
+        opts->max_tokens = 256;
+        opts->stop_at_eog = 1;
+    });
 }
+
+// The function that applications built against the headers up to 0.16 call: their struct ends at top_probs.
+void (specula_generate_options_init)(specula_generate_options *opts) { specula_generate_options_init_sized(opts, SPECULA_OPTIONS_END(specula_generate_options, top_probs)); }
 
 const char *specula_stop_reason_string(specula_stop_reason reason) {
     switch (reason) {

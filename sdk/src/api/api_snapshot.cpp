@@ -28,13 +28,15 @@ SnapshotOptions to_options(const specula_snapshot_options *user) {
 
 extern "C" {
 
-void specula_snapshot_options_init(specula_snapshot_options *opts) {
-    if (opts == nullptr) return;
-    *opts = specula_snapshot_options{};
-    opts->struct_size = sizeof *opts;
-    opts->scope = SPECULA_SNAPSHOT_FULL;
-    opts->compression_level = 1;
+void specula_snapshot_options_init_sized(specula_snapshot_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_snapshot_options *opts) {
+        opts->scope = SPECULA_SNAPSHOT_FULL;
+        opts->compression_level = 1;
+    });
 }
+
+// The function that applications built against the headers up to 0.16 call: their struct ends at compression_level.
+void (specula_snapshot_options_init)(specula_snapshot_options *opts) { specula_snapshot_options_init_sized(opts, SPECULA_OPTIONS_END(specula_snapshot_options, compression_level)); }
 
 specula_status specula_session_save_file(specula_session *session, const char *path, const specula_snapshot_options *opts, specula_error **err) {
     return guarded(err, [&] {
@@ -122,13 +124,15 @@ specula_status specula_model_fingerprint(const specula_model *model, char *buf, 
     });
 }
 
-void specula_prompt_cache_options_init(specula_prompt_cache_options *opts) {
-    if (opts == nullptr) return;
-    *opts = specula_prompt_cache_options{};
-    opts->struct_size = sizeof *opts;
-    opts->max_bytes = PromptCacheConfig{}.max_bytes;
-    opts->compression_level = 1;
+void specula_prompt_cache_options_init_sized(specula_prompt_cache_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_prompt_cache_options *opts) {
+        opts->max_bytes = PromptCacheConfig{}.max_bytes;
+        opts->compression_level = 1;
+    });
 }
+
+// The function that applications built against the headers up to 0.16 call: their struct ends at compression_level.
+void (specula_prompt_cache_options_init)(specula_prompt_cache_options *opts) { specula_prompt_cache_options_init_sized(opts, SPECULA_OPTIONS_END(specula_prompt_cache_options, compression_level)); }
 
 specula_status specula_prompt_cache_open(const char *dir, const specula_prompt_cache_options *opts, specula_prompt_cache **out, specula_error **err) {
     return guarded(err, [&] {

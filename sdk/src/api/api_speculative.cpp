@@ -112,27 +112,29 @@ specula_status specula_draft_write_random(const specula_model *target, const cha
     });
 }
 
-void specula_speculative_options_init(specula_speculative_options *opts) {
-    if (opts == nullptr) return;
-    // Not from a SpeculativeConfig: its TreeShape allocates, and a bad_alloc out of this void function unwound into
-    // the C caller (found by tests/alloc). SpeculativeConfig's defaults: no n-gram drafting, kDefaultNgramNodes.
-    const NgramConfig d;
-    *opts = specula_speculative_options{};
-    opts->struct_size = sizeof *opts;
-    opts->ngram = 0;
-    opts->tree_widths = nullptr;  // = SpeculativeConfig::shape ([4, 16, 16, 16, 16])
-    opts->n_tree_levels = 0;
-    opts->ngram_nodes = kDefaultNgramNodes;
-    opts->ngram_lookup_min = d.lookup_min;
-    opts->ngram_lookup_max = d.lookup_max;
-    opts->ngram_max_chain = d.max_chain;
-    opts->ngram_table_n = d.table_n;
-    opts->ngram_table_topk = d.table_topk;
-    opts->ngram_lag = d.lag;
-    opts->tree_mode = SPECULA_TREE_DEFAULT;
-    opts->sampled_drafts = SPECULA_SAMPLED_DRAFTS_COUPLED;
-    opts->grammar = 0;
+void specula_speculative_options_init_sized(specula_speculative_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_speculative_options *opts) {
+        // Not from a SpeculativeConfig: its TreeShape allocates, and a bad_alloc out of this void function unwound into
+        // the C caller (found by tests/alloc). SpeculativeConfig's defaults: no n-gram drafting, kDefaultNgramNodes.
+        const NgramConfig d;
+        opts->ngram = 0;
+        opts->tree_widths = nullptr;  // = SpeculativeConfig::shape ([4, 16, 16, 16, 16])
+        opts->n_tree_levels = 0;
+        opts->ngram_nodes = kDefaultNgramNodes;
+        opts->ngram_lookup_min = d.lookup_min;
+        opts->ngram_lookup_max = d.lookup_max;
+        opts->ngram_max_chain = d.max_chain;
+        opts->ngram_table_n = d.table_n;
+        opts->ngram_table_topk = d.table_topk;
+        opts->ngram_lag = d.lag;
+        opts->tree_mode = SPECULA_TREE_DEFAULT;
+        opts->sampled_drafts = SPECULA_SAMPLED_DRAFTS_COUPLED;
+        opts->grammar = 0;
+    });
 }
+
+// The function that applications built against the headers up to 0.16 call: their struct ends at grammar.
+void (specula_speculative_options_init)(specula_speculative_options *opts) { specula_speculative_options_init_sized(opts, SPECULA_OPTIONS_END(specula_speculative_options, grammar)); }
 
 specula_status specula_session_set_speculative(specula_session *session, const specula_speculative_options *opts,
                                                specula_error **err) {

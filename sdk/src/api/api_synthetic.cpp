@@ -14,17 +14,19 @@ const char *specula_synthetic_shape(int32_t index) {
     return index >= 0 && size_t(index) < shapes.size() ? shapes[size_t(index)].name.c_str() : nullptr;
 }
 
-void specula_synthetic_options_init(specula_synthetic_options *opts) {
-    if (opts == nullptr) return;
-    const SyntheticOptions d;
-    *opts = specula_synthetic_options{};
-    opts->struct_size = sizeof *opts;
-    opts->weight_type = nullptr;  // = synthetic_type_name(d.type), Q8_0
-    opts->seed = d.seed;
-    opts->n_layer = d.n_layer;
-    opts->progress = nullptr;
-    opts->progress_user_data = nullptr;
+void specula_synthetic_options_init_sized(specula_synthetic_options *opts, size_t struct_size) {
+    init_options_sized(opts, struct_size, [](specula_synthetic_options *opts) {
+        const SyntheticOptions d;
+        opts->weight_type = nullptr;  // = synthetic_type_name(d.type), Q8_0
+        opts->seed = d.seed;
+        opts->n_layer = d.n_layer;
+        opts->progress = nullptr;
+        opts->progress_user_data = nullptr;
+    });
 }
+
+// The function that applications built against the headers up to 0.16 call: their struct ends at progress_user_data.
+void (specula_synthetic_options_init)(specula_synthetic_options *opts) { specula_synthetic_options_init_sized(opts, SPECULA_OPTIONS_END(specula_synthetic_options, progress_user_data)); }
 
 specula_status specula_synthetic_model_write(const char *shape, const char *vocab_path, const char *path,
                                              const specula_synthetic_options *opts, specula_error **err) {

@@ -8,7 +8,9 @@
 
 #include <specula/specula.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -103,6 +105,24 @@ template <typename T> T read_options(const T *user, const T &defaults, const cha
     out.struct_size = sizeof(T);
     return out;
 }
+
+// The *_init_sized functions (and the *_init ones kept for applications built before 0.17): the library's defaults,
+// which `fill` writes into a zeroed struct, copied into the caller's first `size` bytes and never more than the
+// library's own struct; struct_size then says how many. An application built against an older header passes its
+// own, smaller sizeof and gets no write past its struct (the library's sizeof would overflow it); the fields it does
+// not have keep their defaults when read_options reads it. A size below 4 writes nothing.
+template <typename T, typename Fill> void init_options_sized(T *opts, size_t size, Fill fill) noexcept {
+    if (opts == nullptr || size < sizeof(uint32_t)) return;
+    T full{};
+    fill(&full);
+    const size_t n = std::min(size, sizeof(T));
+    full.struct_size = uint32_t(n);
+    std::memcpy(static_cast<void *>(opts), &full, n);
+}
+
+// Where `field` ends in T: the size the legacy *_init functions write, their struct as of 0.16 (the last header
+// that declared them as the functions applications call).
+#define SPECULA_OPTIONS_END(T, field) (offsetof(T, field) + sizeof(static_cast<T *>(nullptr)->field))
 
 // Two-call pattern for text outputs.
 inline void copy_text(const std::string &text, char *buf, size_t buf_size, size_t *len) {

@@ -41,7 +41,7 @@ class _ModelOptions(C.Structure):
 
 
 class _SessionOptions(C.Structure):
-    # Every field of specula_session_options: specula_session_options_init() writes the whole struct.
+    # Every field of specula_session_options (tests/test_sdk_structs.py checks the size against the library's).
     _fields_ = [("struct_size", C.c_uint32), ("n_ctx", C.c_int32), ("n_threads", C.c_int32), ("n_batch", C.c_int32),
                 ("backend", C.c_int32), ("device", C.c_int32), ("allow_fallback", C.c_int32), ("kv_type", C.c_int32),
                 ("context_policy", C.c_int32), ("n_keep", C.c_int32), ("n_discard", C.c_int32)]
@@ -59,7 +59,7 @@ def write_synthetic_model(shape: str, vocab_path: str, path: str, weight_type: s
     """A random-weight GGUF of a built-in shape (specula_synthetic_model_write), with vocab_path's tokenizer."""
     L, err = lib(), C.c_void_p()
     opts = _SyntheticOptions()
-    L.specula_synthetic_options_init(C.byref(opts))
+    L.specula_synthetic_options_init_sized(C.byref(opts), C.sizeof(opts))
     opts.weight_type, opts.seed, opts.n_layer = weight_type.encode(), seed, n_layer
     _check(L.specula_synthetic_model_write(shape.encode(), vocab_path.encode(), path.encode(), C.byref(opts), C.byref(err)), err)
 
@@ -70,9 +70,10 @@ class _SpecOptions(C.Structure):
                 ("ngram_lookup_min", C.c_int32), ("ngram_lookup_max", C.c_int32), ("ngram_max_chain", C.c_int32),
                 ("ngram_table_n", C.c_int32), ("ngram_table_topk", C.c_int32), ("ngram_lag", C.c_int32),
                 ("tree_mode", C.c_int32), ("sampled_drafts", C.c_int32), ("grammar", C.c_int32)]
-    # Every field: specula_speculative_options_init writes the library's whole struct (the 0.14 grammar field missing
-    # here, it wrote 8 bytes past this buffer and the interpreter crashed later in its garbage collector).
-    # tests/test_sdk_structs.py checks each struct's size against what the library's _init writes.
+    # Every field (the 0.14 grammar field missing here, specula_speculative_options_init wrote 8 bytes past this
+    # buffer and the interpreter crashed later in its garbage collector; since 0.17 the _init_sized functions this
+    # module calls write no more than the size they are given). tests/test_sdk_structs.py checks each struct's size
+    # against the library's.
 
 
 _lib = None
@@ -88,7 +89,7 @@ def lib():
         "specula_status_string": (C.c_char_p, [C.c_int]),
         "specula_error_message": (C.c_char_p, [P]),
         "specula_error_destroy": (None, [P]),
-        "specula_model_options_init": (None, [C.POINTER(_ModelOptions)]),
+        "specula_model_options_init_sized": (None, [C.POINTER(_ModelOptions), C.c_size_t]),
         "specula_model_load": (C.c_int, [C.c_char_p, C.POINTER(_ModelOptions), E, E]),
         "specula_model_destroy": (None, [P]),
         "specula_model_n_vocab": (C.c_int32, [P]),
@@ -97,7 +98,7 @@ def lib():
                                              C.POINTER(C.c_size_t), E]),
         "specula_model_detokenize": (C.c_int, [P, C.POINTER(C.c_int32), C.c_size_t, C.c_int32, C.c_char_p, C.c_size_t,
                                                C.POINTER(C.c_size_t), E]),
-        "specula_session_options_init": (None, [C.POINTER(_SessionOptions)]),
+        "specula_session_options_init_sized": (None, [C.POINTER(_SessionOptions), C.c_size_t]),
         "specula_session_create": (C.c_int, [P, C.POINTER(_SessionOptions), P, E, E]),
         "specula_session_destroy": (None, [P]),
         "specula_session_append_tokens": (C.c_int, [P, C.POINTER(C.c_int32), C.c_size_t, E]),
@@ -106,11 +107,11 @@ def lib():
         "specula_draft_load": (C.c_int, [C.c_char_p, P, E, E]),
         "specula_draft_destroy": (None, [P]),
         "specula_draft_write_random": (C.c_int, [P, C.c_char_p, C.c_uint64, C.c_int32, E]),
-        "specula_speculative_options_init": (None, [C.POINTER(_SpecOptions)]),
+        "specula_speculative_options_init_sized": (None, [C.POINTER(_SpecOptions), C.c_size_t]),
         "specula_session_set_speculative": (C.c_int, [P, C.POINTER(_SpecOptions), E]),
         "specula_session_evaluate": (C.c_int, [P, E]),
         "specula_session_logits": (C.POINTER(C.c_float), [P]),
-        "specula_synthetic_options_init": (None, [C.POINTER(_SyntheticOptions)]),
+        "specula_synthetic_options_init_sized": (None, [C.POINTER(_SyntheticOptions), C.c_size_t]),
         "specula_synthetic_model_write": (C.c_int, [C.c_char_p, C.c_char_p, C.c_char_p, C.POINTER(_SyntheticOptions), E]),
     }
     for name, sig in sigs.items():
@@ -137,7 +138,7 @@ class Model:
     def __init__(self, path: str, vocab_only: bool = False):
         L = lib()
         opts = _ModelOptions()
-        L.specula_model_options_init(C.byref(opts))
+        L.specula_model_options_init_sized(C.byref(opts), C.sizeof(opts))
         opts.vocab_only = 1 if vocab_only else 0
         self.handle, err = C.c_void_p(), C.c_void_p()
         _check(L.specula_model_load(path.encode(), C.byref(opts), C.byref(self.handle), C.byref(err)), err)
@@ -187,7 +188,7 @@ class Session:
         L = lib()
         self.model = model
         so = _SessionOptions()
-        L.specula_session_options_init(C.byref(so))
+        L.specula_session_options_init_sized(C.byref(so), C.sizeof(so))
         so.n_ctx, so.n_threads = n_ctx, threads
         # The target's cache in F32, as the PyTorch reference keeps it: parity then measures the draft's arithmetic
         # (an F16 cache alone moves the draft's logits by ~2e-4 relative).
@@ -196,7 +197,7 @@ class Session:
         _check(L.specula_session_create(model.handle, C.byref(so), None, C.byref(self.handle), C.byref(err)), err)
         _check(L.specula_draft_load(draft_path.encode(), model.handle, C.byref(self.draft), C.byref(err)), err)
         spec = _SpecOptions()
-        L.specula_speculative_options_init(C.byref(spec))
+        L.specula_speculative_options_init_sized(C.byref(spec), C.sizeof(spec))
         spec.draft = self.draft
         _check(L.specula_session_set_speculative(self.handle, C.byref(spec), C.byref(err)), err)
 
@@ -230,7 +231,7 @@ class TargetSession:
         L = lib()
         self.model = model
         so = _SessionOptions()
-        L.specula_session_options_init(C.byref(so))
+        L.specula_session_options_init_sized(C.byref(so), C.sizeof(so))
         so.n_ctx, so.n_threads, so.kv_type = n_ctx, threads, KV_F32
         self.handle, err = C.c_void_p(), C.c_void_p()
         _check(L.specula_session_create(model.handle, C.byref(so), None, C.byref(self.handle), C.byref(err)), err)

@@ -41,14 +41,19 @@ mod tests {
     fn init_functions_set_struct_size() {
         unsafe {
             let mut o: specula_session_options = std::mem::zeroed();
-            specula_session_options_init(&mut o);
+            specula_session_options_init_sized(&mut o, std::mem::size_of_val(&o));
             assert_eq!(o.struct_size as usize, std::mem::size_of::<specula_session_options>());
             let mut g: specula_generate_options = std::mem::zeroed();
-            specula_generate_options_init(&mut g);
+            specula_generate_options_init_sized(&mut g, std::mem::size_of_val(&g));
             assert_eq!(g.struct_size as usize, std::mem::size_of::<specula_generate_options>());
             let mut s: specula_speculative_options = std::mem::zeroed();
-            specula_speculative_options_init(&mut s);
+            specula_speculative_options_init_sized(&mut s, std::mem::size_of_val(&s));
             assert_eq!(s.struct_size as usize, std::mem::size_of::<specula_speculative_options>());
+            // The functions applications built against older headers call write no more than their struct.
+            let mut legacy: specula_sampler_options = std::mem::zeroed();
+            specula_sampler_options_init(&mut legacy);
+            assert!(legacy.struct_size as usize <= std::mem::size_of::<specula_sampler_options>());
+            assert!(legacy.struct_size >= 4);
         }
     }
 

@@ -49,7 +49,7 @@ impl Batch {
     /// A group for sessions of `model`; `n_threads` computes its passes (0: the cores, at most 8).
     pub fn new(model: &Model, n_threads: i32) -> Result<Batch> {
         let mut c: sys::specula_batch_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_batch_options_init(&mut c) };
+        unsafe { sys::specula_batch_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         c.n_threads = n_threads;
         let mut out: *mut sys::specula_batch = ptr::null_mut();
         ffi(|err| unsafe { sys::specula_batch_create(model.as_raw(), &c, &mut out, err) })?;

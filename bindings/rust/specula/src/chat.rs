@@ -85,7 +85,7 @@ impl Default for ChatOptions {
 /// [`apply_template`] with options (`specula_chat_format`, since 0.10).
 pub fn format(model: Option<&Model>, template: Option<&str>, messages: &[ChatMessage], options: &ChatOptions) -> Result<String> {
     let mut copts: sys::specula_chat_options = unsafe { std::mem::zeroed() };
-    unsafe { sys::specula_chat_options_init(&mut copts) };
+    unsafe { sys::specula_chat_options_init_sized(&mut copts, std::mem::size_of_val(&copts)) };
     copts.add_assistant = options.add_assistant as i32;
     copts.enable_thinking = match options.enable_thinking {
         None => -1,

@@ -165,6 +165,11 @@ mod tests {
                 continue;
             }
             n += 1;
+            // Kept for applications built against headers before 0.17; the wrappers call *_init_sized with the
+            // size of their struct (what the header's *_init macros do).
+            if name.ends_with("_options_init") && bindings.contains(&format!("pub fn {}_sized ", name)) {
+                continue;
+            }
             let used = sources.match_indices(&format!("sys::{}", name)).any(|(i, m)| {
                 !sources[i + m.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
             });

@@ -116,7 +116,7 @@ pub struct ModelOptions<'a> {
 impl<'a> Default for ModelOptions<'a> {
     fn default() -> Self {
         let mut c: sys::specula_model_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_model_options_init(&mut c) };
+        unsafe { sys::specula_model_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         ModelOptions { use_mmap: c.use_mmap != 0, vocab_only: c.vocab_only != 0, progress: None }
     }
 }
@@ -226,7 +226,7 @@ impl Model {
     pub fn load<P: AsRef<Path>>(path: P, opts: &ModelOptions<'_>) -> Result<Model> {
         let cpath = util::path_cstring(path.as_ref())?;
         let mut c: sys::specula_model_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_model_options_init(&mut c) };
+        unsafe { sys::specula_model_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         c.use_mmap = opts.use_mmap as i32;
         c.vocab_only = opts.vocab_only as i32;
 

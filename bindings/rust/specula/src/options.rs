@@ -182,7 +182,7 @@ impl Default for SessionOptions {
 impl SessionOptions {
     fn init() -> sys::specula_session_options {
         let mut c: sys::specula_session_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_session_options_init(&mut c) };
+        unsafe { sys::specula_session_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         c
     }
 
@@ -267,7 +267,7 @@ impl SamplerOptions {
 
     fn init() -> sys::specula_sampler_options {
         let mut c: sys::specula_sampler_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_sampler_options_init(&mut c) };
+        unsafe { sys::specula_sampler_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         c
     }
 
@@ -339,7 +339,7 @@ impl GenerateOptions {
 
     fn init() -> sys::specula_generate_options {
         let mut c: sys::specula_generate_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_generate_options_init(&mut c) };
+        unsafe { sys::specula_generate_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         c
     }
 
@@ -413,7 +413,7 @@ impl SnapshotOptions {
 
     fn init() -> sys::specula_snapshot_options {
         let mut c: sys::specula_snapshot_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_snapshot_options_init(&mut c) };
+        unsafe { sys::specula_snapshot_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         c
     }
 

@@ -22,7 +22,7 @@ pub struct PromptCacheOptions {
 impl Default for PromptCacheOptions {
     fn default() -> Self {
         let mut c: sys::specula_prompt_cache_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_prompt_cache_options_init(&mut c) };
+        unsafe { sys::specula_prompt_cache_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         PromptCacheOptions { max_bytes: c.max_bytes, compression_level: c.compression_level }
     }
 }
@@ -68,7 +68,7 @@ impl PromptCache {
     pub fn open<P: AsRef<Path>>(dir: P, opts: &PromptCacheOptions) -> Result<PromptCache> {
         let cdir = util::path_cstring(dir.as_ref())?;
         let mut c: sys::specula_prompt_cache_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_prompt_cache_options_init(&mut c) };
+        unsafe { sys::specula_prompt_cache_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         c.max_bytes = opts.max_bytes;
         c.compression_level = opts.compression_level;
         let mut out: *mut sys::specula_prompt_cache = ptr::null_mut();

@@ -215,7 +215,7 @@ impl<'a> SpeculativeOptions<'a> {
 
     fn init() -> sys::specula_speculative_options {
         let mut c: sys::specula_speculative_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_speculative_options_init(&mut c) };
+        unsafe { sys::specula_speculative_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         c
     }
 

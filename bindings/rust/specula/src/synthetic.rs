@@ -34,7 +34,7 @@ pub struct SyntheticOptions<'a> {
 impl<'a> Default for SyntheticOptions<'a> {
     fn default() -> Self {
         let mut c: sys::specula_synthetic_options = unsafe { std::mem::zeroed() };
-        unsafe { sys::specula_synthetic_options_init(&mut c) };
+        unsafe { sys::specula_synthetic_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
         SyntheticOptions { weight_type: None, seed: c.seed, n_layer: c.n_layer, progress: None }
     }
 }
@@ -68,7 +68,7 @@ pub fn write_model<P: AsRef<Path>, Q: AsRef<Path>>(shape: &str, vocab_path: P, p
         None => None,
     };
     let mut c: sys::specula_synthetic_options = unsafe { std::mem::zeroed() };
-    unsafe { sys::specula_synthetic_options_init(&mut c) };
+    unsafe { sys::specula_synthetic_options_init_sized(&mut c, std::mem::size_of_val(&c)) };
     c.weight_type = ctype.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
     c.seed = opts.seed;
     c.n_layer = opts.n_layer;
