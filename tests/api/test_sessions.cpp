@@ -781,7 +781,7 @@ TEST_CASE("an options struct from an older header is initialised within its own 
     SECTION("the _init_sized functions write only the bytes they are given, and struct_size says how many") {
         // A sampler struct as a header that stopped at top_k declared it, inside a buffer with a canary tail.
         const size_t old_size = offsetof(specula_sampler_options, top_k) + sizeof(int32_t);
-        unsigned char buf[sizeof(specula_sampler_options) + 16];
+        alignas(8) unsigned char buf[sizeof(specula_sampler_options) + 16];
         std::memset(buf, kCanary, sizeof buf);
         specula_sampler_options_init_sized(reinterpret_cast<specula_sampler_options *>(buf), old_size);
         for (size_t i = old_size; i < sizeof buf; ++i) CHECK(int(buf[i]) == int(kCanary));
@@ -812,7 +812,7 @@ TEST_CASE("an options struct from an older header is initialised within its own 
         CHECK(so.tree_widths == nullptr);
     }
     SECTION("a size below struct_size's own 4 bytes writes nothing, and NULL is accepted") {
-        unsigned char buf[8];
+        alignas(8) unsigned char buf[8];
         std::memset(buf, kCanary, sizeof buf);
         specula_generate_options_init_sized(reinterpret_cast<specula_generate_options *>(buf), 3);
         for (unsigned char b : buf) CHECK(int(b) == int(kCanary));
@@ -823,7 +823,7 @@ TEST_CASE("an options struct from an older header is initialised within its own 
         struct Case {
             size_t written, size;
         };
-        unsigned char buf[1024];
+        alignas(8) unsigned char buf[1024];
         const auto legacy = [&](auto init, size_t size) {
             std::memset(buf, kCanary, sizeof buf);
             init(buf);
