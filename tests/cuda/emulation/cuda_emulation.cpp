@@ -80,10 +80,30 @@ thread_local std::vector<std::unique_ptr<char[]>> stacks;
 std::atomic<uint64_t> launch_count{0};
 std::atomic<uint64_t> graph_launch_count{0};
 
+// Threads [first, last) of a warp: when all of them wait at the warp's barrier or are done, and at least one waits,
+// the waiting ones are made ready and the first of them is returned; otherwise nothing changes and nullptr.
+Fiber *release_warp(BlockRun &br, size_t first, size_t last) {
+    bool any = false;
+    for (size_t j = first; j < last; ++j) {
+        const State s = br.fibers[j].state;
+        if (s == State::AtWarpBarrier) any = true;
+        else if (s != State::Done) return nullptr;
+    }
+    if (!any) return nullptr;
+    Fiber *resume = nullptr;
+    for (size_t j = first; j < last; ++j) {
+        Fiber &f = br.fibers[j];
+        if (f.state != State::AtWarpBarrier) continue;
+        f.state = State::Ready;
+        if (resume == nullptr) resume = &f;
+    }
+    return resume;
+}
+
 // The current fiber (its state already set: at a barrier or done) passes control on: straight to the next ready
 // fiber of its warp, as the scheduler would (it skips fibers that are not ready), or back to the scheduler after the
-// warp's last one. Half the switches of returning to the scheduler after each fiber, and each switch is a
-// mispredicted return: shuffle-heavy kernels spent most of their emulated time there.
+// warp's last one. Half the switches of returning to the scheduler after each fiber: shuffle-heavy kernels spent most
+// of their emulated time switching.
 void yield_to_scheduler() {
     BlockRun &br = *run;
     Fiber *const me = br.current;
@@ -97,21 +117,7 @@ void yield_to_scheduler() {
     }
     // The warp's last fiber to arrive: when the whole warp waits at its barrier (or is done), release it here and
     // go on with its first fiber, as the scheduler would, without the round trip through it.
-    const size_t first = size_t(me->warp) * kWarpSize;
-    bool any = false;
-    for (size_t j = first; j < last; ++j) {
-        const State s = br.fibers[j].state;
-        if (s == State::AtWarpBarrier) any = true;
-        else if (s != State::Done) { any = false; break; }
-    }
-    if (any) {
-        Fiber *resume = nullptr;
-        for (size_t j = first; j < last; ++j) {
-            Fiber &f = br.fibers[j];
-            if (f.state != State::AtWarpBarrier) continue;
-            f.state = State::Ready;
-            if (resume == nullptr) resume = &f;
-        }
+    if (Fiber *resume = release_warp(br, size_t(me->warp) * kWarpSize, last)) {
         if (resume == me) return;
         br.current = resume;
         specula_emu_switch(&me->sp, resume->sp);
@@ -173,15 +179,7 @@ void run_block(const std::function<void()> &body, dim3 grid, dim3 block, uint3 b
                     br.current = &f;
                     specula_emu_switch(&br.scheduler_sp, f.sp);
                 }
-                bool warp_ready = true, any = false;
-                for (size_t i = first; i < last; ++i) {
-                    const State s = br.fibers[i].state;
-                    if (s == State::AtWarpBarrier) any = true;
-                    if (s != State::Done && s != State::AtWarpBarrier) warp_ready = false;
-                }
-                if (!any || !warp_ready) break;
-                for (size_t i = first; i < last; ++i)
-                    if (br.fibers[i].state == State::AtWarpBarrier) br.fibers[i].state = State::Ready;
+                if (release_warp(br, first, last) == nullptr) break;
             }
         }
         // Every warp now waits at the block's barrier, is done, or is stuck (threads at different barriers).
