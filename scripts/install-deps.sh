@@ -7,7 +7,7 @@
 #                                    trainer's PyTorch, Mono for the C# binding, cargo/rustc/bindgen for the Rust one,
 #                                    abigail-tools for the ABI check, dpkg-dev for the .deb packages, the Vulkan headers,
 #                                    glslc, Mesa's lavapipe and the validation layers for the Vulkan backend, clang with
-#                                    libFuzzer for tests/fuzz (what CI installs)
+#                                    libFuzzer for tests/fuzz and CI's sanitizer builds (what CI installs)
 # Without a package, its tests report "Skipped" and say which package to install; the build leaves the part out.
 set -euo pipefail
 
@@ -20,7 +20,7 @@ optional=(
     rustc cargo bindgen libclang-dev                                                                  # bindings/rust
     abigail-tools dpkg-dev file                                                                       # ABI check, .deb
     libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers                                  # Vulkan backend, lavapipe tests
-    clang libclang-rt-14-dev                                                                          # libFuzzer targets (bench/fuzz)
+    clang libclang-rt-14-dev                                                                          # CI's sanitizer builds, libFuzzer (bench/fuzz)
 )
 packages=("${build[@]}")
 case "${1:-}" in

@@ -193,7 +193,7 @@ TEST_CASE("the LongSpec draft allocates the same bytes at context 1K and 64K", "
             runner.write_kv(hp.n_layer - 1, KvPart::Keys, slot, 1, k_bytes.data());
             runner.write_kv(hp.n_layer - 1, KvPart::Values, slot, 1, v_bytes.data());
         }
-        std::vector<int32_t> tokens(size_t(contexts[c]));
+        std::vector<int32_t> tokens(static_cast<size_t>(contexts[c]));
         for (int32_t &x : tokens) x = tok(rng);
         auto drafter = make_longspec_drafter(draft, 68, runner);
         DraftRequest req;

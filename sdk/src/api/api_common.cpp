@@ -18,7 +18,7 @@ const char *specula_version_string(void) {
 uint32_t specula_abi_version(void) { return SPECULA_ABI_VERSION; }
 
 const char *specula_status_string(specula_status status) {
-    switch (status) {
+    switch (c_enum_value(status)) {
     case SPECULA_OK: return "SPECULA_OK";
     case SPECULA_ERR_INVALID_ARGUMENT: return "SPECULA_ERR_INVALID_ARGUMENT";
     case SPECULA_ERR_IO: return "SPECULA_ERR_IO";

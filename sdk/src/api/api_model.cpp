@@ -109,7 +109,7 @@ int32_t specula_model_token_eot(const specula_model *m) { return get(m) ? get(m)
 int32_t specula_model_token_fim(const specula_model *m, specula_fim_token which) {
     if (get(m) == nullptr) return SPECULA_TOKEN_NULL;
     const auto &v = get(m)->vocab();
-    switch (which) {
+    switch (c_enum_value(which)) {
     case SPECULA_FIM_PRE: return v.fim_pre();
     case SPECULA_FIM_SUF: return v.fim_suf();
     case SPECULA_FIM_MID: return v.fim_mid();

@@ -85,6 +85,16 @@ template <typename T, typename Body> T guarded_value(T fallback, Body &&body) no
     }
 }
 
+// The int a C caller passed as an enum parameter. A C enum object holds any int, while C++ may assume an enum holds
+// only values in its enumerators' range (loading 99 as a specula_fim_token is undefined; clang's -fsanitize=enum
+// reports it): the bytes are copied, not loaded as the enum, so an unknown value reaches the library's own check.
+template <typename E> int c_enum_value(const E &e) noexcept {
+    static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+
 inline void require_arg(bool ok, const char *what) {
     if (!ok) throw Error(SPECULA_ERR_INVALID_ARGUMENT, std::string("invalid argument: ") + what);
 }
