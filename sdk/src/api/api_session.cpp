@@ -126,7 +126,7 @@ void specula_generate_options_init_sized(specula_generate_options *opts, size_t 
 void (specula_generate_options_init)(specula_generate_options *opts) { specula_generate_options_init_sized(opts, SPECULA_OPTIONS_END(specula_generate_options, top_probs)); }
 
 const char *specula_stop_reason_string(specula_stop_reason reason) {
-    switch (reason) {
+    switch (c_enum_value(reason)) {
     case SPECULA_STOP_NONE: return "none";
     case SPECULA_STOP_MAX_TOKENS: return "max_tokens";
     case SPECULA_STOP_EOS: return "eos";
