@@ -225,14 +225,14 @@ void check_lossless_on_vulkan(const char *rel, const std::vector<TreeShape> &sha
 
 }  // namespace
 
-// As on CUDA: the default tree and a chain in CI (lavapipe is slow); more shapes and a quantized model (Q4_K/Q6_K
-// shaders) by hand.
+// As on CUDA: the default tree in CI (lavapipe is slow; chains are verified by the context-shift case below); more
+// shapes and a quantized model (Q4_K/Q6_K shaders) by hand.
 TEST_CASE("vulkan: speculative greedy equals plain greedy on Vulkan with each drafter on stories260K", "[vulkan][lossless]") {
-    check_lossless_on_vulkan("models/stories260K.gguf", {TreeShape{}, TreeShape::chain(5)});
+    check_lossless_on_vulkan("models/stories260K.gguf", {TreeShape{}});
 }
 
 TEST_CASE("vulkan: speculative greedy equals plain greedy on Vulkan for every drafter and tree", "[vulkan][lossless][slow]") {
-    check_lossless_on_vulkan("models/stories260K.gguf", {TreeShape{{2, 2, 2, 2}}});
+    check_lossless_on_vulkan("models/stories260K.gguf", {TreeShape::chain(5), TreeShape{{2, 2, 2, 2}}});
     check_lossless_on_vulkan("models/synth-llama-q4_k_m.gguf", {TreeShape::chain(4)});
 }
 
