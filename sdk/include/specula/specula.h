@@ -162,6 +162,7 @@ typedef enum specula_log_level {
 typedef void (*specula_log_fn)(specula_log_level level, const char *message, void *user_data);
 
 /* Routes library log messages at or above min_level to fn. fn = NULL silences the library (the default).
+ * A min_level above SPECULA_LOG_ERROR delivers nothing, one below SPECULA_LOG_DEBUG everything.
  * Global for the process; thread-safe. */
 SPECULA_API void specula_log_set(specula_log_fn fn, specula_log_level min_level, void *user_data);
 

@@ -42,7 +42,7 @@ void specula_error_destroy(specula_error *err) { delete err; }
 
 void specula_log_set(specula_log_fn fn, specula_log_level min_level, void *user_data) {
     try {
-        log_set(fn, min_level, user_data);
+        log_set(fn, c_enum_value(min_level), user_data);  // any int a C caller passes (core/log.h)
     } catch (...) {
     }
 }

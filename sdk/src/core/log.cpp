@@ -9,7 +9,7 @@ namespace {
 struct LogSink {
     std::mutex mutex;
     specula_log_fn fn = nullptr;
-    specula_log_level min_level = SPECULA_LOG_INFO;
+    int min_level = SPECULA_LOG_INFO;  // an int: a C caller may pass any value (log.h)
     void *user_data = nullptr;
 };
 
@@ -20,7 +20,7 @@ LogSink &sink() {
 
 }  // namespace
 
-void log_set(specula_log_fn fn, specula_log_level min_level, void *user_data) {
+void log_set(specula_log_fn fn, int min_level, void *user_data) {
     LogSink &s = sink();
     std::lock_guard<std::mutex> lock(s.mutex);
     s.fn = fn;
@@ -34,7 +34,7 @@ void log(specula_log_level level, const char *format, ...) {
     void *user_data;
     {
         std::lock_guard<std::mutex> lock(s.mutex);
-        if (s.fn == nullptr || level < s.min_level) return;
+        if (s.fn == nullptr || int(level) < s.min_level) return;
         fn = s.fn;
         user_data = s.user_data;
     }
