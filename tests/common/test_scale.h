@@ -10,28 +10,22 @@
 
 namespace test_scale {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitized = true;
+// gcc 12 says __SANITIZE_ADDRESS__ / __SANITIZE_THREAD__, clang 14 only __has_feature (which gcc 12 lacks).
+#if defined(__has_feature)
+#define SPECULA_TEST_HAS_FEATURE(x) __has_feature(x)
 #else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
+#define SPECULA_TEST_HAS_FEATURE(x) 0
 #endif
 
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
+#if defined(__SANITIZE_THREAD__) || SPECULA_TEST_HAS_FEATURE(thread_sanitizer)
 inline constexpr bool kThreadSanitized = true;
 #else
 inline constexpr bool kThreadSanitized = false;
 #endif
+#if defined(__SANITIZE_ADDRESS__) || SPECULA_TEST_HAS_FEATURE(address_sanitizer)
+inline constexpr bool kSanitized = true;
 #else
-inline constexpr bool kThreadSanitized = false;
+inline constexpr bool kSanitized = kThreadSanitized;
 #endif
 
 // `full` in a plain build, `sanitized` under a sanitizer.
