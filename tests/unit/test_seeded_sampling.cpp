@@ -48,10 +48,9 @@ struct NamedDrafter {
     SpeculativeConfig spec;
 };
 
-}  // namespace
-
-TEST_CASE("a seed fixes the sampled text: every drafter, tree, thread count and the automatic tree give plain sampling's tokens",
-          "[speculative][sampling][seed]") {
+// Every (sampler chain, drafter, tree) runs with 1 thread or 2: alternately, or with both when `every_thread_count`
+// (the [slow] case; each drafter's trees still meet both counts in the fast one).
+void check_seed_fixes_the_text(bool every_thread_count) {
     const auto model = load("models/stories260K.gguf");
     if (!model) return;
     const auto trained = LongSpecDraft::load(std::string(SPECULA_SOURCE_DIR) + "/models/drafts/stories260K.longspec.gguf", model);
@@ -102,7 +101,8 @@ TEST_CASE("a seed fixes the sampled text: every drafter, tree, thread count and 
     sc.seed = 42;
     chains.push_back({"llama.cpp's draws, T 0.8, top-k 40, top-p 0.95, min-p 0.05", sc});
 
-    // 180 runs of n tokens: a third of the length under the sanitizers (the same code paths, 5x slower there).
+    // 132 runs of n tokens (252 with every thread count): a third of the length under the sanitizers (the same code
+    // paths, 5x slower there).
     constexpr int32_t n = test_scale::count(96, 32);
     for (const Chain &chain : chains) {
         CAPTURE(chain.name);
@@ -126,8 +126,11 @@ TEST_CASE("a seed fixes the sampled text: every drafter, tree, thread count and 
             automatic.auto_tree = true;
             automatic.shape_is_bound = false;
             configs.push_back(automatic);
-            for (const SpeculativeConfig &spec : configs) {
-                for (const int32_t threads : {1, 2}) {
+            for (size_t i = 0; i < configs.size(); ++i) {
+                const SpeculativeConfig &spec = configs[i];
+                const std::vector<int32_t> thread_counts =
+                    every_thread_count ? std::vector<int32_t>{1, 2} : std::vector<int32_t>{int32_t(1 + i % 2)};
+                for (const int32_t threads : thread_counts) {
                     const std::string tree = spec.auto_tree ? std::string("auto") : spec.shape.to_string();
                     CAPTURE(tree, threads);
                     const Sampled got = sample(model, chain.config, &spec, threads, prompt, n);
@@ -138,6 +141,17 @@ TEST_CASE("a seed fixes the sampled text: every drafter, tree, thread count and 
         }
         CHECK(accepted > 0);  // drafts were accepted: the runs really speculated
     }
+}
+
+}  // namespace
+
+TEST_CASE("a seed fixes the sampled text: every drafter, tree, thread count and the automatic tree give plain sampling's tokens",
+          "[speculative][sampling][seed]") {
+    check_seed_fixes_the_text(false);
+}
+
+TEST_CASE("a seed fixes the sampled text: every drafter and tree with 1 thread and with 2", "[speculative][sampling][seed][slow]") {
+    check_seed_fixes_the_text(true);
 }
 
 // The target as its own draft proposes, with the coupled rule, exactly the target's draws: every drafted token is
