@@ -319,3 +319,55 @@ TEST_CASE("chat: specula_chat_format's options: Qwen3's thinking switch, default
           "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     CHECK(model.apply_chat_template({{"user", "hi"}}, "qwen3", true, std::nullopt) == model.apply_chat_template({{"user", "hi"}}, true, "qwen3"));
 }
+
+TEST_CASE("chat: Jinja mode renders the template's own program, with the model's BOS and EOS, and refuses bad options", "[chat][jinja]") {
+    auto format = [](const specula_model *model, const char *tmpl, const std::vector<specula_chat_message> &chat, int32_t jinja,
+                     std::string *text) {
+        specula_chat_options opts;
+        specula_chat_options_init(&opts);
+        opts.jinja = jinja;
+        char buf[2048];
+        size_t len = 0;
+        specula_error *err = nullptr;
+        const specula_status st = specula_chat_format(model, tmpl, chat.data(), chat.size(), &opts, buf, sizeof buf, &len, &err);
+        *text = st == SPECULA_OK ? std::string(buf, len) : std::string(specula_error_message(err));
+        specula_error_destroy(err);
+        return st;
+    };
+    specula_chat_options defaults;
+    specula_chat_options_init(&defaults);
+    CHECK(defaults.jinja == 0);
+    std::string text;
+    // "chatml" is ChatML's Jinja: the family's text.
+    REQUIRE(format(nullptr, "chatml", kChat, 1, &text) == SPECULA_OK);
+    CHECK(text == kChatml);
+    // bos_token and eos_token are the model's pieces (stories260K: <s> and </s>); at the ends they are cut.
+    const ModelPtr model = load(kModelPath, false);
+    const std::vector<specula_chat_message> hi{{"user", "hi"}};
+    REQUIRE(format(model.get(), "[{{ bos_token }}|{{ eos_token }}]", hi, 1, &text) == SPECULA_OK);
+    CHECK(text == "[<s>|</s>]");
+    REQUIRE(format(model.get(), "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}", hi, 1, &text) == SPECULA_OK);
+    CHECK(text == "hi");
+    // The model has no template of its own: UNSUPPORTED, as without Jinja.
+    CHECK(format(model.get(), nullptr, hi, 1, &text) == SPECULA_ERR_UNSUPPORTED);
+    // Errors name the template's reason; a value other than 0 or 1 is refused.
+    CHECK(format(nullptr, "{% for %}", hi, 1, &text) == SPECULA_ERR_UNSUPPORTED);
+    CHECK_THAT(text, Contains("does not parse"));
+    CHECK(format(nullptr, "{{ raise_exception('only user turns') }}", hi, 1, &text) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(text, Contains("only user turns"));
+    CHECK(format(nullptr, "chatml", hi, 2, &text) == SPECULA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(text, Contains("jinja"));
+
+    // A real GGUF's template: the qwen2 vocabulary carries Qwen3's, whose Jinja our qwen3 family reproduces for
+    // role/content messages.
+    const fs::path qwen = fs::path(SPECULA_FIXTURES_DIR) / "tokenizer" / "ggml-vocab-qwen2.gguf";
+    if (!fs::exists(qwen)) {
+        SPECULA_SKIP("fixture " << qwen.string() << " is missing (../shared/fixtures)");
+        return;
+    }
+    const ModelPtr vocab = load(qwen.string(), true);
+    std::string family;
+    REQUIRE(format(vocab.get(), nullptr, kChat, 0, &family) == SPECULA_OK);
+    REQUIRE(format(vocab.get(), nullptr, kChat, 1, &text) == SPECULA_OK);
+    CHECK(text == family);
+}

@@ -700,6 +700,12 @@ TEST_CASE("chat templates", "[catalogue][files]") {
     auto apply = [&](const specula_model *m, const char *tmpl, const specula_chat_message *msgs, size_t n) {
         return outcome(specula_chat_apply_template(m, tmpl, msgs, n, 1, buf, sizeof buf, &len, &err), err);
     };
+    auto jinja = [&](const std::string &tmpl) {  // the template's own Jinja (since 0.18), on the model (its BOS and EOS)
+        specula_chat_options o;
+        specula_chat_options_init(&o);
+        o.jinja = 1;
+        return outcome(specula_chat_format(model.m, tmpl.c_str(), good, 1, &o, buf, sizeof buf, &len, &err), err);
+    };
     const std::vector<Entry> table = {
         {"chat-unknown-template", "a Jinja template of no known family", SPECULA_ERR_UNSUPPORTED, "not recognised",
          [&] { return apply(nullptr, "{% for m in messages %}<<{{ m.content }}>>{% endfor %}", good, 1); }},
@@ -723,6 +729,24 @@ TEST_CASE("chat templates", "[catalogue][files]") {
              specula_chat_options_init(&o);
              o.enable_thinking = 2;
              return outcome(specula_chat_format(nullptr, "qwen3", good, 1, &o, buf, sizeof buf, &len, &err), err);
+         }},
+        {"chat-jinja-unparsable", "Jinja mode, a template that does not parse ({% for %})", SPECULA_ERR_UNSUPPORTED, "does not parse",
+         [&] { return jinja("{% for %}"); }},
+        {"chat-jinja-deep-nesting", "Jinja mode, 10,000 nested parentheses", SPECULA_ERR_UNSUPPORTED, "nested deeper",
+         [&] { return jinja("{{ " + std::string(10000, '(') + " }}"); }},
+        {"chat-jinja-too-long", "Jinja mode, a 64 KiB comment (libstdc++'s regex recursion)", SPECULA_ERR_UNSUPPORTED, "bytes",
+         [&] { return jinja("{#" + std::string(65536, 'x') + "#}"); }},
+        {"chat-jinja-recursive-macro", "Jinja mode, a macro that calls itself without end", SPECULA_ERR_INVALID_ARGUMENT, "nesting too deep",
+         [&] { return jinja("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"); }},
+        {"chat-jinja-endless-loops", "Jinja mode, three nested loops of 1000 iterations", SPECULA_ERR_INVALID_ARGUMENT, "iterations",
+         [&] { return jinja("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}{% endfor %}"); }},
+        {"chat-jinja-division-by-zero", "Jinja mode, {{ 1 // 0 }}", SPECULA_ERR_INVALID_ARGUMENT, "by zero", [&] { return jinja("{{ 1 // 0 }}"); }},
+        {"chat-jinja-out-of-range", "specula_chat_format with jinja 2", SPECULA_ERR_INVALID_ARGUMENT, "jinja",
+         [&] {
+             specula_chat_options o;
+             specula_chat_options_init(&o);
+             o.jinja = 2;
+             return outcome(specula_chat_format(nullptr, "chatml", good, 1, &o, buf, sizeof buf, &len, &err), err);
          }},
         {"chat-options-struct-size", "specula_chat_format with struct_size 0", SPECULA_ERR_INVALID_ARGUMENT, "struct_size",
          [&] {

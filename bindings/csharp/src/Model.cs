@@ -267,6 +267,15 @@ namespace Specula
             return ApplyChatTemplate(handle, messages, addAssistant, template, enableThinking);
         }
 
+        /// <summary>
+        /// The conversation through the template's own Jinja (specula_chat_options.jinja, since 0.18), as llama-server
+        /// --jinja renders it: any template, also one of no known family. template null: the model's own.
+        /// </summary>
+        public string FormatChatJinja(IList<ChatMessage> messages, bool? enableThinking = null, bool addAssistant = true, string template = null)
+        {
+            return ApplyChatTemplate(handle, messages, addAssistant, template, enableThinking, true);
+        }
+
         /// <summary>FormatChat without a model: template (a family name or Jinja text) is required.</summary>
         public static string FormatChat(string template, IList<ChatMessage> messages, bool? enableThinking, bool addAssistant = true)
         {
@@ -281,7 +290,7 @@ namespace Specula
         }
 
         private static unsafe string ApplyChatTemplate(ModelHandle model, IList<ChatMessage> messages, bool addAssistant,
-                                                       string template, bool? enableThinking)
+                                                       string template, bool? enableThinking, bool jinja = false)
         {
             if (messages == null) throw new ArgumentNullException("messages");
             var strings = new List<string>();
@@ -301,14 +310,15 @@ namespace Specula
                     c[i].role = System.Runtime.InteropServices.Marshal.ReadIntPtr(text.Pointer, 2 * i * IntPtr.Size);
                     c[i].content = System.Runtime.InteropServices.Marshal.ReadIntPtr(text.Pointer, (2 * i + 1) * IntPtr.Size);
                 }
-                if (enableThinking == null)
+                if (enableThinking == null && !jinja)
                     return TwoCall.Text((byte[] buf, UIntPtr size, out UIntPtr len, out ErrorHandle err) =>
                         NativeMethods.specula_chat_apply_template(model, tmpl, c.Length == 0 ? null : c, (UIntPtr)c.Length,
                                                                   addAssistant ? 1 : 0, buf, size, out len, out err));
                 NativeMethods.specula_chat_options init;
                 NativeMethods.specula_chat_options_init(&init);
                 init.add_assistant = addAssistant ? 1 : 0;
-                init.enable_thinking = enableThinking.Value ? 1 : 0;
+                init.enable_thinking = enableThinking == null ? -1 : enableThinking.Value ? 1 : 0;
+                init.jinja = jinja ? 1 : 0;
                 NativeMethods.specula_chat_options opts = init;  // the lambda's copy (a captured local has no address)
                 return TwoCall.Text((byte[] buf, UIntPtr size, out UIntPtr len, out ErrorHandle err) =>
                 {

@@ -216,6 +216,7 @@ namespace Specula
             public uint struct_size;
             public int add_assistant;
             public int enable_thinking;        // -1 the template's default, 1 think, 0 its empty thinking block
+            public int jinja;                  // 1: the template's own Jinja (since 0.18)
         }
 
         [StructLayout(LayoutKind.Sequential)]

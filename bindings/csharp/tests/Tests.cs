@@ -1735,6 +1735,12 @@ namespace Specula.Tests
             {
                 Assert.True(model.ChatTemplateFamily == null, "stories260K has no chat template");
                 Assert.Equal(chatml, model.ApplyChatTemplate(messages, true, "chatml"), "an explicit template on a model");
+                // Jinja mode (since 0.18): ChatML's Jinja gives the chatml family's text; a template of no known family
+                // renders as its program says; one that does not parse is Unsupported.
+                Assert.Equal(chatml, model.FormatChatJinja(messages, null, true, "chatml"), "chatml as Jinja");
+                Assert.Equal("<user>hi", model.FormatChatJinja(hi, null, true, "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"),
+                             "a template of no known family, as Jinja");
+                Assert.Status(Status.Unsupported, () => model.FormatChatJinja(hi, null, true, "{% if %}"), "Jinja that does not parse");
             }
         }
 

@@ -42,6 +42,7 @@ int main(void) {
     FIELD(specula_chat_options, struct_size);
     FIELD(specula_chat_options, add_assistant);
     FIELD(specula_chat_options, enable_thinking);
+    FIELD(specula_chat_options, jinja);
 
     STRUCT(specula_device_info);
     FIELD(specula_device_info, struct_size);

@@ -103,7 +103,7 @@ extern "C" {
 #endif
 
 #define SPECULA_VERSION_MAJOR 0
-#define SPECULA_VERSION_MINOR 17
+#define SPECULA_VERSION_MINOR 18
 #define SPECULA_VERSION_PATCH 0
 /* Bumped on every incompatible change of this header; equals the SONAME suffix of libspecula.so. */
 #define SPECULA_ABI_VERSION 1
@@ -347,6 +347,14 @@ typedef struct specula_chat_options {
                                  enable_thinking): -1 (default) as the template does unasked, 1 think, 0 open the reply
                                  with the template's empty thinking block. Families without a switch ignore it, as a
                                  Jinja template ignores a variable it does not read. */
+    int32_t jinja;            /* since 0.18. 0 (default): the template's built-in family, as llama.cpp's
+                                 llama_chat_apply_template. 1: the template's own Jinja, rendered as llama-server's
+                                 --jinja renders it (minja: any template, also of no known family; bos_token and
+                                 eos_token from the model's vocabulary; a leading BOS and a trailing EOS cut; the name
+                                 "chatml" is ChatML's Jinja, any other text is Jinja). Errors: UNSUPPORTED for text
+                                 that does not parse or exceeds the renderer's bounds (32 KiB, 256 levels of nesting),
+                                 INVALID_ARGUMENT when the template fails on the messages (its raise_exception, loops
+                                 past 1,000,000 iterations); the message gives the template's reason and place. */
 } specula_chat_options;
 
 /* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */

@@ -430,14 +430,16 @@ public:
         return apply_chat_template(role_content, tmpl, add_assistant, std::nullopt);
     }
     /// The same with the template's thinking switch (qwen3's enable_thinking): nullopt leaves it to the template.
+    /// jinja renders the template's own Jinja (llama-server's --jinja) instead of its built-in family.
     std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>> &role_content, const std::string &tmpl,
-                                    bool add_assistant, std::optional<bool> enable_thinking) const {
+                                    bool add_assistant, std::optional<bool> enable_thinking, bool jinja = false) const {
         std::vector<specula_chat_message> messages;
         for (const auto &[role, content] : role_content) messages.push_back({role.c_str(), content.c_str()});
         specula_chat_options opts;
         specula_chat_options_init(&opts);
         opts.add_assistant = add_assistant ? 1 : 0;
         opts.enable_thinking = enable_thinking ? (*enable_thinking ? 1 : 0) : -1;
+        opts.jinja = jinja ? 1 : 0;
         return detail::fetch_text([&](char *buf, size_t size, size_t *len, specula_error **err) {
             return specula_chat_format(m_, tmpl.empty() ? nullptr : tmpl.c_str(), messages.data(), messages.size(), &opts, buf, size, len, err);
         });

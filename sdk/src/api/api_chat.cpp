@@ -3,6 +3,7 @@
 #include "handles.h"
 
 #include "chat/chat_template.h"
+#include "chat/jinja_template.h"
 
 #include <optional>
 #include <string>
@@ -46,6 +47,7 @@ specula_status specula_chat_format(const specula_model *model, const char *tmpl,
         specula_chat_options_init(&defaults);
         const specula_chat_options o = read_options(opts, defaults, "opts");
         require_arg(o.enable_thinking >= -1 && o.enable_thinking <= 1, "opts->enable_thinking is not -1, 0 or 1");
+        require_arg(o.jinja == 0 || o.jinja == 1, "opts->jinja is not 0 or 1");
         require_arg(messages != nullptr || n_messages == 0, "messages is NULL");
         std::vector<chat::Message> chat_messages;
         chat_messages.reserve(n_messages);
@@ -57,8 +59,19 @@ specula_status specula_chat_format(const specula_model *model, const char *tmpl,
             }
             chat_messages.push_back({m.role, m.content});
         }
-        const chat::Family family = chat::require_family(template_text(model, tmpl));
         const chat::Thinking thinking = o.enable_thinking < 0 ? chat::Thinking::Default : o.enable_thinking ? chat::Thinking::On : chat::Thinking::Off;
+        if (o.jinja) {
+            std::string bos, eos;
+            if (model != nullptr && model->model != nullptr) {
+                const Vocab &vocab = model->model->vocab();
+                // As llama.cpp (common_token_to_piece with special = true): the tokens' text, "" without them.
+                if (vocab.bos() >= 0) bos = vocab.token_to_piece(vocab.bos(), true);
+                if (vocab.eos() >= 0) eos = vocab.token_to_piece(vocab.eos(), true);
+            }
+            copy_text(chat::apply_jinja(template_text(model, tmpl), bos, eos, chat_messages, o.add_assistant != 0, thinking), buf, buf_size, len);
+            return;
+        }
+        const chat::Family family = chat::require_family(template_text(model, tmpl));
         copy_text(chat::apply(family, chat_messages, o.add_assistant != 0, thinking), buf, buf_size, len);
     });
 }

@@ -74,11 +74,13 @@ pub struct ChatOptions {
     /// The template's thinking switch (qwen3's `enable_thinking`): `None` (default) leaves it to the template,
     /// `Some(false)` opens the reply with its empty thinking block. Families without a switch ignore it.
     pub enable_thinking: Option<bool>,
+    /// Render the template's own Jinja, as llama-server's `--jinja` (since 0.18; default false: its built-in family).
+    pub jinja: bool,
 }
 
 impl Default for ChatOptions {
     fn default() -> ChatOptions {
-        ChatOptions { add_assistant: true, enable_thinking: None }
+        ChatOptions { add_assistant: true, enable_thinking: None, jinja: false }
     }
 }
 
@@ -91,6 +93,7 @@ pub fn format(model: Option<&Model>, template: Option<&str>, messages: &[ChatMes
         None => -1,
         Some(on) => on as i32,
     };
+    copts.jinja = options.jinja as i32;
     with_c_args(model, template, messages, |mp, tp, cmsgs| {
         util::fetch_text(|buf, size, len, err| unsafe {
             sys::specula_chat_format(mp, tp, cmsgs.as_ptr(), cmsgs.len(), &copts, buf, size, len, err)

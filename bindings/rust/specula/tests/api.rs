@@ -203,6 +203,12 @@ fn chat_templates() {
     assert_eq!(text, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     let text = specula::format_chat(None, Some("qwen3"), &user, &specula::ChatOptions::default()).unwrap();
     assert_eq!(text, specula::apply_chat_template(None, Some("qwen3"), &user, true).unwrap());
+    // Jinja mode (since 0.18): the template's own program, here one of no known family.
+    let jinja = specula::ChatOptions { jinja: true, ..Default::default() };
+    let text = specula::format_chat(None, Some("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"), &user, &jinja).unwrap();
+    assert_eq!(text, "<user>hi");
+    let err = specula::format_chat(None, Some("{% if %}"), &user, &jinja).unwrap_err();
+    assert_eq!(err.status(), Status::Unsupported);
 }
 
 #[test]
