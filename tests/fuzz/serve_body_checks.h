@@ -114,7 +114,11 @@ inline bool check_body(const std::string &text) {
     std::vector<int32_t> chat;
     answer([&] { completion = completion_prompts(*g_model, body, false); });
     answer([&] { oai_completion = completion_prompts(*g_model, body, true); });
-    answer([&] { chat = chat_prompt(*g_model, body, "chatml"); });
+    answer([&] { chat = chat_prompt(*g_model, body, "chatml", false); });
+    answer([&] {  // --jinja: ChatML's Jinja gives the built-in family's tokens for any messages
+        const std::vector<int32_t> rendered = chat_prompt(*g_model, body, "chatml", true);
+        FUZZ_CHECK(rendered == chat_prompt(*g_model, body, "chatml", false));
+    });
     answer([&] { (void)dump(json{{"prompt", g_model->apply_chat_template(chat_messages(body), true, "chatml")}}); });
     answer([&] {
         (void)infill_unsupported_reason(*g_model);

@@ -154,7 +154,7 @@ TEST_CASE("the llama-server command line of llama.vim's README starts the server
                              "specula serve: -fa ignored: attention is always fused", "specula serve: -ub 1024 ignored:",
                              "specula serve: --cache-reuse 256 ignored:", "specula serve: -dt 0.1 ignored:",
                              "specula serve: -np 1 read as --parallel 1", "specula serve: -ctk q8_0 read as --kv-type q8_0",
-                             "specula serve: --draft-max 16 ignored:", "specula serve: --jinja ignored:"})
+                             "specula serve: --draft-max 16 ignored:"})
         CHECK(log.find(line) != std::string::npos);
     auto c = server.client();
     REQUIRE(post(c, "/infill", llama_vim_warmup_body()).status == 200);

@@ -452,3 +452,43 @@ TEST_CASE("n_saved and n_restored count the tokens of the cache, as llama-server
     CHECK(a.data["timings"]["prompt_n"] == b.data["timings"]["prompt_n"]);
     CHECK(b.data["timings"]["prompt_n"].get<int>() < prompt_n);
 }
+
+TEST_CASE("with --jinja the chat template's own Jinja is rendered, as llama-server --jinja: literal text, ChatML, a template's refusal",
+          "[serve]") {
+    const json messages = {{{"role", "system"}, {"content", "Book"}}, {{"role", "user"}, {"content", "What is the best book"}}};
+    {
+        // llama-server's test_chat_completion: a template without Jinja in it is the prompt, whatever the messages.
+        ServerProcess server({"-m", bundled_model(), "-c", "256", "--jinja", "--chat-template", "This is not a chat template, it is"});
+        auto c = server.client();
+        CHECK(post(c, "/apply-template", json{{"messages", messages}}).data["prompt"] == "This is not a chat template, it is");
+        const Reply chat = post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 4}, {"temperature", 0}});
+        REQUIRE(chat.status == 200);
+        CHECK(chat.data["usage"]["prompt_tokens"] == tokenize(c, "This is not a chat template, it is", true).size());
+    }
+    {
+        // The model has no template: ChatML's Jinja, the same text as the built-in chatml family's.
+        ServerProcess server({"-m", bundled_model(), "-c", "256", "--jinja"});
+        auto c = server.client();
+        CHECK(post(c, "/apply-template", json{{"messages", messages}}).data["prompt"] ==
+              "<|im_start|>system\nBook<|im_end|>\n<|im_start|>user\nWhat is the best book<|im_end|>\n<|im_start|>assistant\n");
+    }
+    {
+        // A template that refuses the conversation answers 400 with its message; one that does not parse is replaced
+        // by ChatML's at start, with a log line (llama-server: "failed to parse chat template (defaulting to chatml)").
+        ServerProcess refusing({"-m", bundled_model(), "-c", "256", "--jinja", "--chat-template",
+                                "{% if messages|length > 2 %}{{ raise_exception('two messages at most') }}{% endif %}"
+                                "{% for m in messages %}{{ m.content }}{% endfor %}"});
+        auto c = refusing.client();
+        CHECK(post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}).status == 200);
+        json three = messages;
+        three.push_back({{"role", "assistant"}, {"content", "Dune"}});
+        const Reply refused = post(c, "/v1/chat/completions", json{{"messages", three}, {"max_tokens", 1}});
+        CHECK(refused.status == 400);
+        CHECK(refused.data.dump().find("two messages at most") != std::string::npos);
+        ServerProcess broken({"-m", bundled_model(), "-c", "256", "--jinja", "--chat-template", "{% if %}"});
+        CHECK(broken.log().find("cannot be used as Jinja") != std::string::npos);
+        auto b = broken.client();
+        CHECK(post(b, "/apply-template", json{{"messages", messages}}).data["prompt"] ==
+              "<|im_start|>system\nBook<|im_end|>\n<|im_start|>user\nWhat is the best book<|im_end|>\n<|im_start|>assistant\n");
+    }
+}

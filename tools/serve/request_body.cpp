@@ -82,13 +82,13 @@ std::optional<bool> enable_thinking(const json &body) {
     return kwargs.at("enable_thinking").get<bool>();
 }
 
-std::string chat_text(const specula::Model &model, const json &body, const std::string &chat_template) {
-    return model.apply_chat_template(chat_messages(body), chat_template, true, enable_thinking(body));
+std::string chat_text(const specula::Model &model, const json &body, const std::string &chat_template, bool jinja) {
+    return model.apply_chat_template(chat_messages(body), chat_template, true, enable_thinking(body), jinja);
 }
 
-std::vector<int32_t> chat_prompt(const specula::Model &model, const json &body, const std::string &chat_template) {
+std::vector<int32_t> chat_prompt(const specula::Model &model, const json &body, const std::string &chat_template, bool jinja) {
     if (int_field(body, "n", 1, 1, 1 << 20) != 1) throw bad_request("Only one completion choice is allowed");
-    const std::string text = chat_text(model, body, chat_template);
+    const std::string text = chat_text(model, body, chat_template, jinja);
     return model.tokenize(text, SPECULA_TOKENIZE_ADD_SPECIAL | SPECULA_TOKENIZE_PARSE_SPECIAL);
 }
 

@@ -36,10 +36,11 @@ std::vector<std::vector<int32_t>> completion_prompts(const specula::Model &model
 // chat_template_kwargs.enable_thinking (llama-server's way to switch Qwen3's thinking off): nullopt when absent.
 std::optional<bool> enable_thinking(const json &body);
 // The messages through the chat template (chat_template as in chat_prompt), with the body's thinking switch.
-std::string chat_text(const specula::Model &model, const json &body, const std::string &chat_template);
+// jinja: the template's own Jinja (--jinja) rather than its built-in family.
+std::string chat_text(const specula::Model &model, const json &body, const std::string &chat_template, bool jinja);
 // The prompt of /v1/chat/completions: the messages through the chat template (chat_template as
 // `specula serve --chat-template` names it), tokenized with BOS and special tokens parsed.
-std::vector<int32_t> chat_prompt(const specula::Model &model, const json &body, const std::string &chat_template);
+std::vector<int32_t> chat_prompt(const specula::Model &model, const json &body, const std::string &chat_template, bool jinja);
 
 // /tokenize's answer, {"tokens": [...]}: ids, or {"id", "piece"} objects with "with_pieces" (a piece that is not
 // UTF-8 on its own given as its bytes).

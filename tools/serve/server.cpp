@@ -64,6 +64,16 @@ Server::Server(const ServeConfig &config, specula::Model model) : config_(config
     // Without a template of its own a model chats in ChatML, as llama-server's default template.
     chat_template_ = config_.chat_template;
     if (chat_template_.empty() && model_chat_template(model_).empty()) chat_template_ = "chatml";
+    if (config_.jinja) {
+        // As llama-server: a template whose Jinja does not parse is replaced by ChatML's, once, at start.
+        try {
+            model_.apply_chat_template({{"user", "test"}}, chat_template_, true, std::nullopt, true);
+        } catch (const specula::Error &e) {
+            if (e.status() != SPECULA_ERR_UNSUPPORTED) throw;
+            chat_note_ = std::string("the chat template cannot be used as Jinja (") + e.what() + "): chats use chatml";
+            chat_template_ = "chatml";
+        }
+    }
     pool_ = std::make_unique<SlotPool>(model_, config_);
     policy_.bound_host = config_.host;
     for (const std::string &h : config_.allowed_hosts) policy_.allowed_hosts.push_back(host_of(h) == "" ? h : host_of(h));
@@ -300,7 +310,7 @@ void Server::handle_generation(const httplib::Request &req, httplib::Response &r
         break;
     }
     case Api::OaiCompletion: prompts = completion_prompts(model_, body, true); break;
-    case Api::OaiChat: prompts.push_back(chat_prompt(model_, body, chat_template_)); break;
+    case Api::OaiChat: prompts.push_back(chat_prompt(model_, body, chat_template_, config_.jinja)); break;
     }
     if (prompts.empty()) throw bad_request("the prompt is empty");
     for (const std::vector<int32_t> &prompt : prompts) {
@@ -455,7 +465,7 @@ void Server::handle_detokenize(const httplib::Request &req, httplib::Response &r
 
 void Server::handle_apply_template(const httplib::Request &req, httplib::Response &res) {
     const json body = parse_body(req);
-    send_json(res, {{"prompt", chat_text(model_, body, chat_template_)}});
+    send_json(res, {{"prompt", chat_text(model_, body, chat_template_, config_.jinja)}});
 }
 
 void Server::handle_props(httplib::Response &res) {

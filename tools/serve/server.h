@@ -47,6 +47,8 @@ public:
     int32_t n_ctx() const { return pool_->n_ctx(); }
     // The chat template in use: --chat-template, else "" for the model's own, else "chatml" (the model has none).
     const std::string &chat_template() const { return chat_template_; }
+    // Why --jinja fell back to ChatML's template ("" when it did not).
+    const std::string &chat_note() const { return chat_note_; }
     // Why the slots do not run on the backend asked for ("" when they do).
     std::string backend_note() const { return pool_->backend_note(); }
     std::string batch_note() const { return pool_->batch_note(); }
@@ -75,6 +77,7 @@ private:
     std::string alias_;
     std::string build_info_;
     std::string chat_template_;  // --chat-template, else the model's own, else chatml
+    std::string chat_note_;
     std::unique_ptr<SlotPool> pool_;
     RequestPolicy policy_;
     AuthThrottle auth_throttle_;

@@ -133,6 +133,7 @@ int run_serve(ServeArgs &a) {
                  drafter.empty() ? "none" : drafter.c_str());
     if (c.chat_template.empty() && server.chat_template() == "chatml")
         std::fprintf(stderr, "specula serve: the model has no chat template: chats use chatml, as llama-server's default\n");
+    if (!server.chat_note().empty()) std::fprintf(stderr, "specula serve: %s\n", server.chat_note().c_str());
     if (!server.spec_report().empty()) std::fprintf(stderr, "specula serve: %s\n", server.spec_report().c_str());
     if (!server.batch_note().empty()) std::fprintf(stderr, "specula serve: %s\n", server.batch_note().c_str());
     // A GPU request (cuda, vulkan) that ended on the CPU says why, as `specula generate` does (AUTO stays quiet).
@@ -218,6 +219,8 @@ Command add_serve_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
     cmd->add_option("--chat-template", c.chat_template, "Chat template for /v1/chat/completions: a built-in name or Jinja text "
                                                         "(default: the model's own)");
+    cmd->add_flag("--jinja", c.jinja, "Render the chat template's own Jinja, as llama-server --jinja (minja), instead of its built-in "
+                                      "family: any template, also one of no known family");
     cmd->add_option("--chat-template-file", a.chat_template_file, "Read the --chat-template (Jinja text or a built-in name) from this file")
         ->excludes("--chat-template");
     cmd->add_flag("--no-mmap", a.no_mmap, "Read the model into memory instead of mapping it");
