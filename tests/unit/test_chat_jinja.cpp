@@ -7,6 +7,7 @@
 
 #include "chat/jinja_template.h"
 #include "core/error.h"
+#include "unit/data/chat_vectors.h"
 
 #include <string>
 #include <vector>
@@ -15,21 +16,8 @@ using namespace specula::internal;
 
 namespace {
 
-struct Qwen3Vector {
-    const char *name;
-    std::vector<chat::Message> messages;
-    bool add_generation_prompt;
-    chat::Thinking thinking;
-    const char *expected;
-};
-
-struct Gemma3Vector {
-    const char *name;
-    std::vector<chat::Message> messages;
-    bool add_generation_prompt;
-    const char *expected;
-};
-
+using chat_vectors::Gemma3Vector;
+using chat_vectors::Qwen3Vector;
 #include "unit/data/gemma3_chat_vectors.inc"
 #include "unit/data/qwen3_chat_vectors.inc"
 

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "chat/chat_template.h"
+#include "unit/data/chat_vectors.h"
 
 #include <string>
 #include <vector>
@@ -13,14 +14,7 @@ using namespace specula::internal;
 
 namespace {
 
-struct Qwen3Vector {
-    const char *name;
-    std::vector<chat::Message> messages;
-    bool add_generation_prompt;
-    chat::Thinking thinking;
-    const char *expected;
-};
-
+using chat_vectors::Qwen3Vector;
 #include "unit/data/qwen3_chat_vectors.inc"
 
 }  // namespace
