@@ -69,6 +69,28 @@ TEST_CASE("jinja chat templates: \"chatml\", a literal text and the built-in fam
           "[user] You are a helpful assistant\nHello\n[assistant] Hi there\n[user] Who are you\n");
 }
 
+TEST_CASE("jinja chat templates: the Python features real templates use, with Python's results", "[chat][jinja]") {
+    // What third_party/minja/README.md lists as added: each expected text is what Python (and jinja2) give.
+    const std::pair<const char *, const char *> cases[] = {
+        {"{{ 'abcdef'[::-1] }}", "fedcba"},
+        {"{{ 'abcdef'[1:5:2] }}|{{ 'abcdef'[-2:] }}|{{ 'abcdef'[:-4] }}|{{ 'abc'[10:] }}|{{ 'abc'[-10:2] }}", "bd|ef|ab||ab"},
+        {"{{ 'abc'[::9223372036854775807] }}|{{ 'abc'[::-9223372036854775807] }}|{{ 'abcdef'[4:1:-2] }}", "a|c|ec"},
+        {"{% for m in messages[::-1] %}{{ m.role[:1] }}{% endfor %}|{{ (messages[1:3] | length) }}", "auau|2"},
+        {"{{ 'a</think>b'.split('</think>')[-1] }}|{{ '  a  b '.split() | length }}|{{ 'a,b,c'.split(',', 1)[1] }}", "b|2|b,c"},
+        {"[{{ '\n\nx\n'.lstrip('\n') }}][{{ 'x\n\n'.rstrip('\n') }}][{{ '--x--'.strip('-') }}]", "[x\n][x][x]"},
+        {"{{ 'Ab'.lower() }}{{ 'Ab'.upper() }}{{ 'aXbXc'.replace('X', '-') }}{{ 'aXbXc'.replace('X', '-', 1) }}", "abABa-b-ca-bXc"},
+        {"{{ 'th' in 'think' }}|{{ 'x' in 'think' }}|{{ 'x' not in 'think' }}|{{ 'a' not in {'a': 1} }}", "True|False|True|False"},
+        {"{{ false is false }}|{{ true is false }}|{{ 0 is false }}|{{ true is true }}", "True|False|False|True"},
+        {"{{ 'tool'.startswith('to') }}|{{ 'tool'.endswith('ol') }}", "True|True"},
+    };
+    // No system message: these templates do not print one, so minja would fold it into the first user turn.
+    const std::vector<chat::Message> turns = {{"user", "u1"}, {"assistant", "a1"}, {"user", "u2"}, {"assistant", "a2"}};
+    for (const auto &[source, expected] : cases) {
+        CAPTURE(source);
+        CHECK(chat::apply_jinja(source, "", "", turns, false) == expected);
+    }
+}
+
 TEST_CASE("jinja chat templates: hostile and broken templates are errors that say why", "[chat][jinja]") {
     // Does not parse: UNSUPPORTED, with minja's reason and place.
     auto [status, what] = error_of("{% if %}");

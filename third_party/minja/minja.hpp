@@ -1261,16 +1261,25 @@ public:
           };
           const int64_t start = bound(slice->start, step < 0 ? n - 1 : 0);
           const int64_t stop = bound(slice->end, step < 0 ? -1 : n);
+          // The indices start, start + step, ... before stop; the last step is not taken when it would pass stop
+          // (start + step may not fit in int64 for a huge step).
+          auto for_each_index = [&](const std::function<void(size_t)> & fn) {
+            for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+              fn((size_t) i);
+              const uint64_t left = step > 0 ? uint64_t(stop - i) : uint64_t(i - stop);
+              const uint64_t stride = step > 0 ? uint64_t(step) : uint64_t(0) - uint64_t(step);
+              if (left <= stride) break;
+              i = step > 0 ? i + (int64_t) stride : i - (int64_t) stride;
+            }
+          };
           if (target_value.is_string()) {
             const std::string s = target_value.get<std::string>();
             std::string out;
-            for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out += s[(size_t) i];
+            for_each_index([&](size_t i) { out += s[i]; });
             return out;
           } else {
             auto result = Value::array();
-            for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-              result.push_back(target_value.at((size_t) i));
-            }
+            for_each_index([&](size_t i) { result.push_back(target_value.at(i)); });
             return result;
           }
         } else {
