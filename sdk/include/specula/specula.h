@@ -354,7 +354,8 @@ typedef struct specula_chat_options {
                                  "chatml" is ChatML's Jinja, any other text is Jinja). Errors: UNSUPPORTED for text
                                  that does not parse or exceeds the renderer's bounds (32 KiB, 256 levels of nesting),
                                  INVALID_ARGUMENT when the template fails on the messages (its raise_exception, loops
-                                 past 1,000,000 iterations); the message gives the template's reason and place. */
+                                 past 10,000 iterations plus 1,000 per message); the message gives the template's
+                                 reason and place. */
 } specula_chat_options;
 
 /* Fills *opts with defaults; the macro passes the size of your struct (see "Options structs" above). */

@@ -94,6 +94,10 @@ int nesting_depth(std::string_view text) {
 
 namespace {
 
+// The loop iterations a parse's probes or a render may take (minja.hpp's budget): 10,000 and 1,000 per message. Real
+// templates loop once over the messages and over each one's parts or tool calls: a few per message.
+int64_t loop_budget(size_t n_messages) { return kJinjaLoopBase + kJinjaLoopPerMessage * int64_t(n_messages); }
+
 // Parsed templates, shared: minja's parser is quadratic in the text (a 9 KB template took 240 ms, 37 KB 4.2 s on a
 // 2-core VM), so each (text, bos, eos) is parsed once per process, as llama-server parses its template once at start.
 // Rendering a shared template is read-only (each render has its own context). A few entries, least recent dropped.
@@ -112,7 +116,7 @@ public:
         // Parsed outside the lock (it may take seconds); two threads may both parse a new text, and both results are equal.
         // The constructor also renders a few probe conversations to learn what the template supports (a system role,
         // typed content): llama.cpp's polyfills read those capabilities.
-        minja::loop_iteration_budget = kLoopIterations;
+        minja::loop_iteration_budget = loop_budget(3);  // the probes have 1 to 3 messages
         auto tmpl = std::make_shared<const minja::chat_template>(text, bos, eos);
         std::lock_guard<std::mutex> lock(mutex_);
         entries_.insert(entries_.begin(), Entry{text, bos, eos, tmpl});
@@ -121,7 +125,6 @@ public:
     }
 
     static constexpr size_t kEntries = 8;
-    static constexpr int64_t kLoopIterations = 1'000'000;  // per parse and per render (minja.hpp's budget)
 
 private:
     struct Entry {
@@ -207,7 +210,7 @@ std::string apply_jinja(const std::string &source, const std::string &bos, const
             throw Error(SPECULA_ERR_UNSUPPORTED, "chat template: the Jinja does not parse: " + short_reason(e.what()));
         }
         try {
-            minja::loop_iteration_budget = TemplateCache::kLoopIterations;
+            minja::loop_iteration_budget = loop_budget(messages.size());
             out = tmpl->apply(inputs);
         } catch (const std::exception &e) {
             throw Error(SPECULA_ERR_INVALID_ARGUMENT, "chat template: rendering failed: " + short_reason(e.what()));

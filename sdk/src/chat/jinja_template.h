@@ -9,6 +9,8 @@
 
 #include "chat/chat_template.h"
 
+#include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -24,14 +26,17 @@ extern const char *const kChatmlJinja;
 // Error(INVALID_ARGUMENT, "chat template: rendering failed: ...") when the template fails on these messages
 // (raise_exception, an undefined call): both name minja's reason. Bounds, each an UNSUPPORTED or INVALID_ARGUMENT
 // error rather than a crash or a hang: text longer than kMaxJinjaBytes, nested deeper than kMaxJinjaNesting
-// brackets or blocks (refused before parsing), 128 levels of blocks and macro calls while rendering, 1,000,000 loop
-// iterations per render, range() of 100,000 elements, strings repeated past 1 MiB, integer overflow and division
-// by zero (third_party/minja/README.md). Parsing and rendering run on a thread with a kJinjaStackBytes stack.
+// brackets or blocks (refused before parsing), 128 levels of blocks and macro calls while rendering, more loop
+// iterations in a render than kJinjaLoopBase + kJinjaLoopPerMessage per message, range() of 100,000 elements,
+// strings repeated past 1 MiB, integer overflow and division by zero (third_party/minja/README.md). Parsing and
+// rendering run on a thread with a kJinjaStackBytes stack.
 std::string apply_jinja(const std::string &source, const std::string &bos, const std::string &eos, std::span<const Message> messages,
                         bool add_assistant, Thinking thinking = Thinking::Default);
 
 inline constexpr int kMaxJinjaNesting = 256;
 inline constexpr size_t kMaxJinjaBytes = 32 * 1024;  // real templates: 1-16 KB
 inline constexpr size_t kJinjaStackBytes = 64u << 20;
+inline constexpr int64_t kJinjaLoopBase = 10'000;  // loop iterations per render: this plus kJinjaLoopPerMessage each
+inline constexpr int64_t kJinjaLoopPerMessage = 1'000;
 
 }  // namespace specula::internal::chat
