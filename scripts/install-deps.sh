@@ -7,7 +7,8 @@
 #                                    trainer's PyTorch, Mono for the C# binding, cargo/rustc/bindgen for the Rust one,
 #                                    abigail-tools for the ABI check, dpkg-dev for the .deb packages, the Vulkan headers,
 #                                    glslc, Mesa's lavapipe and the validation layers for the Vulkan backend, clang with
-#                                    libFuzzer for tests/fuzz and CI's sanitizer builds (what CI installs)
+#                                    libFuzzer for tests/fuzz and CI's sanitizer builds, Node for the server's chat page
+#                                    test (what CI installs)
 # Without a package, its tests report "Skipped" and say which package to install; the build leaves the part out.
 set -euo pipefail
 
@@ -21,6 +22,7 @@ optional=(
     abigail-tools dpkg-dev file                                                                       # ABI check, .deb
     libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers                                  # Vulkan backend, lavapipe tests
     clang libclang-rt-14-dev                                                                          # CI's sanitizer builds, libFuzzer (bench/fuzz)
+    nodejs                                                                                            # the server's chat page, run by its test
 )
 packages=("${build[@]}")
 case "${1:-}" in

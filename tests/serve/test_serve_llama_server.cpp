@@ -492,3 +492,30 @@ TEST_CASE("with --jinja the chat template's own Jinja is rendered, as llama-serv
               "<|im_start|>system\nBook<|im_end|>\n<|im_start|>user\nWhat is the best book<|im_end|>\n<|im_start|>assistant\n");
     }
 }
+
+TEST_CASE("GET / serves the chat page, and --no-webui answers 404 there, as llama-server", "[serve]") {
+    {
+        ServerProcess server({"-m", bundled_model(), "-c", "128"});
+        auto c = server.client();
+        const auto res = c.Get("/");
+        REQUIRE(res);
+        CHECK(res->status == 200);
+        CHECK(res->get_header_value("Content-Type") == "text/html; charset=utf-8");
+        CHECK(res->body.find("<html>") != std::string::npos);  // what llama-server's test_no_webui looks for
+        // The page talks to this server's chat endpoint and loads nothing from elsewhere.
+        CHECK(res->body.find("/v1/chat/completions") != std::string::npos);
+        CHECK(res->body.find("http://") == std::string::npos);
+        CHECK(res->body.find("https://") == std::string::npos);
+        CHECK(res->get_header_value("Content-Security-Policy").find("default-src 'none'") != std::string::npos);
+        CHECK(res->get_header_value("Content-Security-Policy").find("connect-src 'self'") != std::string::npos);
+        const auto again = c.Get("/index.html");
+        REQUIRE(again);
+        CHECK(again->body == res->body);
+    }
+    ServerProcess server({"-m", bundled_model(), "-c", "128", "--no-webui"});
+    CHECK(server.log().find("--no-webui ignored") == std::string::npos);
+    auto c = server.client();
+    const auto res = c.Get("/");
+    REQUIRE(res);
+    CHECK(res->status == 404);
+}

@@ -8,6 +8,7 @@
 #include "request_body.h"
 #include "responses.h"
 #include "slot_files.h"
+#include "web_page.h"
 
 #include <httplib.h>
 
@@ -261,6 +262,20 @@ void Server::register_routes() {
     };
 
     auto health = guarded([](const httplib::Request &, httplib::Response &res) { send_json(res, {{"status", "ok"}}); });
+    if (config_.webui) {
+        // The chat page. Its Content-Security-Policy allows the page's own inline script and style and requests to
+        // this server only: no external resource can be loaded into it.
+        auto page = [](const httplib::Request &, httplib::Response &res) {
+            res.set_header("Content-Security-Policy",
+                           "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; "
+                           "form-action 'none'; frame-ancestors 'none'");
+            res.set_header("X-Content-Type-Options", "nosniff");
+            const std::string_view html = web_page_html();
+            res.set_content(html.data(), html.size(), "text/html; charset=utf-8");
+        };
+        svr.Get("/", page);
+        svr.Get("/index.html", page);
+    }
     svr.Get("/health", health);
     svr.Get("/v1/health", health);
     svr.Get("/props", guarded([this](const httplib::Request &, httplib::Response &res) { handle_props(res); }));

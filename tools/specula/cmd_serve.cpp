@@ -219,6 +219,7 @@ Command add_serve_command(CLI::App &parent) {
         ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
     cmd->add_option("--chat-template", c.chat_template, "Chat template for /v1/chat/completions: a built-in name or Jinja text "
                                                         "(default: the model's own)");
+    cmd->add_flag("--no-webui{false}", c.webui, "Do not serve the chat page at / (answer 404 there, as llama-server --no-webui)");
     cmd->add_flag("--jinja", c.jinja, "Render the chat template's own Jinja, as llama-server --jinja (minja), instead of its built-in "
                                       "family: any template, also one of no known family");
     cmd->add_option("--chat-template-file", a.chat_template_file, "Read the --chat-template (Jinja text or a built-in name) from this file")

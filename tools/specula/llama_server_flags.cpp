@@ -36,7 +36,6 @@ const std::vector<FlagRule> &rules() {
         {{"-nocb"}, Rule::Rename, 0, "--no-cont-batching"},
         {{"--mlock"}, Rule::Ignore, 0, "the model is mapped from its file (--no-mmap reads it into memory)"},
         {{"--no-warmup"}, Rule::Ignore, 0, "there is no warm-up run"},
-        {{"--no-webui"}, Rule::Ignore, 0, "specula serve has no web page"},
         {{"--props"}, Rule::Ignore, 0, "the server's properties cannot be changed over HTTP (POST /props answers 501)"},
         {{"-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu"}, Rule::Ignore, 1, "a model runs on one device"},
         {{"--draft-max", "--draft-n", "--draft-min", "--draft-p-min"}, Rule::Ignore, 1,
