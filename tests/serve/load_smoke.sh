@@ -7,15 +7,8 @@ set -euo pipefail
 cli=$1 load=$2 src=$3
 log=$(mktemp)
 trap 'kill -9 $pid 2>/dev/null || true; rm -f "$log"' EXIT
-"$cli" serve -m "$src/models/stories260K.gguf" --port 0 --parallel 2 -c 512 -t 1 2>"$log" &
-pid=$!
-for _ in $(seq 1 600); do
-    grep -q "server is listening on" "$log" && break
-    kill -0 $pid 2>/dev/null || { cat "$log"; echo "FAIL: the server exited"; exit 1; }
-    sleep 0.1
-done
-port=$(sed -n 's/.*server is listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
-[ -n "$port" ] || { cat "$log"; echo "FAIL: no listening line"; exit 1; }
+source "$(dirname "$0")/start_server.sh"
+start_server "$cli" "$log" -m "$src/models/stories260K.gguf" --parallel 2 -c 512 -t 1
 "$load" --port "$port" --clients 4 --seconds "${SERVE_LOAD_SECONDS:-5}" --n-predict 24 --temp 0.8
 kill -TERM $pid
 status=0

@@ -10,15 +10,8 @@ if ! command -v node >/dev/null; then
 fi
 log=$(mktemp)
 trap 'kill -9 $pid 2>/dev/null || true; rm -f "$log"' EXIT
-"$cli" serve -m "$src/models/stories260K.gguf" --port 0 -c 512 -t 1 2>"$log" &
-pid=$!
-for _ in $(seq 1 600); do
-    grep -q "server is listening on" "$log" && break
-    kill -0 $pid 2>/dev/null || { cat "$log"; echo "FAIL: the server exited"; exit 1; }
-    sleep 0.1
-done
-port=$(sed -n 's/.*server is listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
-[ -n "$port" ] || { cat "$log"; echo "FAIL: no listening line"; exit 1; }
+source "$(dirname "$0")/start_server.sh"
+start_server "$cli" "$log" -m "$src/models/stories260K.gguf" -c 512 -t 1
 node "$(dirname "$0")/webui_chat.mjs" "http://127.0.0.1:$port"
 kill -TERM $pid
 wait $pid
