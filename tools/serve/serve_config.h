@@ -57,8 +57,8 @@ struct ServeConfig {
     std::vector<int32_t> tree;     // draft tree widths; empty: the library's default
     bool fixed_tree = false;       // draft the same tree (widths, or the default) every round instead of auto
     std::string chat_template;     // a built-in template name or Jinja text; empty: the model's own (chatml without one)
-    bool jinja = false;
-    bool webui = true;             // GET / serves the chat page (webui/index.html); --no-webui: 404, as llama-server            // --jinja: render the template's own Jinja (llama-server's --jinja), not its built-in family
+    bool jinja = false;            // --jinja: render the template's own Jinja (llama-server's --jinja), not its built-in family
+    bool webui = true;             // GET / serves the chat page (webui/index.html); --no-webui: 404, as llama-server
     SamplingDefaults sampling;     // what requests that do not say get
     bool endpoint_slots = false;   // GET /slots (llama-server's --slots; off by default there too)
     bool endpoint_metrics = false; // GET /metrics (--metrics)
