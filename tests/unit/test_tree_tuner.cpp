@@ -28,7 +28,8 @@ struct Machine {
     double p_match = 1.0;     // the n-gram drafter finds a match (without one it proposes nothing)
     double jitter = 0.05;     // relative timing noise
     double catch_up = 0.0;    // model drafter's ms per token produced since it last drafted (a draft model
-                              // evaluates them before drafting)
+                              // evaluates them before drafting)...
+    int32_t catch_up_bound = 1 << 30;  // ...up to this many (LongSpec writes its ring: the last window + 1)
 
     double verify(int32_t nodes) const { return t1 * (1.0 + slope * (nodes - 1)); }
 };
@@ -60,7 +61,7 @@ Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng, int32_t &be
     double levels = double(c.shape.widths.size()), rows = c.shape.widths.empty() ? 0.0 : 1.0;
     for (size_t l = 0; l + 1 < c.shape.widths.size(); ++l) rows += c.shape.widths[l];
     std::normal_distribution<double> noise(1.0, m.jitter);
-    const double catch_up = c.shape.widths.empty() ? 0.0 : m.catch_up * behind;
+    const double catch_up = c.shape.widths.empty() ? 0.0 : m.catch_up * std::min(behind, m.catch_up_bound);
     r.draft = c.plain() ? 0.0 : (m.per_level * levels + m.per_row * rows + catch_up + (c.ngram_nodes > 0 ? m.ngram_ms : 0.0)) * noise(rng);
     r.verify = m.verify(r.nodes) * noise(rng);
     behind = c.shape.widths.empty() ? behind + r.accepted + 1 : r.accepted + 1;
@@ -90,7 +91,8 @@ struct Outcome {
 // n-gram-only choice it did not play would have accepted, as a session does (its counterfactual rounds: the
 // emitted text is the same whatever was drafted, so it settles them exactly; here drawn from the same process);
 // shadows = false leaves them out.
-Outcome run(const Machine &m, TreeTuner &tuner, int32_t tokens, uint32_t seed, bool shadows = true) {
+// `behind`: context the model drafter has not seen when the run starts.
+Outcome run(const Machine &m, TreeTuner &tuner, int32_t tokens, uint32_t seed, bool shadows = true, int32_t behind = 0) {
     Outcome o;
     const auto &choices = tuner.choices();
     for (size_t i = 0; i < choices.size(); ++i) {
@@ -104,7 +106,6 @@ Outcome run(const Machine &m, TreeTuner &tuner, int32_t tokens, uint32_t seed, b
     std::mt19937 rng(seed);
     std::vector<int32_t> played(choices.size(), 0);
     double produced = 0, ms = 0;
-    int32_t behind = 0;
     while (produced < tokens) {
         const int32_t i = tuner.next();
         const Round r = play(m, choices[size_t(i)], rng, behind);
@@ -156,7 +157,7 @@ TEST_CASE("tree tuner: the candidate shapes", "[tree_tuner]") {
     const TreeTuner merged(true, &odd, true, 16);
     names.clear();
     for (const TreeChoice &c : merged.choices()) names.push_back(c.to_string());
-    CHECK(names == std::vector<std::string>{"plain", "1", "1,1", "3,5", "ngram:4", "ngram:16", "1+ngram:4", "1+ngram:16",
+    CHECK(names == std::vector<std::string>{"plain", "1", "1,1", "3,5", "ngram:4", "ngram:8", "ngram:16", "1+ngram:4", "1+ngram:16",
                                             "1,1+ngram:4", "1,1+ngram:16", "3,5+ngram:4", "3,5+ngram:16"});
     // The first round decodes plainly: it measures a one-node pass.
     TreeTuner fresh(true, nullptr, true, 16);
@@ -228,6 +229,24 @@ TEST_CASE("tree tuner: a drafter that must catch up after plain rounds", "[tree_
         report("good draft with catch-up", o);
         CHECK(o.favourite != "plain");
     }
+}
+
+TEST_CASE("tree tuner: a model drafter's catch-up is charged for the tokens it evaluates", "[tree_tuner]") {
+    // After a stretch the model drafter sat out, LongSpec writes its ring (the last window + 1 tokens) however long
+    // the stretch was, where a draft model evaluates every token it missed (Drafter::catch_up_bound).
+    const auto resume_share = [](int32_t bound) {
+        TreeTuner tuner(true, nullptr, false, 0);
+        REQUIRE(tuner.choices()[1].to_string() == "1");
+        if (bound > 0) tuner.set_catch_up_bound(bound);
+        tuner.context_grew(4096);
+        tuner.caught_up(513, 25.65);                  // the prompt, at prompt processing: 0.05 ms a token
+        tuner.record(tuner.next(), 1, 0.0, 40.0, 0);  // the first round decodes plainly
+        const double before = tuner.expected_ms(1);
+        tuner.context_grew(2000);  // a later turn
+        return tuner.expected_ms(1) - before;  // a model round's share of the catch-up (spread over 8 rounds)
+    };
+    CHECK(resume_share(0) == Approx(0.05 * 2001 / 8));
+    CHECK(resume_share(513) == Approx(0.05 * 513 / 8));
 }
 
 TEST_CASE("tree tuner: a tiny model whose every verified node costs half a decode step", "[tree_tuner]") {

@@ -59,6 +59,7 @@ void Session::set_sampler(const SamplerConfig &config) {
 
 void Session::set_speculative(const SpeculativeConfig &config) {
     spec_.attach(config, *model_, *runner_, *pool_, int32_t(tokens_.size()));
+    drafter_behind_ = spec_.attached() && !tokens_.empty();
 }
 
 void Session::append_tokens(const int32_t *tokens, size_t n) {
@@ -156,7 +157,11 @@ bool Session::evaluate_pending() {
     }
     // A draft model evaluates the prompt too, as part of prompt processing (as llama.cpp's speculative decoding
     // does): the first round would otherwise pay for it, and --tree auto would weigh a prefill against one round.
-    if (prompt && spec_.attached()) {
+    // So does a drafter attached to a context evaluated before it (a session forked from a cached prompt, a
+    // restored snapshot): its first round would pay for the whole context (LongSpec's ring, a draft model's cache),
+    // and --tree auto, counting that as the cost of resuming, kept away from model shapes for the whole run.
+    if ((prompt || drafter_behind_) && spec_.attached()) {
+        drafter_behind_ = false;
         const double t0 = now_ms();
         const int32_t n = spec_.drafter()->prefill(std::span<const int32_t>(tokens_.data(), target));
         if (n >= 0) {

@@ -216,6 +216,9 @@ private:
     std::vector<int32_t> tokens_;
     int32_t n_evaluated_ = 0;
     bool last_token_generated_ = false;  // the unevaluated tail is one generated token (decode, not prompt)
+    // A drafter was attached to a context already evaluated (set_speculative after the prompt, a restored snapshot):
+    // it catches up at the next evaluation, as part of prompt processing, as it does with a prompt.
+    bool drafter_behind_ = false;
     // The logits the session may still read (the last evaluation's row, or a round's rows): target_logits.h. After
     // runner_ (it is the runner's rows holder until it is destroyed).
     TargetLogits logits_;

@@ -297,6 +297,7 @@ int32_t Session::load_snapshot(std::span<const uint8_t> bytes, int32_t keep_toke
         throw;
     }
     if (keep < h.n_tokens) rewind(keep);
+    drafter_behind_ = spec_.attached();  // (a restored drafter state makes its catch-up empty)
     n_restored_tokens_ += keep < h.n_tokens ? n_evaluated_ : h.n_kv;
     return keep;
 }

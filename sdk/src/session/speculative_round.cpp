@@ -55,6 +55,7 @@ void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &targ
     shadow_ms_ = 0;
     shadow_skip_ = 0;
     tuner_ = std::move(tuner);
+    if (tuner_ && drafter_) tuner_->set_catch_up_bound(drafter_->catch_up_bound());
     if (tuner_) tuner_->context_grew(n_tokens);
     fixed_tree_ = TreeChoice{model_drafter ? config.shape : TreeShape{std::vector<int32_t>{}}, config.ngram ? config.ngram_nodes : 0};
     config_ = config;
@@ -233,7 +234,26 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
     }
 
     const double t2 = now_ms();
-    if (tuner_) tuner_->record(choice, n_nodes, t1 - t0, t2 - t1, int32_t(outcome.path.size()));
+    if (tuner_) {
+        tuner_->record(choice, n_nodes, t1 - t0, t2 - t1, int32_t(outcome.path.size()));
+        // A round of the model's tree merged with n-gram nodes: how deep the model's tree alone would have been
+        // accepted (the emitted tokens do not depend on the tree: verifier.h), walked along the round's emitted
+        // tokens within the model's nodes. --tree auto learns that tree's acceptance from these rounds too, rather
+        // than only by playing it; without it, a chain merged with a few n-gram nodes (each costing verification)
+        // was played throughout where the chain alone ran faster. (A grammar may renumber the tree: not counted.)
+        const int32_t m = drafter_->model_part_size();
+        if (!round.shape.widths.empty() && round.ngram_nodes > 0 && m > 1 && !sampler.has_grammar()) {
+            int32_t node = 0, depth = 0;
+            for (size_t i = 0; i <= outcome.path.size(); ++i) {
+                const int32_t token = i < outcome.path.size() ? tree_.token(outcome.path[i]) : outcome.bonus;
+                const int32_t child = tree_.find_child(node, token);
+                if (child < 0 || child >= m) break;
+                node = child;
+                ++depth;
+            }
+            tuner_->record_model_part(choice, m, depth);
+        }
+    }
 
     SpeculativeStats &st = stats_;
     ++st.rounds;

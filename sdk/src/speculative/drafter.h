@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -61,6 +62,12 @@ public:
         (void)committed;
         return -1;
     }
+    // The most tokens catching up evaluates, however far behind the drafter is (a draft model: every token it
+    // missed; LongSpec: its ring of the last window + 1 tokens), so that --tree auto charges a resume what it costs.
+    virtual int32_t catch_up_bound() const { return std::numeric_limits<int32_t>::max(); }
+    // A merged drafter: the nodes (root included) of the last tree that its model drafter drafted, before the
+    // n-gram drafter added its own (they come first: nodes [0, model_part_size())); -1 for other drafters.
+    virtual int32_t model_part_size() const { return -1; }
     // The session shifted its full context (backend/kv_shift.h): tokens [keep, keep + discard) were dropped
     // and the later ones moved down by discard. By default the drafter forgets what it derived from tokens after
     // `keep` and catches up from the new context on its next round; a drafter with its own cache of the whole

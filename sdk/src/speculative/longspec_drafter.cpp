@@ -93,6 +93,17 @@ public:
 
     void rewind(int32_t n_tokens) override { n_done_ = std::min(n_done_, std::max(n_tokens, 0)); }
 
+    // The ring written now, as part of prompt processing, rather than by the first round: the positions written
+    // (at most the ring's size, however long the prompt).
+    int32_t prefill(std::span<const int32_t> committed) override {
+        const int32_t n = int32_t(committed.size());
+        if (n <= n_done_) return 0;
+        const int32_t written = n - std::max(n_done_, n - ring_);
+        catch_up(committed);
+        return written;
+    }
+    int32_t catch_up_bound() const override { return ring_; }
+
     size_t allocated_bytes() const override {
         return executor_->allocated_bytes() + ring_pos_.capacity() * sizeof(int32_t) + ring_order_.capacity() * sizeof(int32_t) +
                rows_plan_.ints.capacity() * sizeof(int32_t);

@@ -105,6 +105,7 @@ public:
     int32_t prefill(std::span<const int32_t> committed) override {
         return std::max(primary_->prefill(committed), secondary_->prefill(committed));
     }
+    int32_t catch_up_bound() const override { return primary_->catch_up_bound(); }
     void shift(int32_t keep, int32_t discard) override {
         primary_->shift(keep, discard);
         secondary_->shift(keep, discard);
@@ -136,12 +137,15 @@ public:
         first.node_budget = std::min(request.node_budget, primary_budget_);
         first.sampler = nullptr;
         primary_->draft(first, tree);
+        primary_size_ = tree.size();
         secondary_->draft(request, tree);
     }
+    int32_t model_part_size() const override { return primary_size_; }
 
 private:
     std::unique_ptr<Drafter> primary_, secondary_;
     int32_t primary_budget_;
+    int32_t primary_size_ = -1;
     std::string name_;
 };
 

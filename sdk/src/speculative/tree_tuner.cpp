@@ -108,10 +108,15 @@ TreeTuner::TreeTuner(bool model, const TreeShape *bound, bool ngram, int32_t max
     }
     for (const auto &w : shapes) choices_.push_back(TreeChoice{TreeShape{w}, 0});
     if (model && !shares.empty()) {
-        // Merged: n-gram candidates alone (the model drafter idle), and each model shape with a small and the
-        // full n-gram share. More combinations would mostly cost probes.
+        // Merged: n-gram candidates alone (the model drafter idle), every share from the small one up (they are
+        // measured by counterfactual rounds, without probes: held-out code on the widened 1B pair ran fastest with
+        // 8 n-gram nodes, which auto could not choose when only 4 and 16 were offered; 2 is left out: on a tiny
+        // model whose lookups cost 5% of a step, its estimate, blind to the lookups that found nothing, beat plain
+        // decoding by less than that), and each model shape with a small and the full n-gram share. More
+        // combinations would mostly cost probes.
         const int32_t small = std::min(4, max_ngram_nodes);
-        for (int32_t s : {small, max_ngram_nodes}) choices_.push_back(TreeChoice{TreeShape{std::vector<int32_t>{}}, s});
+        for (int32_t s : shares)
+            if (s >= small) choices_.push_back(TreeChoice{TreeShape{std::vector<int32_t>{}}, s});
         for (const auto &w : shapes) {
             choices_.push_back(TreeChoice{TreeShape{w}, small});
             if (max_ngram_nodes != small) choices_.push_back(TreeChoice{TreeShape{w}, max_ngram_nodes});
@@ -317,7 +322,7 @@ double TreeTuner::resume_ms(const TreeChoice &c) const {
         refresh();
         per_token = std::max(0.0, draft_coef_[0] + draft_coef_[1] + draft_coef_[2]);
     }
-    return per_token * double(behind_) / kResumeRounds;
+    return per_token * double(std::min(behind_, catch_up_bound_)) / kResumeRounds;
 }
 
 double TreeTuner::expected_ms(int32_t index) const {
@@ -436,7 +441,7 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
     if (model && behind > kCleanBehind) {
         // A resume: what it took beyond a round of this shape, per token caught up.
         const double excess = std::max(0.0, draft - expected_draft);
-        resume_per_token_ = resume_per_token_ * kResumeDecay + excess / double(behind);
+        resume_per_token_ = resume_per_token_ * kResumeDecay + excess / double(std::min(behind, catch_up_bound_));
         resume_weight_ = resume_weight_ * kResumeDecay + 1.0;
     } else {
         ++draft_rounds_;
@@ -449,19 +454,31 @@ void TreeTuner::record(int32_t index, int32_t nodes, double draft, double verify
         }
     }
     update_arm(index, nodes, accepted);
-    if (is_chain(index)) {
-        // The chain's levels were d = 1..depth (fewer when the context had no room); depth d was tried when the
-        // path reached d - 1.
-        const int32_t depth = std::min(c.shape.depth(), nodes - 1);
-        for (size_t d = 0; d < depth_hit_.size(); ++d) {
-            depth_hit_[d] *= kDepthDecay;
-            depth_try_[d] *= kDepthDecay;
-        }
-        for (int32_t d = 0; d < depth && d <= accepted; ++d) {
-            depth_try_[size_t(d)] += 1.0;
-            if (d < accepted) depth_hit_[size_t(d)] += 1.0;
-        }
+    // The chain's levels were d = 1..depth (fewer when the context had no room).
+    if (is_chain(index)) update_depths(std::min(c.shape.depth(), nodes - 1), accepted);
+}
+
+// Depth d was tried when the path reached d - 1.
+void TreeTuner::update_depths(int32_t depth, int32_t accepted) {
+    for (size_t d = 0; d < depth_hit_.size(); ++d) {
+        depth_hit_[d] *= kDepthDecay;
+        depth_try_[d] *= kDepthDecay;
     }
+    for (int32_t d = 0; d < depth && d <= accepted; ++d) {
+        depth_try_[size_t(d)] += 1.0;
+        if (d < accepted) depth_hit_[size_t(d)] += 1.0;
+    }
+}
+
+void TreeTuner::record_model_part(int32_t index, int32_t nodes, int32_t accepted) {
+    if (index < 0 || size_t(index) >= choices_.size() || nodes <= 1) return;
+    const int32_t part = parts_[size_t(index)].first;
+    if (part < 0 || part == index) return;
+    dirty_ = true;
+    if (is_chain(part))
+        update_depths(std::min(choices_[size_t(part)].shape.depth(), nodes - 1), accepted);
+    else
+        update_arm(part, nodes, accepted);
 }
 
 void TreeTuner::update_arm(int32_t index, int32_t nodes, int32_t accepted) {

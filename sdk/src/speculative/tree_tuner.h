@@ -27,7 +27,7 @@
 // that looks best on its guess alone (not played yet, or not for long) is such a probe. A model drafter idle for a
 // stretch must catch up before it drafts (a draft model evaluates the tokens it missed): such a resume round is
 // kept out of the draft-time fit and its excess, per token caught up, is charged to the model shapes while the
-// stretch lasts.
+// stretch lasts, for at most the tokens the drafter evaluates (set_catch_up_bound(): LongSpec writes its ring only).
 //
 // Counterfactual rounds: the text a session emits does not depend on what was drafted (speculative/verifier.h), so
 // once the tokens after a root are emitted, what an n-gram proposal made at that root would have had accepted is
@@ -37,6 +37,10 @@
 // round follow the text without a probe. Without them, an n-gram share tried once while the text had not started
 // repeating itself (code often does, a few lines in) looks poor, and while plain decoding is best probes are
 // rationed: a 128-token completion stayed plain throughout where n-grams would have run 1.3x faster.
+//
+// The same holds for the model part of a merged round (record_model_part()): how deep the model's tree alone would
+// have been accepted is known once the round's tokens are out, so a chain merged with n-gram nodes also measures the
+// chain alone, which otherwise is learned only by playing it.
 //
 // The tuner never sees tokens or the clock: the session reports each round's measured times and its accepted
 // length, so tests can drive it with any cost model.
@@ -87,6 +91,8 @@ public:
     // The model drafter caught up with the whole committed context outside a round (the prompt), `n_tokens` of
     // them in `ms`: a measure of what a token behind costs, and nothing is behind any more.
     void caught_up(int32_t n_tokens, double ms);
+    // The most tokens the model drafter evaluates to catch up, however long the stretch (Drafter::catch_up_bound).
+    void set_catch_up_bound(int32_t n_tokens) { catch_up_bound_ = std::max(n_tokens, 1); }
 
     // The n-gram-only choices (model drafter idle), which a session may measure by counterfactual rounds.
     const std::vector<int32_t> &shadow_choices() const { return shadow_choices_; }
@@ -94,6 +100,10 @@ public:
     // which says nothing, as in record()) and `accepted` of its tokens were what the session then emitted. Updates
     // that shape's tokens per round as a played round would, and nothing else (no time was spent on it).
     void record_shadow(int32_t index, int32_t nodes, int32_t accepted);
+    // In the round just recorded, choice `index` merged a model tree with n-gram nodes: its model part alone had
+    // `nodes` nodes (root included) and would have had `accepted` of them accepted. Updates the model tree's own
+    // estimate (a chain's acceptance per depth) as a round of it would, and nothing else.
+    void record_model_part(int32_t index, int32_t nodes, int32_t accepted);
 
     // Expected tokens per millisecond of a choice under the current estimates (for tests and reports).
     double rate(int32_t index) const;
@@ -133,6 +143,7 @@ private:
     bool is_chain(int32_t index) const { return !choices_[size_t(index)].shape.widths.empty() && choices_[size_t(index)].shape.is_chain() && choices_[size_t(index)].ngram_nodes == 0; }
 
     void update_arm(int32_t index, int32_t nodes, int32_t accepted);  // a round's tokens and nodes into its arm
+    void update_depths(int32_t depth, int32_t accepted);  // a chain of `depth` levels, `accepted` of them accepted
 
     std::vector<TreeChoice> choices_;
     std::vector<int32_t> shadow_choices_;
@@ -155,6 +166,7 @@ private:
     int32_t probe_ = -1;                    // the choice next() returned as a probe (-1: it returned the best)
     double probe_best_rate_ = 0;            // the best shape's rate when that probe was chosen
     double total_ms_ = 0, explore_ms_ = 0;  // time of every round; time probes lost against the best shape
+    int32_t catch_up_bound_ = INT32_MAX;    // set_catch_up_bound()
     int32_t behind_ = 0;                    // tokens produced or appended since the last round that used the model
                                             // drafter (at first: the prompt, so the first model round is a resume)
     double resume_per_token_ = 0, resume_weight_ = 0;  // decayed: catch-up ms per token behind, and its rounds
