@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -212,4 +213,50 @@ TEST_CASE("the LongSpec draft allocates the same bytes at context 1K and 64K", "
     INFO("draft bytes at 1K: " << bytes[0] << ", at 64K: " << bytes[1]);
     CHECK(bytes[0] == bytes[1]);
     CHECK(bytes[0] > 0);
+}
+
+TEST_CASE("the LongSpec drafter's prefill writes the ring its first round would, and reports what it wrote", "[speculative]") {
+    // Session::evaluate_pending calls prefill() at prompt processing (and after set_speculative on an evaluated
+    // context, or a restore), so that the first round does not pay for the prompt. Drafting after it must see the
+    // same ring: the same root logits, bit for bit, as a drafter that caught up in its round.
+    const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
+    if (!test_fixtures::have_fixture(path)) return;
+    const auto model = Model::load(path.string(), LoadOptions{});
+    const auto file = std::filesystem::temp_directory_path() / ("specula-test-prefill-" + std::to_string(::getpid()) + ".gguf");
+    RandomDraftOptions opt;
+    opt.window = 64;
+    write_random_longspec_draft(*model, file.string(), opt);
+    const auto draft = LongSpecDraft::load(file.string(), model);
+    std::filesystem::remove(file);
+    const HParams &hp = model->hparams();
+    ThreadPool pool(2);
+    CpuRunner runner(model, 512, pool);
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int32_t> tok(3, hp.n_vocab - 1);
+    std::vector<float> k_row(size_t(hp.n_embd_kv())), v_row(k_row.size());
+    std::vector<uint8_t> k_bytes(kv_row_bytes(runner.kv_type(), hp.n_embd_kv())), v_bytes(k_bytes.size());
+    for (int32_t slot = 0; slot < 512; ++slot) {
+        for (int32_t j = 0; j < hp.n_embd_kv(); ++j) {
+            k_row[size_t(j)] = float(tok(rng) % 7) * 0.1f;
+            v_row[size_t(j)] = float(tok(rng) % 5) * 0.1f;
+        }
+        kv_store_row(runner.kv_type(), k_row.data(), hp.n_embd_kv(), k_bytes.data());
+        kv_store_row(runner.kv_type(), v_row.data(), hp.n_embd_kv(), v_bytes.data());
+        runner.write_kv(hp.n_layer - 1, KvPart::Keys, slot, 1, k_bytes.data());
+        runner.write_kv(hp.n_layer - 1, KvPart::Values, slot, 1, v_bytes.data());
+    }
+    std::vector<int32_t> tokens(300);
+    for (int32_t &x : tokens) x = tok(rng);
+    auto prefilled = make_longspec_drafter(draft, 16, runner), lazy = make_longspec_drafter(draft, 16, runner);
+    CHECK(prefilled->catch_up_bound() == 65);
+    CHECK(prefilled->prefill(std::span<const int32_t>(tokens.data(), 299)) == 65);  // the ring, not 299 tokens
+    CHECK(prefilled->prefill(std::span<const int32_t>(tokens.data(), 299)) == 0);   // nothing new
+    DraftRequest req;
+    req.tokens = tokens;
+    req.n_target_kv = 299;
+    req.node_budget = 17;
+    std::vector<float> a(size_t(hp.n_vocab)), b(a.size());
+    REQUIRE(prefilled->root_logits(req, a.data()));
+    REQUIRE(lazy->root_logits(req, b.data()));
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }

@@ -41,8 +41,9 @@ struct Round {
 
 // One round of `c` on machine m. A level of width w holds the right token with probability 1 - (1 - p)^w (its
 // candidates taken as independent guesses); n-gram candidates form one chain of up to 8 (bounded by the share).
-// `behind`: tokens produced since the model drafter last drafted (updated here).
-Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng, int32_t &behind) {
+// `behind`: tokens produced since the model drafter last drafted (updated here). `match`: whether the n-gram
+// drafter finds a match at this root (1/0), drawn here when -1.
+Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng, int32_t &behind, int match = -1) {
     std::uniform_real_distribution<double> u(0.0, 1.0);
     Round r;
     int32_t model_len = 0;
@@ -50,8 +51,8 @@ Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng, int32_t &be
         if (u(rng) >= 1.0 - std::pow(1.0 - m.p_model, w)) break;
         ++model_len;
     }
-    const bool match = c.ngram_nodes > 0 && (m.p_match >= 1.0 || u(rng) < m.p_match);
-    const int32_t ngram_chain = match ? std::min(c.ngram_nodes, 8) : 0;
+    const bool matched = c.ngram_nodes > 0 && (match >= 0 ? match == 1 : m.p_match >= 1.0 || u(rng) < m.p_match);
+    const int32_t ngram_chain = matched ? std::min(c.ngram_nodes, 8) : 0;
     int32_t ngram_len = 0;
     while (ngram_len < ngram_chain && u(rng) < m.p_ngram) ++ngram_len;
     r.accepted = std::max(model_len, ngram_len);
@@ -89,8 +90,9 @@ struct Outcome {
 
 // Runs the tuner for `tokens` tokens on m and compares with every fixed choice. Every round also reports what each
 // n-gram-only choice it did not play would have accepted, as a session does (its counterfactual rounds: the
-// emitted text is the same whatever was drafted, so it settles them exactly; here drawn from the same process);
-// shadows = false leaves them out.
+// emitted text is the same whatever was drafted, so it settles them exactly; here drawn from the same process),
+// and the round is chosen knowing whether the n-grams match at its root (the session drafts those first);
+// shadows = false leaves both out.
 // `behind`: context the model drafter has not seen when the run starts.
 Outcome run(const Machine &m, TreeTuner &tuner, int32_t tokens, uint32_t seed, bool shadows = true, int32_t behind = 0) {
     Outcome o;
@@ -106,15 +108,22 @@ Outcome run(const Machine &m, TreeTuner &tuner, int32_t tokens, uint32_t seed, b
     std::mt19937 rng(seed);
     std::vector<int32_t> played(choices.size(), 0);
     double produced = 0, ms = 0;
+    std::uniform_real_distribution<double> u(0.0, 1.0);
     while (produced < tokens) {
-        const int32_t i = tuner.next();
-        const Round r = play(m, choices[size_t(i)], rng, behind);
+        int match = -1;
+        TreeTuner::NgramProposal hint = TreeTuner::NgramProposal::Unknown;
+        if (shadows && !tuner.shadow_choices().empty()) {
+            match = m.p_match >= 1.0 || u(rng) < m.p_match ? 1 : 0;
+            hint = match == 1 ? TreeTuner::NgramProposal::Some : TreeTuner::NgramProposal::None;
+        }
+        const int32_t i = tuner.next(hint);
+        const Round r = play(m, choices[size_t(i)], rng, behind, match);
         tuner.record(i, r.nodes, r.draft, r.verify, r.accepted);
         if (shadows)
             for (const int32_t c : tuner.shadow_choices()) {
                 if (c == i) continue;
                 int32_t ignored = 0;
-                const Round sr = play(m, choices[size_t(c)], rng, ignored);
+                const Round sr = play(m, choices[size_t(c)], rng, ignored, match);
                 tuner.record_shadow(c, sr.nodes, sr.accepted);
             }
         produced += r.accepted + 1;
@@ -374,6 +383,33 @@ TEST_CASE("tree tuner: counterfactual n-gram rounds find n-grams that start payi
         if (shadows) CHECK(o.favourite != "plain");
     }
     INFO("auto " << with << " tok/ms with shadows, " << without << " without; best fixed " << best);
-    CHECK(with >= 0.8 * best);
-    CHECK(with > 1.1 * without);
+    CHECK(with >= 0.9 * best);
+    CHECK(with > without);
+}
+
+TEST_CASE("tree tuner: short completions with a good draft and n-grams that match now and then", "[tree_tuner]") {
+    // The widened 1B pair completing held-out code (bench_draft_quality --regret): a 42 ms step, 3.7 ms a draft
+    // level, chains accepted ~0.7 a level, n-grams matching at three roots in ten; 128 tokens, about 40 rounds,
+    // so what the first rounds learn decides the run. Two faults cost ~15% here: n-grams alone, rated by their
+    // rounds with a match, were played on every round (most of them plain passes), and one unlucky first probe of
+    // the draft used up the 1% probe budget for the rest of the completion. The round is now chosen knowing
+    // whether the n-grams match at its root, and probes may lose four plain steps on top of the 1%.
+    Machine m;
+    m.t1 = 42.0;
+    m.slope = 0.18;
+    m.per_level = 3.7;
+    m.per_row = 0.3;
+    m.ngram_ms = 0.1;
+    m.p_model = 0.72;
+    m.p_ngram = 0.6;
+    m.p_match = 0.3;
+    double sum = 0, worst = 1e9;
+    for (uint32_t seed = 100; seed < 130; ++seed) {
+        TreeTuner tuner(true, nullptr, true, 16);
+        const Outcome o = run(m, tuner, 128, seed);
+        sum += o.rate / o.best_rate;
+        worst = std::min(worst, o.rate / o.best_rate);
+    }
+    INFO("auto / best fixed over 30 completions: mean " << sum / 30 << ", smallest " << worst);
+    CHECK(sum / 30 >= 0.9);
 }

@@ -199,9 +199,14 @@ specula_status Session::step(StepResult &out) {
     bool accepted = false;
     // Auto tree: when the tuner expects nothing to pay, this round is a plain decoding step (the pending root is
     // evaluated as plain decoding evaluates a token, and the next token sampled from its logits).
-    const int32_t choice = spec_.attached() && !spec_.has_ready() ? spec_.next_choice() : -1;
+    // The n-gram-only choices are drafted first (counterfactual rounds), which also tells the tuner whether the
+    // n-grams propose anything at this root.
+    int32_t choice = -1;
+    if (spec_.attached() && !spec_.has_ready() && spec_.tuner() != nullptr) {
+        choice = spec_.next_choice(spec_.shadow_draft(tokens_, n_ctx()));
+        spec_.shadow_played(choice);
+    }
     const bool plain_round = spec_.plain(choice);
-    if (choice >= 0) spec_.shadow_draft(choice, tokens_, n_ctx());
     if (plain_round) {
         const double t0 = now_ms();
         const int32_t n_past = int32_t(tokens_.size()) - 1;

@@ -72,19 +72,24 @@ void SpeculativeRound::record_plain(int32_t choice, double ms) {
     stats_.tree = "auto:plain";
 }
 
-void SpeculativeRound::shadow_draft(int32_t choice, std::span<const int32_t> tokens, int32_t n_ctx) {
-    if (!tuner_ || ngram_ == nullptr || tokens.empty()) return;
+TreeTuner::NgramProposal SpeculativeRound::shadow_draft(std::span<const int32_t> tokens, int32_t n_ctx) {
+    using Proposal = TreeTuner::NgramProposal;
+    round_shadows_ = shadows_.size();
+    if (!tuner_ || ngram_ == nullptr || tokens.empty()) return Proposal::Unknown;
     if (shadow_skip_ > 0) {
         --shadow_skip_;
-        return;
+        return Proposal::Unknown;
     }
     const double t0 = now_ms();
     const int32_t n_past = int32_t(tokens.size()) - 1;
+    Proposal proposal = Proposal::None;
     for (const int32_t c : tuner_->shadow_choices()) {
-        if (c == choice) continue;
         const int32_t budget = std::min(1 + tuner_->choices()[size_t(c)].max_nodes(), n_ctx - n_past);
         if (budget <= 1) continue;
-        if (shadows_.size() >= 64) shadows_.erase(shadows_.begin());  // (settled within a few tokens: never reached)
+        if (shadows_.size() >= 64) {  // (settled within a few tokens: never reached)
+            shadows_.erase(shadows_.begin());
+            round_shadows_ = std::min(round_shadows_, shadows_.size());
+        }
         Shadow sh;
         sh.choice = c;
         sh.root = size_t(n_past);
@@ -99,13 +104,27 @@ void SpeculativeRound::shadow_draft(int32_t choice, std::span<const int32_t> tok
         request.shape = TreeShape{std::vector<int32_t>{}};
         request.node_budget = budget;
         ngram_->draft(request, sh.tree);
-        if (sh.tree.size() > 1) shadows_.push_back(std::move(sh));
-        else shadow_pool_.push_back(std::move(sh.tree));
+        if (sh.tree.size() > 1) {
+            proposal = Proposal::Some;
+            shadows_.push_back(std::move(sh));
+        } else {
+            shadow_pool_.push_back(std::move(sh.tree));
+        }
     }
     // Bound the cost: a tiny model's decode step is a tenth of a millisecond, where a few lookups show.
     const double ms = now_ms() - t0;
     shadow_ms_ = shadow_ms_ > 0 ? 0.9 * shadow_ms_ + 0.1 * ms : ms;
     if (tuner_->rounds() > 0) shadow_skip_ = std::min(64, int32_t(shadow_ms_ / (0.02 * tuner_->expected_ms(0))));
+    return proposal;
+}
+
+void SpeculativeRound::shadow_played(int32_t choice) {
+    for (size_t i = round_shadows_; i < shadows_.size(); ++i)
+        if (shadows_[i].choice == choice) {
+            shadow_pool_.push_back(std::move(shadows_[i].tree));
+            shadows_.erase(shadows_.begin() + std::ptrdiff_t(i));
+            return;
+        }
 }
 
 void SpeculativeRound::shadow_settle(std::span<const int32_t> tokens) {

@@ -91,17 +91,20 @@ public:
 
     // The tree of the next round: the tuner's choice (auto), or -1 for the configured tree. Call with an empty
     // queue only.
-    int32_t next_choice() { return tuner_ ? tuner_->next() : -1; }
+    int32_t next_choice(TreeTuner::NgramProposal ngram = TreeTuner::NgramProposal::Unknown) { return tuner_ ? tuner_->next(ngram) : -1; }
     // Whether the choice drafts nothing: the session then decodes plainly and reports it with record_plain().
     bool plain(int32_t choice) const { return choice >= 0 && tuner_->choices()[size_t(choice)].plain(); }
     void record_plain(int32_t choice, double ms);
 
-    // Counterfactual n-gram rounds (TreeTuner::record_shadow). Before the round of `choice` (the context `tokens`
-    // ends with its root), shadow_draft() drafts each n-gram-only choice of the tuner that this round does not play
-    // into a shadow tree, unless that would cost more than ~2% of the time plain decoding takes (then only every
-    // so many rounds); after each emitted token, shadow_settle() reports the shadows the emitted tokens decide.
-    // shadow_clear() forgets them (the context was cut or shifted). Nothing here changes a token.
-    void shadow_draft(int32_t choice, std::span<const int32_t> tokens, int32_t n_ctx);
+    // Counterfactual n-gram rounds (TreeTuner::record_shadow). Before a round is chosen (the context `tokens` ends
+    // with its root), shadow_draft() drafts each n-gram-only choice of the tuner into a shadow tree, unless that
+    // would cost more than ~2% of the time plain decoding takes (then only every so many rounds), and says whether
+    // the n-grams proposed anything there (Unknown when it skipped: the choice's hint); shadow_played() then drops
+    // the shadow of the choice the round plays (its round reports it). After each emitted token, shadow_settle()
+    // reports the shadows the emitted tokens decide. shadow_clear() forgets them (the context was cut or
+    // shifted). Nothing here changes a token.
+    TreeTuner::NgramProposal shadow_draft(std::span<const int32_t> tokens, int32_t n_ctx);
+    void shadow_played(int32_t choice);
     void shadow_settle(std::span<const int32_t> tokens);
     void shadow_clear() { shadows_.clear(); }
 
@@ -151,6 +154,7 @@ private:
     size_t next_ = 0;
     SpeculativeStats stats_;
     std::vector<Shadow> shadows_;  // pending, oldest first
+    size_t round_shadows_ = 0;     // where the shadows of the round being chosen start in shadows_
     std::vector<DraftTree> shadow_pool_;  // settled shadows' trees, reused
     double shadow_ms_ = 0;                 // decayed: drafting one round's shadows (against the tuner's plain round)
     int32_t shadow_skip_ = 0;              // rounds to pass before the next shadows (their cost bound)

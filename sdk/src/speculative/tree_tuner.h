@@ -80,8 +80,15 @@ public:
     // The most drafted nodes any candidate can have, and the deepest model shape (what drafters allocate for).
     int32_t max_model_nodes() const;
 
+    // What the n-gram drafter proposes at the next round's root, when the session looked (it drafts the n-gram-only
+    // choices first, as counterfactual rounds): with nothing proposed, a choice with n-gram nodes would draft only
+    // its model part (n-grams alone: a plain pass), so those choices sit this round out; with a proposal, their
+    // estimates (n-grams alone: measured on rounds with one) apply as they are. Choosing blind, n-grams alone were
+    // rated by their rounds with a proposal and then played on every round, most of them plain passes, while a draft
+    // that paid on every round waited.
+    enum class NgramProposal { Unknown, None, Some };
     // The shape of the next round (an index into choices()).
-    int32_t next();
+    int32_t next(NgramProposal ngram = NgramProposal::Unknown);
     // What the round of choice `index` cost and produced: `nodes` tree nodes verified (root included), the draft
     // and verify times, and the accepted path length (drafted tokens the target accepted).
     void record(int32_t index, int32_t nodes, double draft_ms, double verify_ms, int32_t accepted);
