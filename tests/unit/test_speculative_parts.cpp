@@ -163,16 +163,44 @@ TEST_CASE("tree verification logits are bit-identical to plain decoding of each 
     }
 }
 
+namespace {
+
+// A random LongSpec draft for `model` with the given window (written to a temporary file, loaded, removed).
+template <class ModelPtr>
+std::shared_ptr<const LongSpecDraft> random_draft(const ModelPtr &model, int32_t window, const char *tag) {
+    const auto file = std::filesystem::temp_directory_path() / (std::string("specula-test-") + tag + "-" + std::to_string(::getpid()) + ".gguf");
+    RandomDraftOptions opt;
+    opt.window = window;
+    write_random_longspec_draft(*model, file.string(), opt);
+    auto draft = LongSpecDraft::load(file.string(), model);
+    std::filesystem::remove(file);
+    return draft;
+}
+
+// Slots [0, n) of the target cache's last layer filled with small values: what the draft's cross-attention reads.
+void fill_last_layer(CpuRunner &runner, const HParams &hp, int32_t n, std::mt19937 &rng) {
+    std::uniform_int_distribution<int32_t> tok(3, hp.n_vocab - 1);
+    std::vector<float> k_row(size_t(hp.n_embd_kv())), v_row(k_row.size());
+    std::vector<uint8_t> k_bytes(kv_row_bytes(runner.kv_type(), hp.n_embd_kv())), v_bytes(k_bytes.size());
+    for (int32_t slot = 0; slot < n; ++slot) {
+        for (int32_t j = 0; j < hp.n_embd_kv(); ++j) {
+            k_row[size_t(j)] = float(tok(rng) % 7) * 0.1f;
+            v_row[size_t(j)] = float(tok(rng) % 5) * 0.1f;
+        }
+        kv_store_row(runner.kv_type(), k_row.data(), hp.n_embd_kv(), k_bytes.data());
+        kv_store_row(runner.kv_type(), v_row.data(), hp.n_embd_kv(), v_bytes.data());
+        runner.write_kv(hp.n_layer - 1, KvPart::Keys, slot, 1, k_bytes.data());
+        runner.write_kv(hp.n_layer - 1, KvPart::Values, slot, 1, v_bytes.data());
+    }
+}
+
+}  // namespace
+
 TEST_CASE("the LongSpec draft allocates the same bytes at context 1K and 64K", "[speculative][memory]") {
     const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = Model::load(path.string(), LoadOptions{});
-    const auto file = std::filesystem::temp_directory_path() / ("specula-test-memory-" + std::to_string(::getpid()) + ".gguf");
-    RandomDraftOptions opt;
-    opt.window = 64;
-    write_random_longspec_draft(*model, file.string(), opt);
-    const auto draft = LongSpecDraft::load(file.string(), model);
-    std::filesystem::remove(file);
+    const auto draft = random_draft(model, 64, "memory");
     const HParams &hp = model->hparams();
     std::mt19937 rng(1);
     std::uniform_int_distribution<int32_t> tok(3, hp.n_vocab - 1);
@@ -182,18 +210,7 @@ TEST_CASE("the LongSpec draft allocates the same bytes at context 1K and 64K", "
         // A target cache of this context length filled with values (what the draft's cross-attention reads).
         ThreadPool pool(2);
         CpuRunner runner(model, contexts[c], pool);
-        std::vector<float> k_row(size_t(hp.n_embd_kv())), v_row(k_row.size());
-        std::vector<uint8_t> k_bytes(kv_row_bytes(runner.kv_type(), hp.n_embd_kv())), v_bytes(k_bytes.size());
-        for (int32_t slot = 0; slot < contexts[c]; ++slot) {
-            for (int32_t j = 0; j < hp.n_embd_kv(); ++j) {
-                k_row[size_t(j)] = float(tok(rng) % 7) * 0.1f;
-                v_row[size_t(j)] = float(tok(rng) % 5) * 0.1f;
-            }
-            kv_store_row(runner.kv_type(), k_row.data(), hp.n_embd_kv(), k_bytes.data());
-            kv_store_row(runner.kv_type(), v_row.data(), hp.n_embd_kv(), v_bytes.data());
-            runner.write_kv(hp.n_layer - 1, KvPart::Keys, slot, 1, k_bytes.data());
-            runner.write_kv(hp.n_layer - 1, KvPart::Values, slot, 1, v_bytes.data());
-        }
+        fill_last_layer(runner, hp, contexts[c], rng);
         std::vector<int32_t> tokens(static_cast<size_t>(contexts[c]));
         for (int32_t &x : tokens) x = tok(rng);
         auto drafter = make_longspec_drafter(draft, 68, runner);
@@ -222,29 +239,13 @@ TEST_CASE("the LongSpec drafter's prefill writes the ring its first round would,
     const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = Model::load(path.string(), LoadOptions{});
-    const auto file = std::filesystem::temp_directory_path() / ("specula-test-prefill-" + std::to_string(::getpid()) + ".gguf");
-    RandomDraftOptions opt;
-    opt.window = 64;
-    write_random_longspec_draft(*model, file.string(), opt);
-    const auto draft = LongSpecDraft::load(file.string(), model);
-    std::filesystem::remove(file);
+    const auto draft = random_draft(model, 64, "prefill");
     const HParams &hp = model->hparams();
     ThreadPool pool(2);
     CpuRunner runner(model, 512, pool);
     std::mt19937 rng(3);
     std::uniform_int_distribution<int32_t> tok(3, hp.n_vocab - 1);
-    std::vector<float> k_row(size_t(hp.n_embd_kv())), v_row(k_row.size());
-    std::vector<uint8_t> k_bytes(kv_row_bytes(runner.kv_type(), hp.n_embd_kv())), v_bytes(k_bytes.size());
-    for (int32_t slot = 0; slot < 512; ++slot) {
-        for (int32_t j = 0; j < hp.n_embd_kv(); ++j) {
-            k_row[size_t(j)] = float(tok(rng) % 7) * 0.1f;
-            v_row[size_t(j)] = float(tok(rng) % 5) * 0.1f;
-        }
-        kv_store_row(runner.kv_type(), k_row.data(), hp.n_embd_kv(), k_bytes.data());
-        kv_store_row(runner.kv_type(), v_row.data(), hp.n_embd_kv(), v_bytes.data());
-        runner.write_kv(hp.n_layer - 1, KvPart::Keys, slot, 1, k_bytes.data());
-        runner.write_kv(hp.n_layer - 1, KvPart::Values, slot, 1, v_bytes.data());
-    }
+    fill_last_layer(runner, hp, 512, rng);
     std::vector<int32_t> tokens(300);
     for (int32_t &x : tokens) x = tok(rng);
     auto prefilled = make_longspec_drafter(draft, 16, runner), lazy = make_longspec_drafter(draft, 16, runner);
