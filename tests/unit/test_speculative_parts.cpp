@@ -5,6 +5,7 @@
 #include "backends/cpu/kv_cache.h"
 #include "core/thread_pool.h"
 #include "common/fixture_files.h"
+#include "common/test_inputs.h"
 #include "core/error.h"
 #include "speculative/beam_tree.h"
 #include "speculative/longspec_draft_file.h"
@@ -165,18 +166,6 @@ TEST_CASE("tree verification logits are bit-identical to plain decoding of each 
 
 namespace {
 
-// A random LongSpec draft for `model` with the given window (written to a temporary file, loaded, removed).
-template <class ModelPtr>
-std::shared_ptr<const LongSpecDraft> random_draft(const ModelPtr &model, int32_t window, const char *tag) {
-    const auto file = std::filesystem::temp_directory_path() / (std::string("specula-test-") + tag + "-" + std::to_string(::getpid()) + ".gguf");
-    RandomDraftOptions opt;
-    opt.window = window;
-    write_random_longspec_draft(*model, file.string(), opt);
-    auto draft = LongSpecDraft::load(file.string(), model);
-    std::filesystem::remove(file);
-    return draft;
-}
-
 // Slots [0, n) of the target cache's last layer filled with small values: what the draft's cross-attention reads.
 void fill_last_layer(CpuRunner &runner, const HParams &hp, int32_t n, std::mt19937 &rng) {
     std::uniform_int_distribution<int32_t> tok(3, hp.n_vocab - 1);
@@ -200,7 +189,9 @@ TEST_CASE("the LongSpec draft allocates the same bytes at context 1K and 64K", "
     const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = Model::load(path.string(), LoadOptions{});
-    const auto draft = random_draft(model, 64, "memory");
+    RandomDraftOptions opt;
+    opt.window = 64;
+    const auto draft = test_inputs::random_longspec_draft(model, opt, "memory");
     const HParams &hp = model->hparams();
     std::mt19937 rng(1);
     std::uniform_int_distribution<int32_t> tok(3, hp.n_vocab - 1);
@@ -239,7 +230,9 @@ TEST_CASE("the LongSpec drafter's prefill writes the ring its first round would,
     const auto path = test_fixtures::fixtures_dir() / "models/stories260K.gguf";
     if (!test_fixtures::have_fixture(path)) return;
     const auto model = Model::load(path.string(), LoadOptions{});
-    const auto draft = random_draft(model, 64, "prefill");
+    RandomDraftOptions opt;
+    opt.window = 64;
+    const auto draft = test_inputs::random_longspec_draft(model, opt, "prefill");
     const HParams &hp = model->hparams();
     ThreadPool pool(2);
     CpuRunner runner(model, 512, pool);
