@@ -7,63 +7,21 @@
 #include "formats/half.h"
 #include "formats/type_kernels.h"
 #include "gguf/tensor_type.h"
+#include "common/random_blocks.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 using namespace specula::internal;
 
-namespace {
-
-struct TypeCase {
-    const char *name;
-    uint32_t type;
-    int block;      // elements per block
-    int type_size;  // bytes per block
-};
-
-const TypeCase kCases[] = {{"Q8_0", 8, 32, 34}, {"Q4_0", 2, 32, 18}, {"Q4_K", 12, 256, 144}, {"Q5_K", 13, 256, 176},
-                           {"Q6_K", 14, 256, 210}, {"F32", 0, 1, 4}, {"F16", 1, 1, 2}, {"BF16", 30, 1, 2}};
-
-// Random blocks: random quant bytes, with every fp16 scale field replaced by a finite random scale.
-std::vector<uint8_t> random_matrix(const TypeCase &c, int64_t rows, int64_t cols, std::mt19937 &rng, bool extreme) {
-    const int64_t blocks = rows * (cols / c.block);
-    std::vector<uint8_t> data(size_t(blocks) * size_t(c.type_size));
-    std::uniform_int_distribution<int> byte(0, 255);
-    std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
-    for (uint8_t &b : data) b = uint8_t(extreme ? (byte(rng) < 128 ? 0x80 : 0x7F) : byte(rng));
-    for (int64_t b = 0; b < blocks; ++b) {
-        uint8_t *blk = data.data() + size_t(b) * size_t(c.type_size);
-        auto set_half = [&](size_t offset) {
-            const uint16_t h = float_to_half(scale(rng));
-            std::memcpy(blk + offset, &h, 2);
-        };
-        switch (c.type) {
-        case 0: {  // F32: random finite values (random bytes could be NaN)
-            const float f = scale(rng) * 50.0f;
-            std::memcpy(blk, &f, 4);
-            break;
-        }
-        case 1: set_half(0); break;
-        case 30: {
-            const uint16_t h = float_to_bf16(scale(rng) * 50.0f);
-            std::memcpy(blk, &h, 2);
-            break;
-        }
-        case 8:
-        case 2: set_half(0); break;                // d first
-        case 12:
-        case 13: set_half(0), set_half(2); break;  // d, dmin
-        case 14: set_half(208); break;             // d last
-        }
-    }
-    return data;
-}
-
-}  // namespace
+using test_blocks::random_matrix;
+using test_blocks::TypeCase;
 
 TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", "[kernels]") {
     const CpuIsa detected = detected_cpu_isa();
@@ -75,7 +33,7 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
         }
         ++levels_run;
         std::mt19937 rng(1234);
-        for (const TypeCase &c : kCases)
+        for (const TypeCase &c : test_blocks::kPackedTypes)
             for (int64_t rows : {1, 15, 17, 37})
                 for (int64_t nblocks : {1, 3, 7, 29})
                     for (bool extreme : {false, true}) {
@@ -93,7 +51,7 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
                         PackedGemmFn gemm = packed_gemm(c.type, isa);
                         REQUIRE(gemm != nullptr);
 
-                        for (int64_t n : {1, 2, 4, 5, 9, 16, 37}) {
+                        for (int64_t n : {1, 2, 4, 5, 9, 16, 17, 37}) {
                             // Activations: normal values with a few outliers, quantized as matmul does.
                             std::normal_distribution<float> value(0.0f, 1.0f);
                             std::vector<float> x(size_t(n * cols));
@@ -135,4 +93,61 @@ TEST_CASE("the CPU instruction-set level is reported and capped by SPECULA_CPU_I
     const CpuIsa active = active_cpu_isa();
     CHECK(int(active) <= int(detected_cpu_isa()));
     CHECK(std::string(cpu_isa_name(active)).size() > 0);
+}
+
+// The vector conversions of activations against the scalar from_float (and q8_0_block_sums) byte for byte: normal
+// rows with outliers, blocks of zeros, a magnitude reached twice with both signs (Q8_K keeps the first), values that
+// round at .5 once scaled, tiny and huge values, infinities and NaNs.
+TEST_CASE("the vector conversions of activations write the scalar conversion's bytes", "[kernels]") {
+    const CpuIsa detected = detected_cpu_isa();
+    std::mt19937 rng(99);
+    std::normal_distribution<float> value(0.0f, 1.0f);
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<std::vector<float>> rows;
+    for (int kind = 0; kind < 12; ++kind) {
+        std::vector<float> x(1024);
+        for (float &v : x) v = value(rng) * (std::uniform_int_distribution<int>(0, 30)(rng) == 0 ? 20.0f : 1.0f);
+        switch (kind) {
+        case 1: std::fill(x.begin() + 256, x.begin() + 512, 0.0f), std::fill(x.begin(), x.begin() + 32, -0.0f); break;
+        case 2:  // the same magnitude twice, negative first, then positive first
+            x[3] = -50.0f, x[200] = 50.0f, x[300] = 50.0f, x[301] = -50.0f, x[40] = 50.0f, x[41] = -50.0f;
+            break;
+        case 3:  // halves once scaled by 127 / 127: ties to even
+            for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 32 == 0) ? 127.0f : float(int(i % 7) - 3) + 0.5f;
+            break;
+        case 4: for (float &v : x) v *= 1e-30f; break;
+        case 5: for (float &v : x) v *= 1e30f; break;
+        case 6: x[5] = inf, x[300] = -inf; break;
+        case 7: x[7] = nan, x[33] = nan, x[260] = -nan; break;
+        case 8: for (size_t i = 0; i < x.size(); i += 3) x[i] = nan; break;
+        case 9: x[100] = 70000.0f * 127.0f; break;  // a Q8_0 scale past F16's range
+        case 10: for (float &v : x) v = std::nextafter(0.0f, 1.0f) * float(std::uniform_int_distribution<int>(-3, 3)(rng)); break;  // denormals
+        }
+        rows.push_back(std::move(x));
+    }
+    int levels = 0;
+    for (CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512Vnni, CpuIsa::Amx}) {
+        if (int(isa) > int(detected)) continue;
+        ++levels;
+        for (uint32_t type : {uint32_t(TensorType::Q8_0), uint32_t(TensorType::Q8_K)}) {
+            const PackedConvertFn convert = packed_convert(type, isa);
+            REQUIRE(convert != nullptr);
+            const TypeKernels &k = *find_type_kernels(type);
+            for (size_t r = 0; r < rows.size(); ++r) {
+                const std::vector<float> &x = rows[r];
+                const int64_t n = int64_t(x.size());
+                std::vector<uint8_t> want(type_row_bytes(k, n)), got(want.size(), 0xAB);
+                std::vector<int32_t> want_sums(size_t(n / 32)), got_sums(want_sums.size(), -7);
+                k.from_float(x.data(), want.data(), n);
+                convert(x.data(), n, got.data(), type == uint32_t(TensorType::Q8_0) ? got_sums.data() : nullptr);
+                INFO(cpu_isa_name(isa) << " type " << type << " row kind " << r);
+                CHECK(std::memcmp(want.data(), got.data(), want.size()) == 0);
+                if (type == uint32_t(TensorType::Q8_0)) {
+                    q8_0_block_sums(want.data(), n, want_sums.data());
+                    CHECK(want_sums == got_sums);
+                }
+            }
+        }
+    }
+    if (levels == 0) WARN("no SIMD level on this CPU: only the scalar conversions run");
 }
