@@ -149,7 +149,9 @@ void matmul(ThreadPool &pool, const CpuMatrix &m, const float *x, int64_t n_rows
 
     // Convert the activations to the dot type, plus, for the packed kernels on Q8_0 activations, each block's sum
     // of int8 values (they undo the weights' +128 offset). Rows are independent, so a batch converts in parallel.
+    // Beside the packed kernels the conversion is vectorized too (the same bytes: packed_gemm.h).
     const bool block_sums = gemm != nullptr && kw.dot_type == uint32_t(TensorType::Q8_0);
+    const PackedConvertFn convert = gemm != nullptr ? packed_convert(kw.dot_type, active_cpu_isa()) : nullptr;
     const size_t sums_offset = (x_row_bytes * size_t(n_rows_x) + 3) & ~size_t(3);
     const int64_t sums_per_row = block_sums ? w.cols / 32 : 0;
     const size_t need = sums_offset + size_t(n_rows_x) * size_t(sums_per_row) * sizeof(int32_t);
@@ -157,6 +159,10 @@ void matmul(ThreadPool &pool, const CpuMatrix &m, const float *x, int64_t n_rows
     int32_t *sums = reinterpret_cast<int32_t *>(scratch.data() + sums_offset);
     auto convert_row = [&](int64_t m, int) {
         uint8_t *xq = scratch.data() + size_t(m) * x_row_bytes;
+        if (convert != nullptr) {
+            convert(x + m * w.cols, w.cols, xq, block_sums ? sums + m * sums_per_row : nullptr);
+            return;
+        }
         kx.from_float(x + m * w.cols, xq, w.cols);
         if (block_sums) q8_0_block_sums(xq, w.cols, sums + m * sums_per_row);
     };

@@ -52,9 +52,17 @@ struct PackedActs {
 using PackedGemmFn = void (*)(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y,
                               int64_t ldy);
 
+// Converts one activation row of `cols` floats to the dot type `dot_type` (Q8_0 or Q8_K), byte for byte what the
+// scalar from_float of formats/ writes; for Q8_0 also each block's sum of its 32 int8 values into block_sums
+// (q8_0_block_sums) unless it is nullptr.
+using PackedConvertFn = void (*)(const float *x, int64_t cols, uint8_t *xq, int32_t *block_sums);
+
 // The kernel for a source type at one instruction-set level, or nullptr (defined in gemm_avx2.cpp / gemm_avx512.cpp).
 PackedGemmFn packed_gemm_avx2(uint32_t type);
 PackedGemmFn packed_gemm_avx512(uint32_t type);
 PackedGemmFn packed_gemm_amx(uint32_t type);  // AMX for batches of 16 activations, else the AVX-512 kernel
+// The vector conversion to a dot type at one level, or nullptr (convert_avx2.cpp / convert_avx512.cpp).
+PackedConvertFn packed_convert_avx2(uint32_t dot_type);
+PackedConvertFn packed_convert_avx512(uint32_t dot_type);
 
 }  // namespace specula::internal

@@ -216,4 +216,14 @@ PackedGemmFn packed_gemm(uint32_t type, CpuIsa isa) {
     return nullptr;
 }
 
+PackedConvertFn packed_convert(uint32_t dot_type, CpuIsa isa) {
+    switch (isa) {
+    case CpuIsa::Amx:
+    case CpuIsa::Avx512Vnni: return packed_convert_avx512(dot_type);
+    case CpuIsa::Avx2: return packed_convert_avx2(dot_type);
+    case CpuIsa::Scalar: break;
+    }
+    return nullptr;
+}
+
 }  // namespace specula::internal

@@ -38,5 +38,7 @@ void q8_0_block_sums(const uint8_t *xq, int64_t cols, int32_t *sums);
 
 // The packed kernel for a type at an instruction-set level, or nullptr (scalar level, or a type without one).
 PackedGemmFn packed_gemm(uint32_t type, CpuIsa isa);
+// The vector conversion of activations to a dot type at a level, or nullptr (the scalar from_float then).
+PackedConvertFn packed_convert(uint32_t dot_type, CpuIsa isa);
 
 }  // namespace specula::internal
