@@ -127,6 +127,20 @@ template <int NX> void tile_q4_0(const Tile &t) {
 }
 
 // Q4_K, and Q5_K (kFive: each q with its fifth bit, 16) as gemm_avx512.cpp's tile_q45_k.
+// Q5_K's fifth bits of quant vector j (0-3) of a high vector's four, moved to bit 4 of each byte (as gemm_avx512.cpp).
+template <bool kHigh> inline __m256i fifth_bits(__m256i h, int j) {
+    switch (2 * j + (kHigh ? 1 : 0)) {
+    case 0: return _mm256_slli_epi16(h, 4);
+    case 1: return _mm256_slli_epi16(h, 3);
+    case 2: return _mm256_slli_epi16(h, 2);
+    case 3: return _mm256_slli_epi16(h, 1);
+    case 4: return h;
+    case 5: return _mm256_srli_epi16(h, 1);
+    case 6: return _mm256_srli_epi16(h, 2);
+    default: return _mm256_srli_epi16(h, 3);
+    }
+}
+
 template <int NX, bool kFive = false> void tile_q45_k(const Tile &t) {
     const int64_t nsb = t.w->cols / 256;
     const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
@@ -143,13 +157,14 @@ template <int NX, bool kFive = false> void tile_q45_k(const Tile &t) {
         for (int p = 0; p < 4; ++p) {
             __m256i slo[NX], shi[NX];
             for (int j = 0; j < NX; ++j) slo[j] = shi[j] = _mm256_setzero_si256();
-            for (int q = 0; q < 8; ++q) {
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q) {  // unrolled: the fifth bits' shifts are immediates
                 const __m256i v = load(sb + kQ4KQuants + (p * 8 + q) * 64 + 32 * t.half);
                 __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
                 if constexpr (kFive) {
-                    const __m256i h = load(sb + kQ5KHigh + (p * 8 + q) * 64 + 32 * t.half);
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), bit4));
+                    const __m256i h = load(sb + kQ5KHigh + (p * 2 + q / 4) * 64 + 32 * t.half);
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(fifth_bits<false>(h, q % 4), bit4));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(fifth_bits<true>(h, q % 4), bit4));
                 }
                 for (int j = 0; j < NX; ++j) {
                     const int8_t *xq = xb[j][s].qs + 64 * p + 4 * q;

@@ -130,6 +130,21 @@ template <int NX> void tile_q4_0(const Tile &t) {
     for (int j = 0; j < NX; ++j) store_rows(t.y + j * t.ldy, t.valid, acc[j]);
 }
 
+// Q5_K's fifth bits of quant vector j (0-3) of a high vector's four, moved to bit 4 of each byte (bits 2j: the low
+// nibbles' weights, 2j + 1: the high nibbles'; packed_gemm.h). Sixteen-bit shifts: what crosses a byte is masked off.
+template <bool kHigh> inline __m512i fifth_bits(__m512i h, int j) {
+    switch (2 * j + (kHigh ? 1 : 0)) {
+    case 0: return _mm512_slli_epi16(h, 4);
+    case 1: return _mm512_slli_epi16(h, 3);
+    case 2: return _mm512_slli_epi16(h, 2);
+    case 3: return _mm512_slli_epi16(h, 1);
+    case 4: return h;
+    case 5: return _mm512_srli_epi16(h, 1);
+    case 6: return _mm512_srli_epi16(h, 2);
+    default: return _mm512_srli_epi16(h, 3);
+    }
+}
+
 // k_vec_dot<BlockQ4_K>: scaled = sum_s scale_s * (q . x)_s, mins = sum_s min_s * sum(x)_s (both exact), then
 // sum += (d_w * d_x) * float(scaled) - (dmin_w * d_x) * float(mins). kFive: Q5_K, each q with its fifth bit (16).
 template <int NX, bool kFive = false> void tile_q45_k(const Tile &t) {
@@ -148,17 +163,18 @@ template <int NX, bool kFive = false> void tile_q45_k(const Tile &t) {
         for (int p = 0; p < 4; ++p) {
             __m512i slo[NX], shi[NX];
             for (int j = 0; j < NX; ++j) slo[j] = shi[j] = _mm512_setzero_si512();
-            for (int q = 0; q < 8; ++q) {
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q) {  // unrolled: the fifth bits' shifts are immediates
                 const uint8_t *qv = sb + kQ4KQuants + (p * 8 + q) * 64;
                 prefetch(qv);
                 const __m512i v = load(qv);
                 __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
                 if constexpr (kFive) {
-                    const uint8_t *hv = sb + kQ5KHigh + (p * 8 + q) * 64;
-                    prefetch(hv);
+                    const uint8_t *hv = sb + kQ5KHigh + (p * 2 + q / 4) * 64;
+                    if (q % 4 == 0) prefetch(hv);
                     const __m512i h = load(hv);
-                    lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(h, 4), bit4));
-                    hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(h, 3), bit4));
+                    lo = _mm512_or_si512(lo, _mm512_and_si512(fifth_bits<false>(h, q % 4), bit4));
+                    hi = _mm512_or_si512(hi, _mm512_and_si512(fifth_bits<true>(h, q % 4), bit4));
                 }
                 for (int j = 0; j < NX; ++j) {
                     const int8_t *xq = xb[j][s].qs + 64 * p + 4 * q;

@@ -23,9 +23,12 @@ constexpr int kPackRows = 16;
 // prefetch): d and dmin (fp16), the eight sub-block scales ([sub][row] bytes), the minimums in pairs
 // ([pair][row][2] bytes, the layout VPDPWSSD/PMADDWD read after widening to 16 bits), then the quants.
 constexpr size_t kQ4KSuperBytes = 2368, kQ4KDmin = 32, kQ4KScales = 64, kQ4KMins = 192, kQ4KQuants = 320;
-// Q5_K: Q4_K's super-block followed by the fifth bits, one vector per quant vector (bit 0: the low nibble's weight,
-// bit 1: the high nibble's), so its kernels are Q4_K's with two more loads and ORs.
-constexpr size_t kQ5KHigh = kQ4KSuperBytes, kQ5KSuperBytes = kQ4KSuperBytes + 32 * 64;
+// Q5_K: Q4_K's super-block followed by the fifth bits, one vector per four quant vectors: bits 2j and 2j + 1 of a
+// byte are the fifth bits of the low and the high nibble's weights at the same byte of quant vector 4v + j, so the
+// super-block is the file's size plus 2% (as Q4_K's), and its kernels are Q4_K's with a shift, an AND and an OR
+// per nibble. (One vector per quant vector, two bits a byte, read 55% more bytes than the file's Q5_K: decoding
+// phi3's Q5_K attention matrices ran at two thirds of the memory's speed.)
+constexpr size_t kQ5KHigh = kQ4KSuperBytes, kQ5KSuperBytes = kQ4KSuperBytes + 8 * 64;
 
 struct PackedView {
     const uint8_t *data = nullptr;  // n_groups * group_bytes bytes, 64-byte aligned

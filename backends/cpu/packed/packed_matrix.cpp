@@ -70,7 +70,8 @@ void pack_q4_0(const WeightView &w, PackedView &v, uint8_t *dst) {
 // Q4_K: per super-block (packed_gemm.h: kQ4K*) d, dmin, scales, minimum pairs, then for each pair p of sub-blocks
 // eight vectors, byte b of vector q being the block's qs[32p + 4q + b] (low nibble: weight 64p + 4q + b of
 // sub-block 2p; high nibble: weight 64p + 32 + 4q + b of sub-block 2p + 1). Q5_K (Block = BlockQ5_K): the same,
-// then per quant vector the fifth bits of its two nibbles' weights, qh[4q + b] bits 2p and 2p + 1, in bits 0 and 1.
+// then the fifth bits of its two nibbles' weights, qh[4q + b] bits 2p and 2p + 1, in bits 2j and 2j + 1 of high
+// vector v for quant vector 4v + j (packed_gemm.h).
 template <class Block> void pack_q45_k(const WeightView &w, PackedView &v, uint8_t *dst) {
     constexpr bool kFive = sizeof(Block) == sizeof(BlockQ5_K);
     const int64_t nsb = w.cols / QK_K;
@@ -94,7 +95,9 @@ template <class Block> void pack_q45_k(const WeightView &w, PackedView &v, uint8
                         if constexpr (kFive)
                             for (int b = 0; b < 4; ++b) {
                                 const uint8_t h = row[s].qh[4 * q + b];
-                                sb[kQ5KHigh + lane_offset(size_t(p * 8 + q), lane) + size_t(b)] = uint8_t(((h >> (2 * p)) & 1) | (((h >> (2 * p + 1)) & 1) << 1));
+                                const int vec = p * 8 + q;  // its fifth bits: bits 2 (vec % 4) and 2 (vec % 4) + 1 of high vector vec / 4
+                                sb[kQ5KHigh + lane_offset(size_t(vec / 4), lane) + size_t(b)] |=
+                                    uint8_t((((h >> (2 * p)) & 1) | (((h >> (2 * p + 1)) & 1) << 1)) << (2 * (vec % 4)));
                             }
                     }
             }
