@@ -2,7 +2,10 @@
 // the reference runs on stories260K and code-7m. Also detokenize round trips and special-token behaviour.
 #include "test_tokenizer_support.h"
 
+#include "common/temp_dir.h"
 #include "core/error.h"
+#include "gguf/gguf_writer.h"
+#include "tokenizer/vocab_data.h"
 
 #include <nlohmann/json.hpp>
 
@@ -280,4 +283,63 @@ TEST_CASE("tokenizer: one Vocab serves several threads at once", "[tokenizer][co
     }
     for (std::thread &th : threads) th.join();
     CHECK(mismatches == std::vector<int>(4, 0));
+}
+
+// StarCoder2's vocabulary is not among the fixtures: this one is GPT-2's byte-level BPE (StarCoder's tokenizer is
+// of that kind) with StarCoder2's added tokens after it, as CONTROL tokens, and its `starcoder` pre-tokenizer. What
+// a StarCoder2 GGUF needs for /infill: the FIM tokens found by their names (the converter writes no FIM ids), control
+// tokens that special-token parsing matches, and, as in llama.cpp (2025-02-20 and since), `<repo_name>` and
+// `<file_sep>` not taken for FIM_REP / FIM_SEP, so llama-server's prompt is the snippet form of the extra context.
+TEST_CASE("tokenizer: a StarCoder2-style vocabulary has its fill-in-the-middle tokens and the snippet form", "[tokenizer][fim]") {
+    using namespace specula::internal;
+    const auto gpt2_path = fixtures_dir() / "tokenizer" / "ggml-vocab-gpt-2.gguf";
+    if (!have_fixture(gpt2_path)) return;
+    const GgufFile gpt2 = GgufFile::parse(FileBytes::open(gpt2_path.string(), true));
+    // StarCoder2's added tokens after <|endoftext|> (ids 1-18 in its tokenizer.json), in their order.
+    const std::vector<std::string> added = {"<fim_prefix>",     "<fim_middle>",     "<fim_suffix>",        "<fim_pad>",
+                                            "<repo_name>",      "<file_sep>",       "<issue_start>",       "<issue_comment>",
+                                            "<issue_closed>",   "<jupyter_start>",  "<jupyter_text>",      "<jupyter_code>",
+                                            "<jupyter_output>", "<jupyter_script>", "<empty_output>",      "<code_to_intermediate>",
+                                            "<intermediate_to_code>", "<pr>"};
+    GgufWriter w;
+    w.set_string("general.architecture", "starcoder2");
+    int32_t first = -1;
+    for (const auto &[key, value] : gpt2.metadata()) {
+        if (key.rfind("tokenizer.", 0) != 0) continue;
+        Value v = value;
+        if (key == "tokenizer.ggml.tokens") {
+            first = int32_t(v.items.size());
+            for (const std::string &t : added) v.items.push_back(value_string(t));
+        } else if (key == "tokenizer.ggml.token_type") {
+            for (size_t i = 0; i < added.size(); ++i) v.items.push_back(value_i32(3));  // CONTROL
+        } else if (key == "tokenizer.ggml.pre") {
+            v = value_string("starcoder");
+        }
+        w.set(key, v);
+    }
+    REQUIRE(first > 0);
+    const TempDir dir("starcoder2-vocab");
+    w.write_file(dir.file("vocab.gguf"));
+    const Vocab vocab = load_vocab(dir.file("vocab.gguf"));
+    CHECK(vocab.pre_name() == "starcoder");
+    CHECK(vocab.fim_pre() == first);
+    CHECK(vocab.fim_mid() == first + 1);
+    CHECK(vocab.fim_suf() == first + 2);
+    CHECK(vocab.fim_pad() == first + 3);
+    CHECK(vocab.fim_rep() == kNoToken);
+    CHECK(vocab.fim_sep() == kNoToken);
+    CHECK(vocab.is_control(vocab.fim_pre()));
+    CHECK(vocab.is_eog(vocab.fim_pad()));  // as llama.cpp: FIM_PAD ends generation
+    CHECK_FALSE(vocab.is_eog(vocab.fim_mid()));
+    CHECK(vocab.is_eog(vocab.eos()));      // <|endoftext|>
+    // A FIM prompt as text: the markers are single tokens with special parsing, plain text without it.
+    const std::string text = "<fim_prefix>def add(a, b):\n    return <fim_suffix>\n<fim_middle>";
+    const std::vector<int32_t> parsed = vocab.tokenize(text, false, true);
+    CHECK(parsed.front() == vocab.fim_pre());
+    CHECK(parsed.back() == vocab.fim_mid());
+    CHECK(std::count(parsed.begin(), parsed.end(), vocab.fim_suf()) == 1);
+    const std::vector<int32_t> plain = vocab.tokenize(text, false, false);
+    CHECK(std::count(plain.begin(), plain.end(), vocab.fim_pre()) == 0);
+    CHECK(vocab.detokenize(plain, false) == text);
+    CHECK(vocab.detokenize(parsed, true) == text);
 }
