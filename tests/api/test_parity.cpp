@@ -208,8 +208,11 @@ TEST_CASE("greedy tokens and top-5 logits match llama.cpp on every reference", "
     }
 }
 
-// The architectures the fixtures have no model of (gemma2, phi3, starcoder2, mixtral, qwen2moe), against llama.cpp 2025-02-20's outputs on synthetic
+// The architectures the fixtures have no model of (gemma2, phi3, starcoder2, mixtral, qwen2moe), and llama and qwen2
+// again so that a fresh clone without the fixtures checks them too, against llama.cpp 2025-02-20's outputs on synthetic
 // models that the test writes again, byte for byte, from the reference's shape, type, seed and layer count.
+// llama, qwen2: tiny-llama (GQA, llama3 RoPE scaling, an untied head) and tiny-qwen2 (Q/K/V biases, NEOX RoPE, a tied
+// head), F32/F16/Q8_0/Q4_0/Q4_K_M; without qwen2's key bias its references fail at step 0.
 // gemma2: tiny-gemma2 (256 wide, a window of 16, scores capped at 0.15 and logits at 0.5, so that both caps bend
 // random weights' values) with 26 layers, the count llama.cpp needs to take a gemma2 file for a 2B (it refuses
 // other counts); prompts of 42 and 11 tokens, 24 and 40 steps: both cross the window.

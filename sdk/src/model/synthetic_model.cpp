@@ -378,6 +378,11 @@ const std::vector<SyntheticShape> &synthetic_shapes() {
         s.key_length = 128, s.qk_norm = true;
         s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
         v.push_back(s);
+        // qwen2's graph small: Q/K/V biases, NEOX RoPE, GQA, a tied head (as Qwen2.5 0.5B-3B).
+        s = {};
+        s.name = "tiny-qwen2", s.arch = "qwen2", s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 512;
+        s.n_vocab = 0, s.n_ctx_train = 4096, s.rope_theta = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true, s.qkv_bias = true;
+        v.push_back(s);
         // gemma2's graph small: 4 layers alternating local (a window of 16) and global, with caps small enough that
         // random weights reach them (Gemma 2's 50 and 30 would leave tanh in its linear range here).
         s = {};
