@@ -30,8 +30,13 @@ struct Machine {
     double catch_up = 0.0;    // model drafter's ms per token produced since it last drafted (a draft model
                               // evaluates them before drafting)...
     int32_t catch_up_bound = 1 << 30;  // ...up to this many (LongSpec writes its ring: the last window + 1)
+    // Costs that grow with the context (attention): ms per context token of a one-node pass and of each further
+    // node, and of a draft level (LongSpec's cross-attention reads the target's cache). `ctx` is the context now.
+    double per_ctx = 0.0, per_ctx_node = 0.0, per_level_ctx = 0.0;
+    double ctx = 0.0;
 
-    double verify(int32_t nodes) const { return t1 * (1.0 + slope * (nodes - 1)); }
+    double verify(int32_t nodes) const { return t1 * (1.0 + slope * (nodes - 1)) + ctx * (per_ctx + per_ctx_node * (nodes - 1)); }
+    double level() const { return per_level + ctx * per_level_ctx; }
 };
 
 struct Round {
@@ -63,27 +68,33 @@ Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng, int32_t &be
     for (size_t l = 0; l + 1 < c.shape.widths.size(); ++l) rows += c.shape.widths[l];
     std::normal_distribution<double> noise(1.0, m.jitter);
     const double catch_up = c.shape.widths.empty() ? 0.0 : m.catch_up * std::min(behind, m.catch_up_bound);
-    r.draft = c.plain() ? 0.0 : (m.per_level * levels + m.per_row * rows + catch_up + (c.ngram_nodes > 0 ? m.ngram_ms : 0.0)) * noise(rng);
+    r.draft = c.plain() ? 0.0 : (m.level() * levels + m.per_row * rows + catch_up + (c.ngram_nodes > 0 ? m.ngram_ms : 0.0)) * noise(rng);
     r.verify = m.verify(r.nodes) * noise(rng);
     behind = c.shape.widths.empty() ? behind + r.accepted + 1 : r.accepted + 1;
     return r;
 }
 
-// Tokens per ms of always drafting c (sampled).
-double fixed_rate(const Machine &m, const TreeChoice &c, uint32_t seed) {
+// Tokens per ms of always drafting c (sampled): 4000 rounds, or, where costs grow with the context, the run's
+// `tokens` from its starting context (the rate over its last `tail` tokens too when tail > 0).
+double fixed_rate(const Machine &start, const TreeChoice &c, uint32_t seed, int32_t tokens = 0, int32_t tail = 0, double *tail_rate = nullptr) {
+    Machine m = start;
     std::mt19937 rng(seed);
-    double tokens = 0, ms = 0;
+    double produced = 0, ms = 0, tail_tokens = 0, tail_ms = 0;
     int32_t behind = 0;
-    for (int i = 0; i < 4000; ++i) {
+    for (int i = 0; tokens > 0 ? produced < tokens : i < 4000; ++i) {
         const Round r = play(m, c, rng, behind);
-        tokens += r.accepted + 1;
+        produced += r.accepted + 1;
         ms += r.draft + r.verify;
+        m.ctx += r.accepted + 1;
+        if (tokens > 0 && produced > tokens - tail) tail_tokens += r.accepted + 1, tail_ms += r.draft + r.verify;
     }
-    return tokens / ms;
+    if (tail_rate != nullptr) *tail_rate = tail_ms > 0 ? tail_tokens / tail_ms : 0.0;
+    return produced / ms;
 }
 
 struct Outcome {
     double rate = 0, best_rate = 0, plain_rate = 0;
+    double tail_rate = 0, best_tail_rate = 0;  // over the last quarter of the tokens (costs growing with the context)
     std::string best, favourite;  // the best fixed tree; the tuner's most played choice
     double plain_share = 0;       // of the tuner's rounds
 };
@@ -94,20 +105,25 @@ struct Outcome {
 // and the round is chosen knowing whether the n-grams match at its root (the session drafts those first);
 // shadows = false leaves both out.
 // `behind`: context the model drafter has not seen when the run starts.
-Outcome run(const Machine &m, TreeTuner &tuner, int32_t tokens, uint32_t seed, bool shadows = true, int32_t behind = 0) {
+Outcome run(const Machine &start, TreeTuner &tuner, int32_t tokens, uint32_t seed, bool shadows = true, int32_t behind = 0) {
+    Machine m = start;
+    const bool grows = m.per_ctx > 0 || m.per_ctx_node > 0 || m.per_level_ctx > 0;
+    const int32_t tail = tokens / 4;
     Outcome o;
     const auto &choices = tuner.choices();
     for (size_t i = 0; i < choices.size(); ++i) {
-        const double r = fixed_rate(m, choices[i], seed + 1 + uint32_t(i));
+        double tail_rate = 0;
+        const double r = fixed_rate(m, choices[i], seed + 1 + uint32_t(i), grows ? tokens : 0, grows ? tail : 0, &tail_rate);
         if (choices[i].plain()) o.plain_rate = r;
         if (r > o.best_rate) {
             o.best_rate = r;
             o.best = choices[i].to_string();
         }
+        o.best_tail_rate = std::max(o.best_tail_rate, tail_rate);
     }
     std::mt19937 rng(seed);
     std::vector<int32_t> played(choices.size(), 0);
-    double produced = 0, ms = 0;
+    double produced = 0, ms = 0, tail_tokens = 0, tail_ms = 0;
     std::uniform_real_distribution<double> u(0.0, 1.0);
     while (produced < tokens) {
         int match = -1;
@@ -128,9 +144,12 @@ Outcome run(const Machine &m, TreeTuner &tuner, int32_t tokens, uint32_t seed, b
             }
         produced += r.accepted + 1;
         ms += r.draft + r.verify;
+        m.ctx += r.accepted + 1;
+        if (grows && produced > tokens - tail) tail_tokens += r.accepted + 1, tail_ms += r.draft + r.verify;
         ++played[size_t(i)];
     }
     o.rate = produced / ms;
+    o.tail_rate = tail_ms > 0 ? tail_tokens / tail_ms : 0.0;
     o.favourite = choices[size_t(std::max_element(played.begin(), played.end()) - played.begin())].to_string();
     o.plain_share = double(tuner.plain_rounds()) / tuner.rounds();
     return o;
@@ -412,4 +431,26 @@ TEST_CASE("tree tuner: short completions with a good draft and n-grams that matc
     }
     INFO("auto / best fixed over 30 completions: mean " << sum / 30 << ", smallest " << worst);
     CHECK(sum / 30 >= 0.9);
+}
+
+TEST_CASE("tree tuner: the costs follow the context as it grows", "[tree_tuner]") {
+    // The widened 1B pair's costs on the CPU (bench_long_context): a one-node pass 66 ms at 512 tokens of context and
+    // 97 ms at 8K, a 16-node tree 147 and 468 ms (attention over the context grows with the rows), a chain's draft
+    // level 5 ms then 8 (LongSpec's cross-attention). From 1K to 13K tokens of context the best chain shortens; a
+    // verify curve measured at 1K would keep long chains far past where they pay.
+    Machine m;
+    m.t1 = 62.0;
+    m.slope = 0.085;
+    m.per_ctx = 0.004;
+    m.per_ctx_node = 0.0024;
+    m.per_level = 4.8;
+    m.per_level_ctx = 0.0004;
+    m.per_row = 0.3;
+    m.p_model = 0.8;
+    m.ctx = 1024;
+    TreeTuner tuner(true, nullptr, false, 0);
+    const Outcome o = run(m, tuner, 12000, 21);
+    report("context 1K -> 13K", o);
+    INFO("last quarter (context ~10K-13K): auto " << o.tail_rate << " tok/ms, the best fixed tree there " << o.best_tail_rate);
+    CHECK(o.tail_rate >= 0.9 * o.best_tail_rate);
 }
