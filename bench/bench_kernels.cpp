@@ -115,20 +115,8 @@ int main(int argc, char **argv) {
                     for (float &v : x) v = value(rng);
                     std::vector<uint8_t> scratch;
                     // --kernel-only: the activations as matmul converts them, once.
-                    const TypeKernels &kx = *find_type_kernels(find_type_kernels(c.type)->dot_type);
-                    const size_t xrow = type_row_bytes(kx, cols);
-                    std::vector<uint8_t> xq(xrow * size_t(n));
-                    std::vector<int32_t> sums(size_t(n) * size_t(cols / 32));
-                    for (int64_t m = 0; m < n; ++m) {
-                        kx.from_float(x.data() + m * cols, xq.data() + size_t(m) * xrow, cols);
-                        if (kx.type == uint32_t(TensorType::Q8_0)) q8_0_block_sums(xq.data() + size_t(m) * xrow, cols, sums.data() + m * (cols / 32));
-                    }
-                    PackedActs acts;
-                    acts.xq = xq.data();
-                    acts.row_bytes = xrow;
-                    acts.block_sums = sums.data();
-                    acts.sums_per_row = cols / 32;
-                    acts.n = n;
+                    const test_blocks::ConvertedActs xc = test_blocks::convert_acts(c.type, x.data(), n, cols);
+                    const PackedActs acts = xc.acts();
                     const PackedGemmFn gemm = packed_gemm(c.type, isa);
                     auto pass = [&] {
                         for (size_t i = 0; i < mats.views.size(); ++i) {

@@ -1,9 +1,12 @@
 // Random weight matrices in ggml's block formats, for the packed-kernel tests and bench_kernels: random quant bytes,
-// with every fp16 scale field replaced by a finite random scale (random bytes there could be NaN or infinite).
-// Header-only; internal types only (formats/).
+// with every fp16 scale field replaced by a finite random scale (random bytes there could be NaN or infinite); and
+// activation rows converted for the packed kernels as matmul converts them. Header-only; internal types only.
 #pragma once
 
+#include "backends/cpu/packed/packed_matrix.h"
 #include "formats/half.h"
+#include "formats/type_kernels.h"
+#include "gguf/tensor_type.h"
 
 #include <cstdint>
 #include <cstring>
@@ -59,6 +62,42 @@ inline std::vector<uint8_t> random_matrix(const TypeCase &c, int64_t rows, int64
         }
     }
     return data;
+}
+
+// n activation rows of `cols` floats converted to the dot type of weight type `weight_type` by the scalar from_float,
+// with the Q8_0 block sums the packed kernels read (what matmul gives them, backends/cpu/ops.cpp).
+struct ConvertedActs {
+    std::vector<uint8_t> xq;
+    std::vector<int32_t> sums;
+    size_t row_bytes = 0;
+    int64_t n = 0, cols = 0;
+
+    specula::internal::PackedActs acts() const {
+        specula::internal::PackedActs a;
+        a.xq = xq.data();
+        a.row_bytes = row_bytes;
+        a.block_sums = sums.data();
+        a.sums_per_row = cols / 32;
+        a.n = n;
+        return a;
+    }
+    const uint8_t *row(int64_t m) const { return xq.data() + size_t(m) * row_bytes; }
+};
+
+inline ConvertedActs convert_acts(uint32_t weight_type, const float *x, int64_t n, int64_t cols) {
+    using namespace specula::internal;
+    const TypeKernels &kx = *find_type_kernels(find_type_kernels(weight_type)->dot_type);
+    ConvertedActs c;
+    c.row_bytes = type_row_bytes(kx, cols);
+    c.n = n;
+    c.cols = cols;
+    c.xq.resize(c.row_bytes * size_t(n));
+    c.sums.resize(size_t(n) * size_t(cols / 32));
+    for (int64_t m = 0; m < n; ++m) {
+        kx.from_float(x + m * cols, c.xq.data() + size_t(m) * c.row_bytes, cols);
+        if (kx.type == uint32_t(TensorType::Q8_0)) q8_0_block_sums(c.row(m), cols, c.sums.data() + m * (cols / 32));
+    }
+    return c;
 }
 
 }  // namespace test_blocks

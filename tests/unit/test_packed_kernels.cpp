@@ -46,7 +46,6 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
                         w.rows = rows;
                         w.row_bytes = size_t(nblocks) * size_t(c.type_size);
                         const TypeKernels &kw = *find_type_kernels(c.type);
-                        const TypeKernels &kx = *find_type_kernels(kw.dot_type);
                         std::unique_ptr<PackedMatrix> packed = PackedMatrix::pack(w);
                         PackedGemmFn gemm = packed_gemm(c.type, isa);
                         REQUIRE(gemm != nullptr);
@@ -56,25 +55,14 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
                             std::normal_distribution<float> value(0.0f, 1.0f);
                             std::vector<float> x(size_t(n * cols));
                             for (float &v : x) v = value(rng) * (std::uniform_int_distribution<int>(0, 30)(rng) == 0 ? 20.0f : 1.0f);
-                            const size_t xrow = type_row_bytes(kx, cols);
-                            std::vector<uint8_t> xq(xrow * size_t(n));
-                            for (int64_t m = 0; m < n; ++m) kx.from_float(x.data() + m * cols, xq.data() + size_t(m) * xrow, cols);
-                            std::vector<int32_t> sums(size_t(n * (cols / 32)));
-                            if (kw.dot_type == uint32_t(TensorType::Q8_0))
-                                for (int64_t m = 0; m < n; ++m) q8_0_block_sums(xq.data() + size_t(m) * xrow, cols, sums.data() + m * (cols / 32));
-                            PackedActs acts;
-                            acts.xq = xq.data();
-                            acts.row_bytes = xrow;
-                            acts.block_sums = sums.data();
-                            acts.sums_per_row = cols / 32;
-                            acts.n = n;
+                            const test_blocks::ConvertedActs xc = test_blocks::convert_acts(c.type, x.data(), n, cols);
                             std::vector<float> y(size_t(n * rows), -1.0f);
-                            gemm(packed->view(), 0, packed->view().n_groups, acts, y.data(), rows);
+                            gemm(packed->view(), 0, packed->view().n_groups, xc.acts(), y.data(), rows);
 
                             int mismatches = 0;
                             for (int64_t m = 0; m < n; ++m)
                                 for (int64_t r = 0; r < rows; ++r) {
-                                    const float ref = kw.vec_dot(cols, w.row(r), xq.data() + size_t(m) * xrow);
+                                    const float ref = kw.vec_dot(cols, w.row(r), xc.row(m));
                                     const float got = y[size_t(m * rows + r)];
                                     if (std::memcmp(&ref, &got, sizeof ref) != 0 && !(ref == 0.0f && got == 0.0f)) {
                                         if (mismatches++ == 0)

@@ -15,17 +15,6 @@
 namespace specula::internal {
 namespace {
 
-struct ActQ8_0 {
-    uint16_t d;
-    int8_t qs[32];
-};
-struct ActQ8_K {
-    float d;
-    int8_t qs[256];
-    int16_t bsums[16];
-};
-static_assert(sizeof(ActQ8_0) == 34 && sizeof(ActQ8_K) == 292, "ggml activation block sizes");
-
 inline __m256 magnitude(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
 inline float max8(__m256 v) {

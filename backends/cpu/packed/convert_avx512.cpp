@@ -21,17 +21,6 @@
 namespace specula::internal {
 namespace {
 
-struct ActQ8_0 {
-    uint16_t d;
-    int8_t qs[32];
-};
-struct ActQ8_K {
-    float d;
-    int8_t qs[256];
-    int16_t bsums[16];
-};
-static_assert(sizeof(ActQ8_0) == 34 && sizeof(ActQ8_K) == 292, "ggml activation block sizes");
-
 inline __m512 magnitude(__m512 v) { return _mm512_abs_ps(v); }
 
 // int8 values of round(x * scale) (the low byte of each int32, as the scalar cast), stored at q; returns them

@@ -18,12 +18,6 @@
 namespace specula::internal {
 namespace {
 
-struct ActQ8_0 {
-    uint16_t d;
-    int8_t qs[32];
-};
-static_assert(sizeof(ActQ8_0) == 34, "ggml block_q8_0 is 34 bytes");
-
 struct alignas(64) TileConfig {
     uint8_t palette = 1;
     uint8_t start_row = 0;

@@ -15,17 +15,6 @@
 namespace specula::internal {
 namespace {
 
-struct ActQ8_0 {
-    uint16_t d;
-    int8_t qs[32];
-};
-struct ActQ8_K {
-    float d;
-    int8_t qs[256];
-    int16_t bsums[16];
-};
-static_assert(sizeof(ActQ8_0) == 34 && sizeof(ActQ8_K) == 292, "ggml activation block sizes");
-
 inline __m256i bcast4(const int8_t *p) {
     int32_t v;
     std::memcpy(&v, p, 4);

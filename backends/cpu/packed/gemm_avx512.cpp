@@ -22,17 +22,6 @@ namespace {
 constexpr int kPrefetch = 4096;
 inline void prefetch(const uint8_t *p) { _mm_prefetch(reinterpret_cast<const char *>(p + kPrefetch), _MM_HINT_T0); }
 
-struct ActQ8_0 {  // ggml block_q8_0
-    uint16_t d;
-    int8_t qs[32];
-};
-struct ActQ8_K {  // ggml block_q8_K
-    float d;
-    int8_t qs[256];
-    int16_t bsums[16];
-};
-static_assert(sizeof(ActQ8_0) == 34 && sizeof(ActQ8_K) == 292, "ggml activation block sizes");
-
 inline __m512i bcast4(const int8_t *p) {
     int32_t v;
     std::memcpy(&v, p, 4);

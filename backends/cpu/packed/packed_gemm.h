@@ -30,6 +30,19 @@ constexpr size_t kQ4KSuperBytes = 2368, kQ4KDmin = 32, kQ4KScales = 64, kQ4KMins
 // phi3's Q5_K attention matrices ran at two thirds of the memory's speed.)
 constexpr size_t kQ5KHigh = kQ4KSuperBytes, kQ5KSuperBytes = kQ4KSuperBytes + 8 * 64;
 
+// The activations' blocks as the kernels read them: ggml's block_q8_0 (Q8_0 and Q4_0 weights) and block_q8_K
+// (the K-quants). Plain structs, safe to share between the instruction-set levels' files.
+struct ActQ8_0 {
+    uint16_t d;  // fp16 scale
+    int8_t qs[32];
+};
+struct ActQ8_K {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];  // sums of each 16 values
+};
+static_assert(sizeof(ActQ8_0) == 34 && sizeof(ActQ8_K) == 292, "ggml activation block sizes");
+
 struct PackedView {
     const uint8_t *data = nullptr;  // n_groups * group_bytes bytes, 64-byte aligned
     uint32_t type = 0;              // ggml type id of the source weights
