@@ -258,7 +258,10 @@ void tile_f32(const Tile &t) { tile_float<widen_f32, 4>(t); }
 void tile_f16(const Tile &t) { tile_float<widen_f16, 2>(t); }
 void tile_bf16(const Tile &t) { tile_float<widen_bf16, 2>(t); }
 
-template <void (*T4)(const Tile &), void (*T1)(const Tile &), int kWide = 4>
+// After the four-wide tiles, the two or three activations left share one tile (each weight vector loaded and
+// unpacked once for them; one at a time a batch of 2 or 3, a tree of one or two drafted nodes, cost two or three
+// passes of compute), and a last one goes alone.
+template <void (*T4)(const Tile &), void (*T3)(const Tile &), void (*T2)(const Tile &), void (*T1)(const Tile &), int kWide = 4>
 void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y, int64_t ldy) {
     for (int64_t g = group_begin; g < group_end; ++g)
         for (int half = 0; half < 2; ++half) {
@@ -270,6 +273,13 @@ void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const Pac
                 t.m0 = m;
                 t.y = y + m * ldy + r0;
                 T4(t);
+            }
+            const int64_t rest = x.n - m;
+            if (kWide == 4 && (rest == 2 || rest == 3)) {
+                t.m0 = m;
+                t.y = y + m * ldy + r0;
+                (rest == 3 ? T3 : T2)(t);
+                m = x.n;
             }
             for (; m < x.n; ++m) {
                 t.m0 = m;
@@ -283,15 +293,15 @@ void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const Pac
 
 PackedGemmFn packed_gemm_avx2(uint32_t type) {
     switch (type) {
-    case uint32_t(TensorType::Q8_0): return gemm<tile_q8_0<4>, tile_q8_0<1>>;
-    case uint32_t(TensorType::Q4_0): return gemm<tile_q4_0<4>, tile_q4_0<1>>;
-    case uint32_t(TensorType::Q4_K): return gemm<tile_q45_k<4>, tile_q45_k<1>>;
-    case uint32_t(TensorType::Q5_K): return gemm<tile_q45_k<4, true>, tile_q45_k<1, true>>;
-    case uint32_t(TensorType::Q6_K): return gemm<tile_q6_k<4>, tile_q6_k<1>>;
+    case uint32_t(TensorType::Q8_0): return gemm<tile_q8_0<4>, tile_q8_0<3>, tile_q8_0<2>, tile_q8_0<1>>;
+    case uint32_t(TensorType::Q4_0): return gemm<tile_q4_0<4>, tile_q4_0<3>, tile_q4_0<2>, tile_q4_0<1>>;
+    case uint32_t(TensorType::Q4_K): return gemm<tile_q45_k<4>, tile_q45_k<3>, tile_q45_k<2>, tile_q45_k<1>>;
+    case uint32_t(TensorType::Q5_K): return gemm<tile_q45_k<4, true>, tile_q45_k<3, true>, tile_q45_k<2, true>, tile_q45_k<1, true>>;
+    case uint32_t(TensorType::Q6_K): return gemm<tile_q6_k<4>, tile_q6_k<3>, tile_q6_k<2>, tile_q6_k<1>>;
     // Eight accumulators per activation already fill AVX2's sixteen registers: one activation per tile.
-    case uint32_t(TensorType::F32): return gemm<tile_f32, tile_f32, 1>;
-    case uint32_t(TensorType::F16): return gemm<tile_f16, tile_f16, 1>;
-    case uint32_t(TensorType::BF16): return gemm<tile_bf16, tile_bf16, 1>;
+    case uint32_t(TensorType::F32): return gemm<tile_f32, tile_f32, tile_f32, tile_f32, 1>;
+    case uint32_t(TensorType::F16): return gemm<tile_f16, tile_f16, tile_f16, tile_f16, 1>;
+    case uint32_t(TensorType::BF16): return gemm<tile_bf16, tile_bf16, tile_bf16, tile_bf16, 1>;
     }
     return nullptr;
 }
