@@ -50,7 +50,7 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
                         PackedGemmFn gemm = packed_gemm(c.type, isa);
                         REQUIRE(gemm != nullptr);
 
-                        for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 9, 16, 17, 37}) {
+                        for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 37}) {
                             // Activations: normal values with a few outliers, quantized as matmul does.
                             std::normal_distribution<float> value(0.0f, 1.0f);
                             std::vector<float> x(size_t(n * cols));
