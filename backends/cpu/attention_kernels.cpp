@@ -2,6 +2,7 @@
 
 #include "cpu_isa.h"
 #include "formats/half.h"
+#include "formats/rounding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -90,7 +91,7 @@ float exp_nonpositive(float x) {
     // holding inf) made int32_t(n) undefined (found by fuzzing: tests/fuzz/regressions/snapshot_load/
     // kv-inf-exp-int-conversion). Converted as _mm256_cvtps_epi32 does (0x80000000, "integer indefinite"), so this
     // stays the AVX2 lane's result bit for bit (NaN for +inf).
-    const int32_t ni = n >= -2147483648.0f && n < 2147483648.0f ? int32_t(n) : INT32_MIN;
+    const int32_t ni = int32_indefinite(n);
     const uint32_t bits = uint32_t(ni + 127) << 23;
     float scale;
     std::memcpy(&scale, &bits, 4);

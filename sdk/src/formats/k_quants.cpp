@@ -133,7 +133,7 @@ void q8_k_from_float(const float *src, void *dst, int64_t n) {
             continue;
         }
         const float iscale = -127.0f / max;
-        for (int i = 0; i < QK_K; ++i) y.qs[i] = low_byte(std::min(127, round_to_int32(iscale * x[i])));
+        for (int i = 0; i < QK_K; ++i) y.qs[i] = int8_t(std::min(127, round_to_int32(iscale * x[i])));
         for (int g = 0; g < QK_K / 16; ++g) {
             int sum = 0;
             for (int i = 0; i < 16; ++i) sum += y.qs[g * 16 + i];

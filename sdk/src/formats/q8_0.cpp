@@ -34,7 +34,7 @@ void q8_0_from_float(const float *src, void *dst, int64_t n) {
         const float d = amax / 127.0f;
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         blocks[b].d = float_to_half(d);
-        for (int j = 0; j < kQ8_0Block; ++j) blocks[b].qs[j] = low_byte(round_to_int32(x[j] * id));
+        for (int j = 0; j < kQ8_0Block; ++j) blocks[b].qs[j] = int8_t(round_to_int32(x[j] * id));
     }
 }
 

@@ -1,4 +1,5 @@
-// The float -> integer rounding the quantizers share, defined for every input.
+// Float -> integer conversions as x86's vector code does them, defined for every input: the scalar quantizers and
+// the CPU's scalar exp share them with their SIMD twins, which must write the same bits.
 #pragma once
 
 #include <cmath>
@@ -6,15 +7,16 @@
 
 namespace specula::internal {
 
-// v rounded to nearest even as x86's CVTSS2SI does it: a NaN or a value outside int32 becomes INT32_MIN (the
-// "integer indefinite"). A plain int(nearbyint(v)) is undefined behaviour for those, and activations can hold
-// NaN (a model that overflowed); the vector conversions beside the packed kernels write exactly these bytes.
-inline int32_t round_to_int32(float v) {
-    const float r = std::nearbyint(v);
+// An integral float converted as CVTSS2SI / CVTPS2DQ do: a NaN or a value outside int32 becomes INT32_MIN (the
+// "integer indefinite"). A plain int32_t(r) is undefined behaviour for those, and activations and scores can hold
+// NaN or infinity (a model that overflowed, a restored KV cache holding inf).
+inline int32_t int32_indefinite(float r) {
     return (r >= -2147483648.0f && r < 2147483648.0f) ? int32_t(r) : INT32_MIN;
 }
 
-// The low byte of an int32, as a cast to int8_t keeps it (modular since C++20; spelled out for older readers).
-inline int8_t low_byte(int32_t v) { return int8_t(uint8_t(uint32_t(v) & 0xFFu)); }
+// v rounded to nearest even (the default rounding mode, as nearbyint and the vector conversions), then converted as
+// above. A quantizer's int8_t() of it keeps the low byte (modular since C++20): a NaN's INT32_MIN becomes 0, as the
+// vector conversions' byte shuffle gives.
+inline int32_t round_to_int32(float v) { return int32_indefinite(std::nearbyint(v)); }
 
 }  // namespace specula::internal

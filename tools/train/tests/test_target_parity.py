@@ -16,7 +16,8 @@ import torch
 from conftest import REPO
 from specula_train.target import TargetModel
 
-# F32: against the reference in float64 (check_against_reference), the arithmetic exact. F16: ggml's F16 dot products round the activations to F16.
+# F32: against the reference in float64 (check_against_reference), the arithmetic exact. F16: ggml's F16 dot
+# products round the activations to F16.
 # Quantized: the SDK (as llama.cpp) multiplies quantized weights with activations quantized to 8 bits, the reference
 # with float activations; near-ties may flip, a wrong layout would miss by far more.
 CASES = [("f32", 1e-4, 1.0), ("f16", 5e-3, 1.0), ("q8_0", 3e-2, 0.9), ("q4_0", 5e-2, 0.9), ("q4_k_m", 5e-2, 0.9)]
