@@ -199,3 +199,43 @@ TEST_CASE("under Leviathan's rule a sampled chain's text depends on the draft", 
     spec.sampled_drafts = SampledDraftRule::kCoupled;
     CHECK(sample(model, sc, &spec, 2, prompt, 96).tokens == sample(model, sc, nullptr, 2, prompt, 96).tokens);
 }
+
+TEST_CASE("seeded sampling: a session's automatic tree starts from what the last one learned, and the text stays the seed's",
+          "[speculative][seeded]") {
+    // TunerMemory (speculative/tuner_memory.h): sessions of the same model, drafter and settings hand on what the
+    // tuner measured. Only the trees drafted change; each session's text is plain sampling's for the seed.
+    const auto model = load("models/stories260K.gguf");
+    if (!model) return;
+    const auto trained = LongSpecDraft::load(std::string(SPECULA_SOURCE_DIR) + "/models/drafts/stories260K.longspec.gguf", model);
+    const std::vector<int32_t> prompt = model->vocab().tokenize("Once upon a time, there was a little dog. The little dog", true, false);
+    SamplerConfig sc;
+    sc.temperature = 0.8f;
+    sc.seed = 5;
+    constexpr int32_t n = test_scale::count(96, 32);
+    const Sampled plain = sample(model, sc, nullptr, 2, prompt, n);
+    SpeculativeConfig spec;
+    spec.longspec = trained;
+    spec.ngram = true;
+    spec.auto_tree = true;
+    const auto run = [&](int32_t threads, float temperature) {
+        SessionConfig config;
+        config.n_ctx = 512;
+        config.n_threads = threads;
+        SamplerConfig s = sc;
+        s.temperature = temperature;
+        Session session(model, config, s);
+        session.set_speculative(spec);
+        const std::vector<int32_t> got = test_sessions::generate(session, prompt, n);
+        REQUIRE(session.tree_tuner() != nullptr);
+        return std::make_pair(got, session.tree_tuner()->learned());
+    };
+    const auto first = run(2, 0.8f);
+    CHECK(first.first == plain.tokens);
+    CHECK(!first.second);  // the first session of this setup in the process learns from nothing
+    const auto second = run(2, 0.8f);
+    CHECK(second.first == plain.tokens);
+    CHECK(second.second);
+    CHECK(!run(1, 0.8f).second);  // one thread: other costs, another entry
+    CHECK(!run(2, 0.0f).second);  // greedy: another acceptance, another entry
+    CHECK(run(2, 0.0f).second);
+}

@@ -759,10 +759,11 @@ SPECULA_API uint64_t specula_draft_n_params(const specula_draft *draft);
  * current context, the draft's time per level and row, and the acceptance per depth. The shapes tried are chains of
  * 1 to 8 tokens and trees up to [4, 16, 16, 16, 16] (bounded by tree_widths when given), each with or without
  * n-gram nodes (at most ngram_nodes), and plain decoding: while no tree pays, rounds draft nothing.
- * specula_session_tree_shape() tells which tree the last round drafted. Output is lossless either way; with
- * temperature > 0 the random draws depend on the trees drafted, so AUTO (timing-driven) does not repeat a seeded
- * sampled run draw for draw, and a snapshot resumes it with the same distribution rather than the same tokens: use
- * FIXED for that. */
+ * specula_session_tree_shape() tells which tree the last round drafted. Output is lossless either way, and with
+ * sampled drafts coupled (the default, specula_sampled_drafts) a seed gives the same text whatever AUTO chooses.
+ * A session starts from what earlier sessions of the same model, drafter and settings measured in this
+ * process (a server's slots, an editor's completions), so only the first one pays for learning; only the speed
+ * depends on it. */
 typedef enum specula_tree_mode {
     SPECULA_TREE_DEFAULT = 0, /* AUTO, unless tree_widths are given: then FIXED */
     SPECULA_TREE_AUTO = 1,

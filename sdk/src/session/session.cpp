@@ -54,11 +54,13 @@ void Session::set_sampler(const SamplerConfig &config) {
     Sampler sampler(config);
     if (sampler.has_grammar()) sampler.bind_vocab(model_->grammar_vocab());
     sampler_ = std::move(sampler);
+    spec_.set_temperature(sampler_.config().temperature);
     drop_ready();  // verified under the old sampler
 }
 
 void Session::set_speculative(const SpeculativeConfig &config) {
-    spec_.attach(config, *model_, *runner_, *pool_, int32_t(tokens_.size()));
+    spec_.attach(config, model_, *runner_, *pool_, int32_t(tokens_.size()));
+    spec_.set_temperature(sampler_.config().temperature);
     drafter_behind_ = spec_.attached() && !tokens_.empty();
 }
 
@@ -203,7 +205,7 @@ specula_status Session::step(StepResult &out) {
     // n-grams propose anything at this root.
     int32_t choice = -1;
     if (spec_.attached() && !spec_.has_ready() && spec_.tuner() != nullptr) {
-        choice = spec_.next_choice(spec_.shadow_draft(tokens_, n_ctx()));
+        choice = spec_.next_choice(spec_.shadow_draft(tokens_, n_ctx()), int32_t(tokens_.size()));
         spec_.shadow_played(choice);
     }
     const bool plain_round = spec_.plain(choice);

@@ -2,6 +2,7 @@
 
 #include "backend/backend_choice.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "core/timer.h"
 #include "session/phase_hook.h"
 #include "speculative/grammar_draft.h"
@@ -10,11 +11,22 @@
 #include "speculative/vocab_compat.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 
 namespace specula::internal {
 
-void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &target, TargetRunner &runner, ThreadPool &pool,
-                              int32_t n_tokens) {
+SpeculativeRound::~SpeculativeRound() {
+    try {
+        remember();
+    } catch (...) {
+        // Out of memory while copying the tuner's knowledge: the next session learns from nothing, as before.
+    }
+}
+
+void SpeculativeRound::attach(const SpeculativeConfig &config, const std::shared_ptr<const Model> &target_model, TargetRunner &runner,
+                              ThreadPool &pool, int32_t n_tokens) {
+    const Model &target = *target_model;
     require(!(config.longspec && config.draft_model), SPECULA_ERR_INVALID_ARGUMENT,
             "speculative: choose a LongSpec draft or an independent draft model, not both");
     require(config.ngram_nodes >= 0 && config.ngram_nodes <= 1024, SPECULA_ERR_INVALID_ARGUMENT,
@@ -49,6 +61,7 @@ void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &targ
     } else if (config.grammar) {
         drafter = make_grammar_drafter();
     }
+    remember();  // what the tuner replaced learned
     drafter_ = std::move(drafter);
     ngram_ = ngram_raw;
     shadows_.clear();
@@ -57,10 +70,63 @@ void SpeculativeRound::attach(const SpeculativeConfig &config, const Model &targ
     tuner_ = std::move(tuner);
     if (tuner_ && drafter_) tuner_->set_catch_up_bound(drafter_->catch_up_bound());
     if (tuner_) tuner_->context_grew(n_tokens);
+    // The tuner's memory is kept per target, drafter and what else changes the costs or the candidates.
+    setup_ = TunerSetup{};
+    recalled_ = false;
+    context_ = n_tokens;
+    if (tuner_) {
+        setup_.target = target_model;
+        setup_.target_id = target_model.get();
+        if (config.longspec) {
+            setup_.drafter = config.longspec;
+            setup_.drafter_id = config.longspec.get();
+        } else if (config.draft_model) {
+            setup_.drafter = config.draft_model;
+            setup_.drafter_id = config.draft_model.get();
+        }
+        const NgramConfig &g = config.ngram_config;
+        settings_ = std::string(runner.backend()) + " threads " + std::to_string(pool.size()) + " kv " + std::to_string(int(runner.kv_type())) +
+                    " ctx " + std::to_string(runner.n_ctx()) + (config.ngram ? " ngram " : " no-ngram ") + std::to_string(config.ngram_nodes) + " " +
+                    std::to_string(g.lookup_min) + "," + std::to_string(g.lookup_max) + "," + std::to_string(g.max_chain) + "," +
+                    std::to_string(g.table_n) + "," + std::to_string(g.table_topk) + "," + std::to_string(g.lag) +
+                    (config.shape_is_bound ? " bound " + config.shape.to_string() : " ladder") +
+                    (config.sampled_drafts == SampledDraftRule::kCoupled ? " coupled" : " leviathan");
+        set_temperature(temperature_);
+    }
     fixed_tree_ = TreeChoice{model_drafter ? config.shape : TreeShape{std::vector<int32_t>{}}, config.ngram ? config.ngram_nodes : 0};
     config_ = config;
     n_vocab_ = target.hparams().n_vocab;
     drop_ready();
+}
+
+void SpeculativeRound::set_temperature(float temperature) {
+    if (tuner_ && recalled_ && temperature != temperature_) {
+        // What was learned at the old temperature goes under it; the tuner goes on (its estimates follow).
+        remember();
+    }
+    temperature_ = temperature;
+    if (!tuner_) return;
+    char t[32];
+    std::snprintf(t, sizeof t, " T %.2f", temperature <= 0.0f ? 0.0 : double(temperature));
+    setup_.settings = settings_ + t;
+}
+
+void SpeculativeRound::remember() {
+    if (!tuner_ || tuner_->rounds() == 0 || setup_.target_id == nullptr) return;
+    TunerMemory::process().store(setup_, tuner_->knowledge(context_));
+}
+
+int32_t SpeculativeRound::next_choice(TreeTuner::NgramProposal ngram, int32_t n_tokens) {
+    if (!tuner_) return -1;
+    context_ = n_tokens;
+    if (!recalled_) {
+        recalled_ = true;
+        if (tuner_->rounds() == 0)
+            if (const std::optional<TreeTuner::Knowledge> k = TunerMemory::process().find(setup_)) tuner_->learn(*k, n_tokens);
+    } else if (tuner_->rounds() % kRememberEvery == 0) {
+        remember();
+    }
+    return tuner_->next(ngram);
 }
 
 void SpeculativeRound::record_plain(int32_t choice, double ms) {

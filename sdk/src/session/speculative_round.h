@@ -15,6 +15,7 @@
 #include "speculative/tree_shape.h"
 #include "speculative/tree_sampling_plan.h"
 #include "speculative/tree_tuner.h"
+#include "speculative/tuner_memory.h"
 #include "speculative/verifier.h"
 
 #include <cstddef>
@@ -82,7 +83,15 @@ public:
     // (a draft model that does not fit there runs on the CPU on `pool`). n_tokens: the context's length now.
     // Throws Error(INCOMPATIBLE) for a draft made for another model or a draft model with another vocabulary,
     // Error(INVALID_ARGUMENT) for conflicting choices; then nothing changes.
-    void attach(const SpeculativeConfig &config, const Model &target, TargetRunner &runner, ThreadPool &pool, int32_t n_tokens);
+    void attach(const SpeculativeConfig &config, const std::shared_ptr<const Model> &target, TargetRunner &runner, ThreadPool &pool,
+                int32_t n_tokens);
+    SpeculativeRound() = default;
+    SpeculativeRound(const SpeculativeRound &) = delete;
+    SpeculativeRound &operator=(const SpeculativeRound &) = delete;
+    ~SpeculativeRound();  // puts back what the tuner learned (speculative/tuner_memory.h)
+    // The sampler's temperature (its acceptance differs from greedy's): part of the setup the tuner's memory is
+    // kept under.
+    void set_temperature(float temperature);
     bool attached() const { return drafter_ != nullptr; }
     Drafter *drafter() const { return drafter_.get(); }
     TreeTuner *tuner() const { return tuner_.get(); }
@@ -90,8 +99,9 @@ public:
     const SpeculativeStats &stats() const { return stats_; }
 
     // The tree of the next round: the tuner's choice (auto), or -1 for the configured tree. Call with an empty
-    // queue only.
-    int32_t next_choice(TreeTuner::NgramProposal ngram = TreeTuner::NgramProposal::Unknown) { return tuner_ ? tuner_->next(ngram) : -1; }
+    // queue only; n_tokens: the context's length. Before its first round the tuner starts from what the last
+    // session of the same setup learned, and every so many rounds it puts back what it knows.
+    int32_t next_choice(TreeTuner::NgramProposal ngram, int32_t n_tokens);
     // Whether the choice drafts nothing: the session then decodes plainly and reports it with record_plain().
     bool plain(int32_t choice) const { return choice >= 0 && tuner_->choices()[size_t(choice)].plain(); }
     void record_plain(int32_t choice, double ms);
@@ -140,6 +150,15 @@ private:
     Drafter *ngram_ = nullptr;  // the n-gram drafter (inside drafter_), for shadow rounds
     SpeculativeConfig config_;
     std::unique_ptr<TreeTuner> tuner_;  // auto: chooses each round's tree
+    // The tuner's memory (tuner_memory.h): its setup (the settings without the temperature in settings_), whether
+    // the tuner took the entry yet, the sampler's temperature and the context at the last choice.
+    void remember();
+    static constexpr int32_t kRememberEvery = 16;  // rounds
+    TunerSetup setup_;
+    std::string settings_;
+    bool recalled_ = false;
+    float temperature_ = 0.0f;
+    int32_t context_ = 0;
     TreeChoice fixed_tree_;             // otherwise every round's tree
     // One round's buffers, reused.
     DraftTree tree_;

@@ -168,8 +168,16 @@ void TreeTuner::refresh() const {
     if (!dirty_) return;
     dirty_ = false;
     points_.clear();
-    for (const Bucket &b : buckets_)
-        if (b.weight > 0) points_.emplace_back(b.n / b.weight, b.ms / b.weight);
+    // An earlier session's curve (learn()) fills the node counts this session has not verified, scaled by how this
+    // session's passes compare with it where both measured.
+    const double scale = prior_scale();
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+        const Bucket &b = buckets_[i];
+        if (b.weight > 0)
+            points_.emplace_back(b.n / b.weight, b.ms / b.weight);
+        else if (i < prior_curve_.size() && prior_curve_[i].weight > 0)
+            points_.emplace_back(prior_curve_[i].n, prior_curve_[i].ms * scale);
+    }
 
     double a[3][4];
     std::copy(&ls_[0][0], &ls_[0][0] + 12, &a[0][0]);
@@ -198,6 +206,16 @@ void TreeTuner::refresh() const {
         reach *= chain_accept_[d];
         chain_tokens_[d + 1] = chain_tokens_[d] + reach;
     }
+}
+
+double TreeTuner::prior_scale() const {
+    double own = 0, theirs = 0;
+    for (size_t i = 0; i < buckets_.size() && i < prior_curve_.size(); ++i)
+        if (buckets_[i].weight > 0 && prior_curve_[i].weight > 0) {
+            own += buckets_[i].ms;
+            theirs += prior_curve_[i].ms * buckets_[i].weight;
+        }
+    return theirs > 0 ? own / theirs : 1.0;
 }
 
 double TreeTuner::verify_ms(double nodes) const {
@@ -337,7 +355,8 @@ double TreeTuner::expected_ms(int32_t index) const {
 double TreeTuner::rate(int32_t index) const { return expected_tokens(index) / std::max(expected_ms(index), 1e-9); }
 
 int32_t TreeTuner::next(NgramProposal ngram) {
-    if (rounds_ == 0) return 0;  // the first round decodes plainly: it measures verify(1)
+    // The first round decodes plainly, to measure verify(1), unless an earlier session's curve came in.
+    if (rounds_ == 0 && prior_curve_.empty()) return 0;
     probe_ = -1;
     if (rounds_ < plain_until_ && ngram != NgramProposal::Some) return 0;
     const bool no_ngram = ngram == NgramProposal::None;
@@ -348,7 +367,7 @@ int32_t TreeTuner::next(NgramProposal ngram) {
     // a time, because extending it far from the sizes measured guesses the cost from a prior slope, and on a
     // machine where each node costs half a decode step (a tiny model's attention) one 16-node guess costs ten
     // steps to learn that.
-    const int32_t reach = std::max(kFirstReach, 2 * max_nodes_seen_);
+    const int32_t reach = std::max(kFirstReach, 2 * std::max(max_nodes_seen_, prior_max_nodes_));
     int32_t best = 0, trusted = 0;  // trusted: the best of the shapes whose estimate rests on measurements
     for (int32_t i = 0; i < n; ++i) {
         const bool sits_out = no_ngram && choices_[size_t(i)].ngram_nodes > 0;
@@ -501,6 +520,74 @@ void TreeTuner::record_shadow(int32_t index, int32_t nodes, int32_t accepted) {
     if (nodes <= 1 || index < 0 || size_t(index) >= choices_.size()) return;
     dirty_ = true;
     update_arm(index, nodes, accepted);
+}
+
+TreeTuner::Knowledge TreeTuner::knowledge(int32_t context) const {
+    Knowledge k;
+    k.n_choices = int32_t(choices_.size());
+    k.context = context;
+    k.rounds = rounds_;
+    const double scale = prior_scale();
+    k.curve.assign(buckets_.size(), {0.0, 0.0});
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+        const Bucket &b = buckets_[i];
+        if (b.weight > 0)
+            k.curve[i] = {b.n / b.weight, b.ms / b.weight};
+        else if (i < prior_curve_.size() && prior_curve_[i].weight > 0)
+            k.curve[i] = {prior_curve_[i].n, prior_curve_[i].ms * scale};
+    }
+    k.max_nodes_seen = std::max(max_nodes_seen_, prior_max_nodes_);
+    std::copy(&ls_[0][0], &ls_[0][0] + 12, &k.ls[0][0]);
+    k.drafted = draft_rounds_ > 0;
+    k.depth_hit = depth_hit_;
+    k.depth_try = depth_try_;
+    k.arms.resize(arms_.size());
+    for (size_t i = 0; i < arms_.size(); ++i) {
+        const Arm &a = arms_[i];
+        const double age = std::pow(kAgeDecay, double(rounds_ - a.updated));
+        k.arms[i] = {a.tokens * age, a.weight * age, a.nodes, a.node_weight};
+    }
+    k.resume_per_token = resume_per_token_;
+    k.resume_weight = resume_weight_;
+    return k;
+}
+
+void TreeTuner::learn(const Knowledge &k, int32_t context) {
+    if (k.rounds == 0 || rounds_ > 0 || k.n_choices != int32_t(choices_.size()) || k.arms.size() != arms_.size() ||
+        k.depth_hit.size() != depth_hit_.size() || k.depth_try.size() != depth_try_.size())
+        return;
+    // Below 64 tokens the context costs next to nothing either way.
+    const double here = std::max(context, 64), there = std::max(k.context, 64);
+    if (std::max(here, there) <= kCarryContext * std::min(here, there) && k.curve.size() == buckets_.size()) {
+        prior_curve_.assign(buckets_.size(), Bucket{});
+        for (size_t i = 0; i < k.curve.size(); ++i)
+            if (k.curve[i].first > 0) prior_curve_[i] = Bucket{k.curve[i].first, k.curve[i].second, 1.0};
+        prior_max_nodes_ = k.max_nodes_seen;
+    }
+    const auto cap = [](double weight, double most) { return weight > most ? most / weight : 1.0; };
+    const double s = cap(k.ls[0][0], kCarryDraft);
+    for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 4; ++c) ls_[r][c] = k.ls[r][c] * s;
+    draft_rounds_ = k.drafted ? 1 : 0;
+    for (size_t d = 0; d < depth_try_.size(); ++d) {
+        const double sd = cap(k.depth_try[d], kCarryDepth);
+        depth_hit_[d] = k.depth_hit[d] * sd;
+        depth_try_[d] = k.depth_try[d] * sd;
+    }
+    for (size_t i = 0; i < arms_.size(); ++i) {
+        const Knowledge::ArmData &a = k.arms[i];
+        const double sa = cap(a.weight, kCarryArm), sn = cap(a.node_weight, kCarryArm);
+        arms_[i].tokens = a.tokens * sa;
+        arms_[i].weight = a.weight * sa;
+        arms_[i].nodes = a.nodes * sn;
+        arms_[i].node_weight = a.node_weight * sn;
+        arms_[i].updated = 0;
+    }
+    const double sr = cap(k.resume_weight, kCarryResume);
+    resume_per_token_ = k.resume_per_token * sr;
+    resume_weight_ = k.resume_weight * sr;
+    learned_ = true;
+    dirty_ = true;
 }
 
 }  // namespace specula::internal

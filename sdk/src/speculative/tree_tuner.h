@@ -42,6 +42,15 @@
 // have been accepted is known once the round's tokens are out, so a chain merged with n-gram nodes also measures the
 // chain alone, which otherwise is learned only by playing it.
 //
+// What one session learned starts the next (knowledge(), learn()): sessions of the same target, drafters and machine
+// settings in a process (a server's slots, an editor's completions, a benchmark's rows) hand it on through the
+// model's TunerMemory (speculative/tuner_memory.h). A 128-token completion is 30-40 rounds, and a session starting
+// from nothing spent ~20 of them learning the chain's acceptance depth by depth and the verify curve one doubling at a
+// time; with what an earlier session measured it plays the best shape from its first round. What is handed on counts
+// as a few rounds (kCarry*), so the session's own rounds take over quickly where its text or context differ: the
+// verify curve serves only for node counts this session has not verified yet, scaled by how its own passes compare
+// (the context may have grown), and only when saved at a context within a factor of kCarryContext of this one.
+//
 // The tuner never sees tokens or the clock: the session reports each round's measured times and its accepted
 // length, so tests can drive it with any cost model.
 #pragma once
@@ -70,6 +79,29 @@ struct TreeChoice {
 
 class TreeTuner {
 public:
+    // What a tuner measured, as handed to the next session's tuner (see above). Plain data.
+    struct Knowledge {
+        int32_t n_choices = 0;  // the tuner's candidates (a tuner with other choices ignores it)
+        int32_t context = 0;    // the context length when it was taken
+        std::vector<std::pair<double, double>> curve;  // per verify bucket: mean nodes and ms (0 nodes: none)
+        int32_t max_nodes_seen = 1;
+        double ls[3][4] = {};   // the draft-time fit's normal equations
+        bool drafted = false;   // the fit holds drafted rounds
+        std::vector<double> depth_hit, depth_try;  // chains' acceptance per depth
+        struct ArmData {
+            double tokens = 0, weight = 0, nodes = 0, node_weight = 0;
+        };
+        std::vector<ArmData> arms;  // per choice
+        double resume_per_token = 0, resume_weight = 0;
+        int32_t rounds = 0;     // rounds it rests on (0: nothing to hand on)
+    };
+    // What this tuner knows now, its rounds and what it was handed, at a context of `context` tokens.
+    Knowledge knowledge(int32_t context) const;
+    // Starts from what an earlier session's tuner knew (call before the first round; with other choices, or nothing
+    // measured, nothing changes). `context`: this session's context length now.
+    void learn(const Knowledge &k, int32_t context);
+    bool learned() const { return learned_; }  // learn() took something
+
     // model: a model drafter (LongSpec draft or draft model) is attached; its candidate shapes are the built-in
     // ladder (chains of 1 to 8, then trees up to LongSpec's default [4,16,16,16,16]), or, with a bound, the ladder's
     // shapes that fit in it (levels no deeper, widths no wider) and the bound itself. ngram: n-gram drafting is
@@ -123,6 +155,10 @@ public:
     static constexpr int32_t kMaxDepth = 32;     // the deepest tree a session accepts
     static constexpr int32_t kFirstReach = 5;    // shapes of up to this many nodes (root included) may be played
                                                  // first; then up to twice the most nodes a round has verified
+    // What learn() takes counts as at most this many rounds: a shape's tokens, a bucket of the verify curve (its
+    // scale), the chains' tries at each depth, the draft fit.
+    static constexpr double kCarryArm = 2.0, kCarryDepth = 6.0, kCarryDraft = 4.0, kCarryResume = 1.0;
+    static constexpr double kCarryContext = 2.0;  // the verify curve serves contexts within this factor of its own
 
 private:
     struct Arm {
@@ -139,6 +175,7 @@ private:
 
     void refresh() const;  // the estimates' inputs, recomputed when a round was recorded since
     double verify_ms(double nodes) const;
+    double prior_scale() const;  // this session's verify times against the learned curve's, where both measured
     double draft_ms(const TreeChoice &c) const;
     double resume_ms(const TreeChoice &c) const;  // a model shape's share of catching up after an idle stretch
     double chain_accept(int32_t depth) const;  // chains: acceptance at depth + 1 given depth was reached
@@ -178,6 +215,11 @@ private:
                                             // drafter (at first: the prompt, so the first model round is a resume)
     double resume_per_token_ = 0, resume_weight_ = 0;  // decayed: catch-up ms per token behind, and its rounds
     mutable bool dirty_ = true;             // a round was recorded since refresh()
+    // learn(): an earlier session's verify curve (per bucket: mean nodes, ms; weight 0: none), for the buckets this
+    // session has not measured, scaled by how this session's own buckets compare with it.
+    std::vector<Bucket> prior_curve_;
+    int32_t prior_max_nodes_ = 1;
+    bool learned_ = false;
 };
 
 }  // namespace specula::internal
