@@ -171,13 +171,8 @@ void TreeTuner::refresh() const {
     // An earlier session's curve (learn()) fills the node counts this session has not verified, scaled by how this
     // session's passes compare with it where both measured.
     const double scale = prior_scale();
-    for (size_t i = 0; i < buckets_.size(); ++i) {
-        const Bucket &b = buckets_[i];
-        if (b.weight > 0)
-            points_.emplace_back(b.n / b.weight, b.ms / b.weight);
-        else if (i < prior_curve_.size() && prior_curve_[i].weight > 0)
-            points_.emplace_back(prior_curve_[i].n, prior_curve_[i].ms * scale);
-    }
+    for (size_t i = 0; i < buckets_.size(); ++i)
+        if (const auto p = curve_point(i, scale); p.first > 0) points_.push_back(p);
 
     double a[3][4];
     std::copy(&ls_[0][0], &ls_[0][0] + 12, &a[0][0]);
@@ -216,6 +211,13 @@ double TreeTuner::prior_scale() const {
             theirs += prior_curve_[i].ms * buckets_[i].weight;
         }
     return theirs > 0 ? own / theirs : 1.0;
+}
+
+std::pair<double, double> TreeTuner::curve_point(size_t i, double scale) const {
+    const Bucket &b = buckets_[i];
+    if (b.weight > 0) return {b.n / b.weight, b.ms / b.weight};
+    if (i < prior_curve_.size() && prior_curve_[i].weight > 0) return {prior_curve_[i].n, prior_curve_[i].ms * scale};
+    return {0.0, 0.0};
 }
 
 double TreeTuner::verify_ms(double nodes) const {
@@ -528,14 +530,8 @@ TreeTuner::Knowledge TreeTuner::knowledge(int32_t context) const {
     k.context = context;
     k.rounds = rounds_;
     const double scale = prior_scale();
-    k.curve.assign(buckets_.size(), {0.0, 0.0});
-    for (size_t i = 0; i < buckets_.size(); ++i) {
-        const Bucket &b = buckets_[i];
-        if (b.weight > 0)
-            k.curve[i] = {b.n / b.weight, b.ms / b.weight};
-        else if (i < prior_curve_.size() && prior_curve_[i].weight > 0)
-            k.curve[i] = {prior_curve_[i].n, prior_curve_[i].ms * scale};
-    }
+    k.curve.resize(buckets_.size());
+    for (size_t i = 0; i < buckets_.size(); ++i) k.curve[i] = curve_point(i, scale);
     k.max_nodes_seen = std::max(max_nodes_seen_, prior_max_nodes_);
     std::copy(&ls_[0][0], &ls_[0][0] + 12, &k.ls[0][0]);
     k.drafted = draft_rounds_ > 0;

@@ -44,7 +44,7 @@
 //
 // What one session learned starts the next (knowledge(), learn()): sessions of the same target, drafters and machine
 // settings in a process (a server's slots, an editor's completions, a benchmark's rows) hand it on through the
-// model's TunerMemory (speculative/tuner_memory.h). A 128-token completion is 30-40 rounds, and a session starting
+// process's TunerMemory (speculative/tuner_memory.h). A 128-token completion is 30-40 rounds, and a session starting
 // from nothing spent ~20 of them learning the chain's acceptance depth by depth and the verify curve one doubling at a
 // time; with what an earlier session measured it plays the best shape from its first round. What is handed on counts
 // as a few rounds (kCarry*), so the session's own rounds take over quickly where its text or context differ: the
@@ -176,6 +176,9 @@ private:
     void refresh() const;  // the estimates' inputs, recomputed when a round was recorded since
     double verify_ms(double nodes) const;
     double prior_scale() const;  // this session's verify times against the learned curve's, where both measured
+    // Bucket i of the verify curve: (mean nodes, ms) as this session measured it, else the learned curve's scaled by
+    // `scale`; (0, 0) when neither has it.
+    std::pair<double, double> curve_point(size_t i, double scale) const;
     double draft_ms(const TreeChoice &c) const;
     double resume_ms(const TreeChoice &c) const;  // a model shape's share of catching up after an idle stretch
     double chain_accept(int32_t depth) const;  // chains: acceptance at depth + 1 given depth was reached

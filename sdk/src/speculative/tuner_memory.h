@@ -2,8 +2,8 @@
 // slots, an editor's completions one after another, a benchmark's rows. One memory serves the process
 // (TunerMemory::process()), with an entry per setup that changes the costs or the candidates: the target model and
 // the drafter (a LongSpec draft or a draft model), by identity (an entry whose model or drafter was destroyed is
-// dropped), and as text the n-gram settings, the bound on the shapes, the backend, the threads and the KV cache type.
-// A session takes its setup's entry when it attaches and puts back what its tuner knows as it runs and when it ends;
+// dropped), and as text the backend, threads, KV cache type, context size, n-gram settings, bound on the shapes,
+// sampled-draft rule and temperature. A session takes its setup's entry before its first round and puts back what its tuner knows as it runs and when it ends;
 // the last session to put back wins. Only the speed depends on it: the tokens do not depend on the trees drafted
 // (speculative/verifier.h). Thread-safe.
 #pragma once
