@@ -44,6 +44,7 @@ struct Machine {
 struct Round {
     int32_t nodes = 1, accepted = 0;
     double draft = 0, verify = 0;
+    int32_t model_levels = 0, model_accepted = 0;  // the model's tree alone: its levels, and how many were accepted
 };
 
 // One round of `c` on machine m. A level of width w holds the right token with probability 1 - (1 - p)^w (its
@@ -63,6 +64,8 @@ Round play(const Machine &m, const TreeChoice &c, std::mt19937 &rng, int32_t &be
     int32_t ngram_len = 0;
     while (ngram_len < ngram_chain && u(rng) < m.p_ngram) ++ngram_len;
     r.accepted = std::max(model_len, ngram_len);
+    r.model_levels = int32_t(c.shape.widths.size());
+    r.model_accepted = model_len;
     r.nodes = 1 + c.max_nodes();
     if (c.ngram_nodes > 0) r.nodes -= c.ngram_nodes - ngram_chain;  // the n-gram drafter fills its chain only
     if (r.nodes == 1) r.accepted = 0;                               // nothing was drafted
@@ -143,6 +146,9 @@ Outcome run(const Machine &start, TreeTuner &tuner, int32_t tokens, uint32_t see
                 int32_t ignored = 0;
                 const Round sr = play(m, choices[size_t(c)], rng, ignored, match);
                 tuner.record_shadow(c, sr.nodes, sr.accepted);
+                // A chain drafted this round also tells what it merged with this share would have accepted.
+                if (!choices[size_t(i)].shape.widths.empty() && choices[size_t(i)].shape.is_chain())
+                    tuner.record_merged_shadow(c, sr.nodes, sr.accepted, r.model_levels, r.model_accepted, i);
             }
         produced += r.accepted + 1;
         ms += r.draft + r.verify;
@@ -421,6 +427,52 @@ TEST_CASE("tree tuner: counterfactual n-gram rounds find n-grams that start payi
     INFO("auto " << with << " tok/ms with shadows, " << without << " without; best fixed " << best);
     CHECK(with >= 0.9 * best);
     CHECK(with > without);
+}
+
+TEST_CASE("tree tuner: a chain's round measures the chains merged with n-grams it holds or that hold it", "[tree_tuner]") {
+    TreeTuner tuner(true, nullptr, true, 16);
+    const auto &choices = tuner.choices();
+    const auto find = [&](const std::string &name) {
+        for (size_t i = 0; i < choices.size(); ++i)
+            if (choices[i].to_string() == name) return int32_t(i);
+        FAIL("no choice " << name);
+        return -1;
+    };
+    const int32_t chain4 = find("1,1,1,1"), ngram4 = find("ngram:4");
+    const int32_t c2 = find("1,1+ngram:4"), c4 = find("1,1,1,1+ngram:4"), c6 = find("1,1,1,1,1,1+ngram:4"), c2big = find("1,1+ngram:16");
+    tuner.record(0, 1, 0.0, 40.0, 0);
+    const double before2 = tuner.expected_tokens(c2), before6 = tuner.expected_tokens(c6), before_big = tuner.expected_tokens(c2big);
+    // A chain of 4 with 2 accepted, and 4 n-gram nodes of which 1 was emitted: a chain of 2 or of 6 merged with
+    // them would have produced 3 tokens (2 accepted and the bonus), over and over.
+    for (int r = 0; r < 20; ++r) {
+        tuner.record(chain4, 5, 10.0, 45.0, 2);
+        tuner.record_merged_shadow(ngram4, 5, 1, 4, 2, chain4);
+    }
+    // (Each estimate also counts its guess as one round: a little above 3.)
+    CHECK(tuner.expected_tokens(c2) == Approx(3.0).margin(0.25));
+    CHECK(tuner.expected_tokens(c6) == Approx(3.0).margin(0.25));
+    CHECK(before2 > 3.5);
+    CHECK(before6 > 3.5);
+    // Another share is not measured by this shadow: its own rounds stay none (its estimate is its guess, above
+    // the shape with 4 n-gram nodes inside it).
+    CHECK(tuner.expected_tokens(c2big) > 3.5);
+    CHECK(before_big > 3.5);
+    // All 4 accepted: a deeper chain is not known, a shallower one is (and beats the n-grams' 2 tokens).
+    TreeTuner full(true, nullptr, true, 16);
+    full.record(0, 1, 0.0, 40.0, 0);
+    const double six = full.expected_tokens(c6);
+    for (int r = 0; r < 20; ++r) {
+        full.record(chain4, 5, 10.0, 45.0, 4);
+        full.record_merged_shadow(ngram4, 5, 1, 4, 4, chain4);
+    }
+    CHECK(full.expected_tokens(c2) == Approx(3.0).margin(0.25));
+    CHECK(full.expected_tokens(c6) >= six);  // only its floor (the chain of 4 inside it) moved
+    // No proposal there: nothing is counted (merged shapes sit such rounds out).
+    TreeTuner none(true, nullptr, true, 16);
+    none.record(0, 1, 0.0, 40.0, 0);
+    const double c4_before = none.expected_tokens(c4);
+    none.record_merged_shadow(ngram4, 1, 0, 4, 0, chain4);
+    CHECK(none.expected_tokens(c4) == c4_before);
 }
 
 TEST_CASE("tree tuner: short completions with a good draft and n-grams that match now and then", "[tree_tuner]") {

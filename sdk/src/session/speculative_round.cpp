@@ -217,6 +217,8 @@ void SpeculativeRound::shadow_settle(std::span<const int32_t> tokens) {
         }
         if (settled) {
             tuner_->record_shadow(sh.choice, sh.tree.size(), depth);
+            for (const ChainRound &c : chains_)
+                if (c.root == sh.root) tuner_->record_merged_shadow(sh.choice, sh.tree.size(), depth, c.levels, c.accepted, c.choice);
             shadow_pool_.push_back(std::move(sh.tree));
         } else {
             if (kept != i) shadows_[kept] = std::move(sh);
@@ -327,7 +329,9 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
         // than only by playing it; without it, a chain merged with a few n-gram nodes (each costing verification)
         // was played throughout where the chain alone ran faster. (A grammar may renumber the tree: not counted.)
         const int32_t m = drafter_->model_part_size();
-        if (!round.shape.widths.empty() && round.ngram_nodes > 0 && m > 1 && !sampler.has_grammar()) {
+        const bool merged = !round.shape.widths.empty() && round.ngram_nodes > 0 && m > 1;
+        int32_t model_depth = int32_t(outcome.path.size());  // the model's tree alone, a chain round: the path
+        if (merged && !sampler.has_grammar()) {
             int32_t node = 0, depth = 0;
             for (size_t i = 0; i <= outcome.path.size(); ++i) {
                 const int32_t token = i < outcome.path.size() ? tree_.token(outcome.path[i]) : outcome.bonus;
@@ -337,6 +341,12 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
                 ++depth;
             }
             tuner_->record_model_part(choice, m, depth);
+            model_depth = depth;
+        }
+        // What a chain drafted here tells the shapes that merge it with n-grams, once this root's shadows settle.
+        if (!round.shape.widths.empty() && round.shape.is_chain() && !sampler.has_grammar() && (merged || round.ngram_nodes == 0)) {
+            if (chains_.size() >= 8) chains_.erase(chains_.begin());
+            chains_.push_back({size_t(n_past), (merged ? m : n_nodes) - 1, model_depth, choice});
         }
     }
 

@@ -116,7 +116,10 @@ public:
     TreeTuner::NgramProposal shadow_draft(std::span<const int32_t> tokens, int32_t n_ctx);
     void shadow_played(int32_t choice);
     void shadow_settle(std::span<const int32_t> tokens);
-    void shadow_clear() { shadows_.clear(); }
+    void shadow_clear() {
+        shadows_.clear();
+        chains_.clear();
+    }
 
     // One round (see speculative_round.cpp) over the context `tokens`, whose last token is pending (the root) and
     // every earlier one evaluated in the runner's cache. Fills the queue with the accepted tokens and the bonus
@@ -172,6 +175,14 @@ private:
     std::vector<Ready> ready_;
     size_t next_ = 0;
     SpeculativeStats stats_;
+    // A round that drafted a chain (alone or merged): at which root, its levels and how many of them the emitted
+    // tokens accepted. A shadow settled at that root then also measures each chain merged with its n-gram share
+    // (TreeTuner::record_merged_shadow).
+    struct ChainRound {
+        size_t root = 0;
+        int32_t levels = 0, accepted = 0, choice = 0;
+    };
+    std::vector<ChainRound> chains_;  // the last few, oldest first
     std::vector<Shadow> shadows_;  // pending, oldest first
     size_t round_shadows_ = 0;     // where the shadows of the round being chosen start in shadows_
     std::vector<DraftTree> shadow_pool_;  // settled shadows' trees, reused

@@ -518,6 +518,25 @@ void TreeTuner::update_arm(int32_t index, int32_t nodes, int32_t accepted) {
     a.node_weight = a.node_weight * kArmDecay + 1.0;
 }
 
+void TreeTuner::record_merged_shadow(int32_t shadow_choice, int32_t shadow_nodes, int32_t shadow_accepted, int32_t chain_levels,
+                                     int32_t chain_accepted, int32_t played) {
+    // No proposal: a merged shape drafts its chain alone there, and its tokens count the rounds with one (it sits
+    // out the others: next()).
+    if (shadow_nodes <= 1 || chain_levels <= 0 || shadow_choice < 0 || size_t(shadow_choice) >= choices_.size()) return;
+    chain_accepted = std::clamp(chain_accepted, 0, chain_levels);
+    for (size_t i = 0; i < choices_.size(); ++i) {
+        if (int32_t(i) == played || parts_[i].second != shadow_choice || choices_[i].shape.widths.empty()) continue;
+        const int32_t model = parts_[i].first;
+        if (model < 0 || !is_chain(model)) continue;
+        const int32_t k = choices_[size_t(model)].shape.depth();
+        if (k > chain_levels && chain_accepted == chain_levels) continue;  // deeper than what was drafted: unknown
+        // Its nodes: the chain's, and the proposal's (at most: where the two share a prefix, they merge).
+        const int32_t nodes = std::min(k + shadow_nodes, 1 + choices_[i].max_nodes());
+        update_arm(int32_t(i), nodes, std::max(std::min(chain_accepted, k), shadow_accepted));
+        dirty_ = true;
+    }
+}
+
 void TreeTuner::record_shadow(int32_t index, int32_t nodes, int32_t accepted) {
     if (nodes <= 1 || index < 0 || size_t(index) >= choices_.size()) return;
     dirty_ = true;

@@ -40,7 +40,9 @@
 //
 // The same holds for the model part of a merged round (record_model_part()): how deep the model's tree alone would
 // have been accepted is known once the round's tokens are out, so a chain merged with n-gram nodes also measures the
-// chain alone, which otherwise is learned only by playing it.
+// chain alone, which otherwise is learned only by playing it. And the other way round (record_merged_shadow()): a
+// round that drafted a chain, beside the n-gram shadows of its root, tells what every chain merged with each share
+// would have accepted, so the merged shapes are measured on every such round, not only when played.
 //
 // What one session learned starts the next (knowledge(), learn()): sessions of the same target, drafters and machine
 // settings in a process (a server's slots, an editor's completions, a benchmark's rows) hand it on through the
@@ -143,6 +145,17 @@ public:
     // `nodes` nodes (root included) and would have had `accepted` of them accepted. Updates the model tree's own
     // estimate (a chain's acceptance per depth) as a round of it would, and nothing else.
     void record_model_part(int32_t index, int32_t nodes, int32_t accepted);
+    // A counterfactual round of the shapes that merge a chain with an n-gram share: at a root where the model drafter
+    // drafted a chain of `chain_levels` levels (alone or merged) of which `chain_accepted` would have been accepted
+    // alone, the n-gram-only choice `shadow_choice` proposed a tree of `shadow_nodes` nodes of which `shadow_accepted`
+    // were then emitted. A chain of k levels drafts the first k of those (a greedy or coupled draft does not depend on
+    // how deep it goes), so it would have had min(chain_accepted, k) accepted, known for every k when the chain
+    // stopped short; merged with that share, the longer of the two paths, over at most k + shadow_nodes nodes. Each
+    // such merged shape other than `played` (the round's own choice, recorded by record()) counts it as a round of
+    // it; nothing else changes. Without it a merged shape's tokens rested on the few rounds it was played, and auto
+    // went from one to another as their small samples rose and fell.
+    void record_merged_shadow(int32_t shadow_choice, int32_t shadow_nodes, int32_t shadow_accepted, int32_t chain_levels,
+                              int32_t chain_accepted, int32_t played);
 
     // Expected tokens per millisecond of a choice under the current estimates (for tests and reports).
     double rate(int32_t index) const;
