@@ -3,7 +3,7 @@
 //   bench_draft_quality --model code-7m|stories260K|PATH --draft LABEL=FILE [--draft LABEL=FILE ...]
 //                       [--files 8] [--context 768] [-n 128] [--threads 2] [--reps 1] [--ngram]
 //                       [--tree 4,16,16,16,16] [--seed 1] [--prompt TEXT] [--workload auto|code|stories]
-//                       [--per-file] [--regret] [--json OUT]
+//                       [--per-file] [--regret] [--only TEXT ...] [--json OUT]
 //
 // Workloads (--workload auto picks code for a model with a corpus.json beside it, i.e. code-7m, else stories):
 //   code      --files Python files the model never saw in training: the held-out folders of its corpus.json
@@ -24,8 +24,10 @@
 // A run: a fresh session, the prompt (evaluated once per prompt and forked into each run's session: the context's
 // tokens and keys/values), one generated token (not timed), then -n tokens timed around the generate call
 // (end-of-generation ignored). Every row runs once untimed on the first prompt (warm-up),
-// then prompt by prompt every row runs --reps times, AR first: interleaving the rows spreads the machine's drift
-// over all of them. A prompt's time is the median of its reps.
+// then prompt by prompt every row runs --reps times: rep after rep, each running every row (AR first in the first,
+// the order rotated by one row per rep), so that the machine's drift falls on all rows rather than on every run of
+// one. A prompt's time is the median of its reps (use 3 or more to compare rows a few percent apart: a single run's
+// tok/s varied by ~9% on the 2-core VM).
 // Columns, aggregated over all prompts (sums of the timed parts, not means of per-prompt ratios):
 //   tok/s          generated tokens / seconds of the timed generate calls;
 //   speedup        tok/s / AR tok/s of this same invocation;
@@ -40,10 +42,12 @@
 // header, the prompts and the same rows (with per-prompt figures) as JSON.
 // --regret measures --tree auto against every fixed shape it could have drafted, prompt by prompt (issue 41's
 // regret): the rows become, for the first --draft, "auto" (the library's default: auto, draft + n-grams with
-// --ngram, else the draft alone), the draft's chains of 1-6 and 8 and the --tree shape, each also merged with 16
+// --ngram, else the draft alone; its sessions start from what the earlier ones learned, speculative/tuner_memory.h),
+// "auto, cold" (the same with the draft loaded again for each run, so that its tuner starts from nothing), the draft's chains of 1-6 and 8 and the --tree shape, each also merged with 16
 // n-gram nodes (with --ngram), and n-grams alone with 2, 4, 8 and 16 nodes (with --ngram), all in the same run and
 // interleaved per prompt; a table then gives, per prompt, auto's tok/s, the best fixed row's and their ratio, and a
-// summary line the median and smallest ratio and how many prompts fell below 0.95.
+// summary line the median and smallest ratio and how many prompts fell below 0.95 (and the same for the cold row).
+// --only TEXT keeps the prompts whose name contains TEXT (the same file choice, so one prompt of a run can be run again).
 #include <specula/specula.hpp>
 
 #include "backend_option.h"
@@ -55,13 +59,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <memory>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -91,6 +96,7 @@ struct Args {
     std::string tree = "4,16,16,16,16";
     uint64_t seed = 1;
     std::string prompt;
+    std::vector<std::string> only;
     std::string workload = "auto";
     bool per_file = false;
     bool regret = false;
@@ -114,6 +120,8 @@ Args parse_args(int argc, char **argv) {
     app.add_flag("--ngram", a.ngram, "also the rows LABEL+ngram and ngram");
     app.add_option("--tree", a.tree, "nodes per level of the drafts' tree (1,1,1,1 = a chain of 4)")->capture_default_str();
     app.add_option("--seed", a.seed, "seed of the file choice (code workload)")->capture_default_str();
+    app.add_option("--only", a.only, "keep the prompts whose name (a file's path) contains this text (repeatable): one prompt of a run again, same file choice")
+        ->type_size(1)->allow_extra_args(false);
     app.add_option("--prompt", a.prompt, "one prompt text instead of the workload's prompts");
     app.add_option("--workload", a.workload, "code, stories, or auto (code when a corpus.json is beside the model)")
         ->capture_default_str()->check(CLI::IsMember({"auto", "code", "stories"}));
@@ -231,6 +239,10 @@ struct Row {
     std::string tree;                // description
     bool ar = false;
     bool is_auto = false;  // --regret: the row measured against the fixed ones
+    // --regret: auto with the draft loaded again for each run, so that its tuner starts from nothing (the tuner's
+    // memory is per target and drafter: speculative/tuner_memory.h), beside the auto row, which starts from what the
+    // rows' earlier auto sessions learned, as a server's slots or an editor's completions do.
+    std::string cold_draft;
     specula::SpeculativeOptions spec;
     // Sums over prompts (timed parts only).
     double seconds = 0;
@@ -272,7 +284,13 @@ std::unique_ptr<specula::Session> evaluated_prompt(const specula::Model &model, 
 RunResult run_once(const specula::Model &model, const std::vector<int32_t> &prompt, const Row &row, const Args &args,
                    specula::Session *base = nullptr) {
     specula::Session session(model, session_options(model, prompt, args), specula::SamplerOptions::greedy());
-    if (!row.ar) session.set_speculative(row.spec);
+    std::optional<specula::Draft> fresh;  // the cold row's own draft (outside the timing: loaded before the session drafts)
+    specula::SpeculativeOptions spec = row.spec;
+    if (!row.cold_draft.empty()) {
+        fresh.emplace(specula::Draft::load(row.cold_draft, model));
+        spec.draft = &*fresh;
+    }
+    if (!row.ar) session.set_speculative(spec);
     if (base) {
         base->fork_into(session, specula::SnapshotOptions::context());
     } else {
@@ -373,6 +391,13 @@ int main(int argc, char **argv) {
         }
         if (prompts.size() < size_t(args.files) && code)
             std::fprintf(stderr, "bench_draft_quality: only %zu held-out files are long enough (asked for %d)\n", prompts.size(), args.files);
+        if (!args.only.empty()) {
+            std::erase_if(prompts, [&](const Prompt &p) {
+                return std::none_of(args.only.begin(), args.only.end(), [&](const std::string &o) { return p.name.find(o) != std::string::npos; });
+            });
+            if (prompts.empty()) throw std::runtime_error("--only: no prompt's name contains what was given");
+            workload += " (--only: " + std::to_string(prompts.size()) + " of them)";
+        }
 
         // The rows.
         std::vector<Row> rows;
@@ -402,6 +427,12 @@ int main(int argc, char **argv) {
             a.spec.ngram = args.ngram;
             a.tree = std::string("auto (") + draft_info[0].label + (args.ngram ? " + n-grams" : "") + ")";
             rows.push_back(a);
+            Row cold = a;
+            cold.label = "auto, cold";
+            cold.is_auto = false;
+            cold.cold_draft = draft_info[0].path;
+            cold.tree += ", from nothing";
+            rows.push_back(cold);
             std::vector<std::vector<int32_t>> shapes;
             for (int32_t n : {1, 2, 3, 4, 5, 6, 8}) shapes.push_back(std::vector<int32_t>(size_t(n), 1));
             shapes.push_back(tree);
@@ -472,10 +503,22 @@ int main(int argc, char **argv) {
         }
         std::fflush(stdout);
 
+        // --regret: the auto row's timed run of each rep drafts with its own copy of the draft, so that its tuner's
+        // memory (per target and drafter) holds what that rep's runs learned on the earlier prompts only, never this
+        // prompt's own text from another rep or the warm-up (which runs it on a copy of its own, as the cold row).
+        std::vector<specula::Draft> rep_drafts;
+        rep_drafts.reserve(size_t(args.reps));
+        if (args.regret)
+            for (int32_t rep = 0; rep < args.reps; ++rep) rep_drafts.push_back(specula::Draft::load(draft_info[0].path, model));
+
         // Warm-up: every row once on the first prompt (page faults of the mapped files, first allocations).
         {
             const std::unique_ptr<specula::Session> base = evaluated_prompt(model, prompts.front().tokens, args);
-            for (const Row &r : rows) run_once(model, prompts.front().tokens, r, args, base.get());
+            for (const Row &r : rows) {
+                Row w = r;
+                if (w.is_auto) w.cold_draft = draft_info[0].path;
+                run_once(model, prompts.front().tokens, w, args, base.get());
+            }
         }
 
         for (size_t pi = 0; pi < prompts.size(); ++pi) {
@@ -483,14 +526,24 @@ int main(int argc, char **argv) {
             const std::unique_ptr<specula::Session> base = evaluated_prompt(model, p.tokens, args);
             std::vector<int32_t> ar_tokens;
             std::string progress;
-            for (Row &row : rows) {
-                RunResult last;
-                std::vector<double> times;
-                for (int32_t rep = 0; rep < args.reps; ++rep) {
-                    last = run_once(model, p.tokens, row, args, base.get());
-                    times.push_back(last.seconds);
+            // The reps interleaved (each rep runs every row, in an order rotated by one per rep), so that a slow
+            // stretch of the machine falls on several rows rather than on every run of one: on the 2-core VM one
+            // run's tok/s varied by ~9% (standard deviation, the same row and prompt in two runs of this bench).
+            std::vector<RunResult> lasts(rows.size());
+            std::vector<std::vector<double>> times(rows.size());
+            for (int32_t rep = 0; rep < args.reps; ++rep)
+                for (size_t k = 0; k < rows.size(); ++k) {
+                    const size_t ri = (k + size_t(rep)) % rows.size();
+                    Row run = rows[ri];
+                    if (run.is_auto && !rep_drafts.empty()) run.spec.draft = &rep_drafts[size_t(rep)];
+                    lasts[ri] = run_once(model, p.tokens, run, args, base.get());
+                    times[ri].push_back(lasts[ri].seconds);
                 }
-                const double seconds = median(times);
+            // The AR row first: the others are compared with its tokens.
+            for (size_t ri = 0; ri < rows.size(); ++ri) {
+                Row &row = rows[ri];
+                const RunResult &last = lasts[ri];
+                const double seconds = median(times[ri]);
                 const specula_stats &b = last.before, &a = last.after;
                 const int64_t rounds = a.n_spec_rounds - b.n_spec_rounds;
                 row.seconds += seconds;
@@ -568,23 +621,34 @@ int main(int argc, char **argv) {
         }
         if (args.regret) {
             // Per prompt: auto against the fastest fixed row of the same prompt (all measured in this run).
-            std::printf("\n| # | prompt | auto tok/s | best fixed | its tok/s | auto / best fixed |\n|---:|---|---:|---|---:|---:|\n");
-            std::vector<double> ratios;
-            const Row *auto_row = nullptr;
-            for (const Row &r : rows)
+            // The cold row (auto from nothing) beside it: what the tuner's memory is worth, in the same run.
+            std::printf("\n| # | prompt | auto tok/s | best fixed | its tok/s | auto / best fixed | cold tok/s | cold / best fixed |\n"
+                        "|---:|---|---:|---|---:|---:|---:|---:|\n");
+            std::vector<double> ratios, cold_ratios;
+            const Row *auto_row = nullptr, *cold_row = nullptr;
+            for (const Row &r : rows) {
                 if (r.is_auto) auto_row = &r;
+                if (!r.cold_draft.empty()) cold_row = &r;
+            }
             for (size_t pi = 0; pi < prompts.size(); ++pi) {
                 const Row *best = nullptr;
                 for (const Row &r : rows)
-                    if (!r.ar && !r.is_auto && (best == nullptr || r.prompt_tok_s[pi] > best->prompt_tok_s[pi])) best = &r;
+                    if (!r.ar && !r.is_auto && r.cold_draft.empty() && (best == nullptr || r.prompt_tok_s[pi] > best->prompt_tok_s[pi])) best = &r;
                 const double ratio = auto_row->prompt_tok_s[pi] / best->prompt_tok_s[pi];
+                const double cold = cold_row->prompt_tok_s[pi] / best->prompt_tok_s[pi];
                 ratios.push_back(ratio);
-                std::printf("| %zu | %s | %s | %s %s | %s | %sx |\n", pi + 1, prompts[pi].name.c_str(), fmt(auto_row->prompt_tok_s[pi], "%.1f").c_str(),
-                            best->label.c_str(), best->tree.c_str(), fmt(best->prompt_tok_s[pi], "%.1f").c_str(), fmt(ratio).c_str());
+                cold_ratios.push_back(cold);
+                std::printf("| %zu | %s | %s | %s %s | %s | %sx | %s | %sx |\n", pi + 1, prompts[pi].name.c_str(),
+                            fmt(auto_row->prompt_tok_s[pi], "%.1f").c_str(), best->label.c_str(), best->tree.c_str(),
+                            fmt(best->prompt_tok_s[pi], "%.1f").c_str(), fmt(ratio).c_str(), fmt(cold_row->prompt_tok_s[pi], "%.1f").c_str(),
+                            fmt(cold).c_str());
             }
-            const int below = int(std::count_if(ratios.begin(), ratios.end(), [](double r) { return r < 0.95; }));
+            const auto below = [](const std::vector<double> &v) { return int(std::count_if(v.begin(), v.end(), [](double r) { return r < 0.95; })); };
             std::printf("\nauto / best fixed per prompt: median %sx, smallest %sx, %d of %zu prompts below 0.95x\n", fmt(median(ratios)).c_str(),
-                        fmt(*std::min_element(ratios.begin(), ratios.end())).c_str(), below, ratios.size());
+                        fmt(*std::min_element(ratios.begin(), ratios.end())).c_str(), below(ratios), ratios.size());
+            std::printf("auto from nothing (cold) / best fixed per prompt: median %sx, smallest %sx, %d of %zu prompts below 0.95x\n",
+                        fmt(median(cold_ratios)).c_str(), fmt(*std::min_element(cold_ratios.begin(), cold_ratios.end())).c_str(),
+                        below(cold_ratios), cold_ratios.size());
         }
         std::fflush(stdout);
 
