@@ -43,8 +43,9 @@
 // --regret measures --tree auto against every fixed shape it could have drafted, prompt by prompt (issue 41's
 // regret): the rows become, for the first --draft, "auto" (the library's default: auto, draft + n-grams with
 // --ngram, else the draft alone; its sessions start from what the earlier ones learned, speculative/tuner_memory.h),
-// "auto, cold" (the same with the draft loaded again for each run, so that its tuner starts from nothing), the draft's chains of 1-6 and 8 and the --tree shape, each also merged with 16
-// n-gram nodes (with --ngram), and n-grams alone with 2, 4, 8 and 16 nodes (with --ngram), all in the same run and
+// "auto, cold" (the same with the draft loaded again for each run, so that its tuner starts from nothing), the
+// draft's chains of 1-6 and 8 and the --tree shape, each also merged with 16 n-gram nodes (with --ngram), and
+// n-grams alone with 2, 4, 8 and 16 nodes (with --ngram), all in the same run and
 // interleaved per prompt; a table then gives, per prompt, auto's tok/s, the best fixed row's and their ratio, and a
 // summary line the median and smallest ratio and how many prompts fell below 0.95 (and the same for the cold row).
 // --only TEXT keeps the prompts whose name contains TEXT (the same file choice, so one prompt of a run can be run again).
