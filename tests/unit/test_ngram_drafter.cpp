@@ -100,8 +100,10 @@ DraftTree reference(const NgramConfig &c, std::span<const int32_t> tokens, int32
             for (int32_t p = L - 2; p >= n - 1 && !found; --p) {
                 if (!std::equal(tokens.begin() + (p - n + 1), tokens.begin() + (p + 1), tokens.begin() + (L - n))) continue;
                 found = true;
-                const int32_t length = std::min(c.max_chain, L - 1 - p);
-                if (!add_chain(std::vector<int32_t>(tokens.begin() + p + 1, tokens.begin() + p + 1 + length))) return tree;
+                // What followed, repeated from the start where it reaches the end (the root included).
+                std::vector<int32_t> chain;
+                for (int32_t i = 0; i < c.max_chain; ++i) chain.push_back(tokens[size_t(p + 1 + i % (L - 1 - p))]);
+                if (!add_chain(chain)) return tree;
             }
     }
     if (c.table_topk > 0) {
@@ -184,7 +186,8 @@ TEST_CASE("ngram drafter name and config checks", "[speculative]") {
 
 TEST_CASE("prompt lookup proposes what followed the repeated phrase", "[speculative]") {
     const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 9, 1, 2, 3};
-    CHECK(paths(draft(lookup_only(1, 4, 8), tokens)) == Paths{{4, 5, 6, 9, 1, 2, 3}});
+    // Seven tokens followed, the root last: the eighth repeats them (the text repeats with period 7).
+    CHECK(paths(draft(lookup_only(1, 4, 8), tokens)) == Paths{{4, 5, 6, 9, 1, 2, 3, 4}});
     CHECK(paths(draft(lookup_only(1, 4, 3), tokens)) == Paths{{4, 5, 6}});
     // The tree is a chain under the root.
     const DraftTree tree = draft(lookup_only(1, 4, 3), tokens);
@@ -195,6 +198,18 @@ TEST_CASE("prompt lookup proposes what followed the repeated phrase", "[speculat
     CHECK(tree.parent(3) == 2);
 }
 
+TEST_CASE("prompt lookup continues a text that loops: a match d tokens back repeats with period d", "[speculative]") {
+    // A loop of 3 tokens: the last 4 tokens (3 1 2 3) occurred 3 tokens earlier, so the chain is the loop, repeated
+    // up to max_chain. (Cut at the root, it was 1 2 3: 3 tokens a round on text a draft chain of 8 predicted whole.)
+    const std::vector<int32_t> tokens = {7, 1, 2, 3, 1, 2, 3, 1, 2, 3};
+    CHECK(paths(draft(lookup_only(1, 4, 8), tokens)) == Paths{{1, 2, 3, 1, 2, 3, 1, 2}});
+    CHECK(paths(draft(lookup_only(1, 4, 2), tokens)) == Paths{{1, 2}});
+    // The same token over and over: the chain is that token.
+    CHECK(paths(draft(lookup_only(1, 4, 5), std::vector<int32_t>{4, 9, 9})) == Paths{{9, 9, 9, 9, 9}});
+    // Within the node budget, like any chain.
+    CHECK(paths(draft(lookup_only(1, 4, 8), tokens, 4)) == Paths{{1, 2, 3}});
+}
+
 TEST_CASE("prompt lookup prefers the longest suffix then the most recent occurrence", "[speculative]") {
     // "1 2 3" occurred once (followed by 5); "2 3" occurred more recently (followed by 6).
     const std::vector<int32_t> tokens = {7, 3, 8, 1, 2, 3, 5, 2, 3, 6, 1, 2, 3};
@@ -202,8 +217,8 @@ TEST_CASE("prompt lookup prefers the longest suffix then the most recent occurre
     CHECK(paths(draft(lookup_only(1, 2, 2), tokens)) == Paths{{6, 1}});
     // With the shortest suffix longer than any match: nothing.
     CHECK(draft(lookup_only(4, 4, 2), tokens).size() == 1);
-    // Single tokens: the most recent earlier 1 is followed by 6, then the root itself.
-    CHECK(paths(draft(lookup_only(1, 1, 8), std::vector<int32_t>{1, 5, 1, 6, 1})) == Paths{{6, 1}});
+    // Single tokens: the most recent earlier 1 is followed by 6, then the root itself, and so on.
+    CHECK(paths(draft(lookup_only(1, 1, 8), std::vector<int32_t>{1, 5, 1, 6, 1})) == Paths{{6, 1, 6, 1, 6, 1, 6, 1}});
     // The suffix itself never counts as a match.
     CHECK(draft(lookup_only(1, 4, 8), std::vector<int32_t>{4, 5, 6}).size() == 1);
     CHECK(draft(lookup_only(1, 4, 8), std::vector<int32_t>{4}).size() == 1);
@@ -284,11 +299,11 @@ TEST_CASE("ngram drafter after rewind reflects only the new history", "[speculat
     c.table_topk = 4;
     auto drafter = make_ngram_drafter(c);
     const std::vector<int32_t> before = {10, 11, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
-    CHECK(paths(draft(*drafter, before)) == Paths{{3, 4, 1, 2}});
+    CHECK(paths(draft(*drafter, before)) == Paths{{3, 4, 1, 2, 3, 4, 1, 2}});
     drafter->rewind(2);
     const std::vector<int32_t> after = {10, 11, 1, 2, 7, 8, 1, 2, 7, 8, 1, 2};
     const DraftTree tree = draft(*drafter, after);
-    CHECK(paths(tree) == Paths{{7, 8, 1, 2}});
+    CHECK(paths(tree) == Paths{{7, 8, 1, 2, 7, 8, 1, 2}});
     for (int32_t t : tree.tokens()) {
         CHECK(t != 3);
         CHECK(t != 4);
@@ -300,12 +315,12 @@ TEST_CASE("ngram drafter after rewind reflects only the new history", "[speculat
     std::vector<int32_t> other = after;
     other.back() = 7;
     CHECK(layout(draft(*drafter, other)) == layout(draft(c, other)));
-    CHECK(paths(draft(*drafter, other)) == Paths{{8, 1, 7}});
+    CHECK(paths(draft(*drafter, other)) == Paths{{8, 1, 7, 8, 1, 7, 8, 1}});
 
     // Rewinding past everything.
     drafter->rewind(0);
     const std::vector<int32_t> fresh = {5, 6, 5};
-    CHECK(paths(draft(*drafter, fresh)) == Paths{{6, 5}});
+    CHECK(paths(draft(*drafter, fresh)) == Paths{{6, 5, 6, 5, 6, 5, 6, 5}});
 }
 
 TEST_CASE("ngram drafter incremental indexing matches from-scratch and the brute-force reference", "[speculative]") {

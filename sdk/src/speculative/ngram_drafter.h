@@ -1,6 +1,7 @@
 // Model-free drafting from the text itself:
 //  * prompt lookup: find the most recent earlier occurrence of the context's last n tokens (n from
-//    lookup_max down to lookup_min) and propose the tokens that followed it, as a chain of up to max_chain;
+//    lookup_max down to lookup_min) and propose the tokens that followed it, as a chain of max_chain (where they
+//    run into the root, the chain repeats them: a match d tokens back is a text repeating with period d);
 //  * TokenSwift's token-reuse table: every n-gram (n = table_n) of the context is counted, keyed by its first
 //    token; for the root token, the table_topk most frequent n-grams starting with it are proposed, each as a
 //    chain (its last n-1 tokens) under the root. Updates lag the newest text by `lag` tokens (TokenSwift uses
