@@ -129,7 +129,8 @@ public:
                 // (code often does: repeated lines, a greedy model's loops) was proposed 3 tokens a round, and a
                 // draft chain of 8 ran 1.3x faster than every n-gram share (asyncio/runners.py, widened 1B pair).
                 const int32_t after = n_tokens - 1 - match;  // tokens after the match, the root included (>= 1)
-                const int32_t length = config_.max_chain;
+                // (No path under the root holds more than budget - 1 tokens: up to 1024 copied for a share of 2.)
+                const int32_t length = std::min(config_.max_chain, budget - 1);
                 chain_.resize(size_t(length));
                 for (int32_t i = 0; i < length; ++i) chain_[size_t(i)] = i < after ? tokens[size_t(match + 1 + i)] : chain_[size_t(i - after)];
                 if (!add_chain(chain_.data(), length)) return;
