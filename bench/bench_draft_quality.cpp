@@ -3,7 +3,7 @@
 //   bench_draft_quality --model code-7m|stories260K|PATH --draft LABEL=FILE [--draft LABEL=FILE ...]
 //                       [--files 8] [--context 768] [-n 128] [--threads 2] [--reps 1] [--ngram]
 //                       [--tree 4,16,16,16,16] [--seed 1] [--prompt TEXT] [--workload auto|code|stories]
-//                       [--per-file] [--regret] [--only TEXT ...] [--json OUT]
+//                       [--per-file] [--regret [--confirm N]] [--only TEXT ...] [--json OUT]
 //
 // Workloads (--workload auto picks code for a model with a corpus.json beside it, i.e. code-7m, else stories):
 //   code      --files Python files the model never saw in training: the held-out folders of its corpus.json
@@ -48,6 +48,15 @@
 // n-grams alone with 2, 4, 8 and 16 nodes (with --ngram), all in the same run and
 // interleaved per prompt; a table then gives, per prompt, auto's tok/s, the best fixed row's and their ratio, and a
 // summary line the median and smallest ratio and how many prompts fell below 0.95 (and the same for the cold row).
+// --confirm N (with --regret) measures that ratio again without the selection's bias: the fastest of ~20 fixed rows,
+// each a median of a few noisy runs, is faster in its own runs than that shape is (the winner's curse: with ~9%
+// noise per run and several rows within a few percent of each other, the maximum is biased up). So after a prompt's
+// reps, the fixed row they chose is timed again N times against auto, alternating which goes first, runs that took
+// no part in choosing it; auto's runs there draft with copies of the draft of their own (one per confirmation run),
+// whose tuners learned from the earlier prompts' confirmation runs only, as the reps' auto runs do. A second table
+// gives, per prompt, the two medians and their ratio, and a summary line as above. The other way round, a noisy
+// choice may pick a shape a little slower than the truly best one, which flatters auto: both tables are printed, and
+// more --reps make the choice better.
 // --only TEXT keeps the prompts whose name contains TEXT (the same file choice, so one prompt of a run can be run again).
 #include <specula/specula.hpp>
 
@@ -101,6 +110,7 @@ struct Args {
     std::string workload = "auto";
     bool per_file = false;
     bool regret = false;
+    int32_t confirm = 0;
     std::string json;
 };
 
@@ -128,9 +138,12 @@ Args parse_args(int argc, char **argv) {
         ->capture_default_str()->check(CLI::IsMember({"auto", "code", "stories"}));
     app.add_flag("--per-file", a.per_file, "print one line per prompt (path, prompt tokens, tau per row)");
     app.add_flag("--regret", a.regret, "auto against every fixed shape (chains, the tree, n-gram shares, merged), per prompt");
+    app.add_option("--confirm", a.confirm, "--regret: time auto against the best fixed row again, N alternating runs each, apart from choosing it")
+        ->capture_default_str()->check(CLI::Range(0, 1000));
     app.add_option("--json", a.json, "write the rows as JSON to this file");
     try {
         app.parse(argc, argv);
+        if (a.confirm > 0 && !a.regret) throw CLI::ValidationError("--confirm", "needs --regret");
     } catch (const CLI::ParseError &e) {
         std::exit(app.exit(e));
     }
@@ -511,6 +524,15 @@ int main(int argc, char **argv) {
         rep_drafts.reserve(size_t(args.reps));
         if (args.regret)
             for (int32_t rep = 0; rep < args.reps; ++rep) rep_drafts.push_back(specula::Draft::load(draft_info[0].path, model));
+        // --confirm: the same for the confirmation runs, one copy per run.
+        std::vector<specula::Draft> confirm_drafts;
+        confirm_drafts.reserve(size_t(args.confirm));
+        for (int32_t c = 0; c < args.confirm; ++c) confirm_drafts.push_back(specula::Draft::load(draft_info[0].path, model));
+        struct Confirmed {
+            size_t best = 0;                   // the fixed row the reps chose
+            double auto_tok_s = 0, best_tok_s = 0;  // medians of the confirmation runs
+        };
+        std::vector<Confirmed> confirmed;
 
         // Warm-up: every row once on the first prompt (page faults of the mapped files, first allocations).
         {
@@ -578,6 +600,37 @@ int main(int argc, char **argv) {
                 progress += " | " + row.label + (row.ar ? "" : " tau " + fmt(tau)) + " " + fmt(args.n_tokens / seconds, "%.0f") + " tok/s";
             }
             std::fprintf(stderr, "[%zu/%zu] %s%s\n", pi + 1, prompts.size(), p.name.c_str(), progress.c_str());
+
+            if (args.confirm > 0) {
+                Confirmed c;
+                size_t auto_ri = 0;
+                for (size_t ri = 0; ri < rows.size(); ++ri) {
+                    const Row &r = rows[ri];
+                    if (r.is_auto) auto_ri = ri;
+                    if (!r.ar && !r.is_auto && r.cold_draft.empty() && (c.best == 0 || r.prompt_tok_s[pi] > rows[c.best].prompt_tok_s[pi]))
+                        c.best = ri;
+                }
+                std::vector<double> auto_s, best_s;
+                for (int32_t k = 0; k < args.confirm; ++k)
+                    for (int first = 0; first < 2; ++first) {
+                        const bool run_auto = (first == 0) == (k % 2 == 0);
+                        Row run = rows[run_auto ? auto_ri : c.best];
+                        if (run_auto) run.spec.draft = &confirm_drafts[size_t(k)];
+                        const RunResult r = run_once(model, p.tokens, run, args, base.get());
+                        if (r.tokens != ar_tokens) {
+                            ++rows[run_auto ? auto_ri : c.best].mismatches;
+                            std::fprintf(stderr, "bench_draft_quality: MISMATCH: %s / %s (--confirm run %d)\n", p.name.c_str(),
+                                         run.label.c_str(), k + 1);
+                        }
+                        (run_auto ? auto_s : best_s).push_back(r.seconds);
+                    }
+                c.auto_tok_s = args.n_tokens / median(auto_s);
+                c.best_tok_s = args.n_tokens / median(best_s);
+                std::fprintf(stderr, "[%zu/%zu] --confirm %d: auto %s tok/s | %s %s %s tok/s\n", pi + 1, prompts.size(), args.confirm,
+                             fmt(c.auto_tok_s, "%.1f").c_str(), rows[c.best].label.c_str(), rows[c.best].tree.c_str(),
+                             fmt(c.best_tok_s, "%.1f").c_str());
+                confirmed.push_back(c);
+            }
         }
 
         // The table.
@@ -650,6 +703,23 @@ int main(int argc, char **argv) {
             std::printf("auto from nothing (cold) / best fixed per prompt: median %sx, smallest %sx, %d of %zu prompts below 0.95x\n",
                         fmt(median(cold_ratios)).c_str(), fmt(*std::min_element(cold_ratios.begin(), cold_ratios.end())).c_str(),
                         below(cold_ratios), cold_ratios.size());
+            if (!confirmed.empty()) {
+                std::printf("\n--confirm %d: the best fixed row as the reps chose it, timed again against auto (medians of runs that "
+                            "did not choose it)\n\n| # | prompt | best fixed | auto tok/s | its tok/s | auto / best fixed |\n"
+                            "|---:|---|---|---:|---:|---:|\n",
+                            args.confirm);
+                std::vector<double> conf_ratios;
+                for (size_t pi = 0; pi < confirmed.size(); ++pi) {
+                    const Confirmed &c = confirmed[pi];
+                    conf_ratios.push_back(c.auto_tok_s / c.best_tok_s);
+                    std::printf("| %zu | %s | %s %s | %s | %s | %sx |\n", pi + 1, prompts[pi].name.c_str(), rows[c.best].label.c_str(),
+                                rows[c.best].tree.c_str(), fmt(c.auto_tok_s, "%.1f").c_str(), fmt(c.best_tok_s, "%.1f").c_str(),
+                                fmt(conf_ratios.back()).c_str());
+                }
+                std::printf("\nconfirmed auto / best fixed per prompt: median %sx, smallest %sx, %d of %zu prompts below 0.95x\n",
+                            fmt(median(conf_ratios)).c_str(), fmt(*std::min_element(conf_ratios.begin(), conf_ratios.end())).c_str(),
+                            below(conf_ratios), conf_ratios.size());
+            }
         }
         std::fflush(stdout);
 
@@ -668,6 +738,7 @@ int main(int argc, char **argv) {
                              {"n_tokens", args.n_tokens},
                              {"threads", args.threads},
                              {"reps", args.reps},
+                             {"confirm", args.confirm},
                              {"ngram", args.ngram},
                              {"tree", tree},
                              {"seed", args.seed},
@@ -710,6 +781,15 @@ int main(int argc, char **argv) {
                     row["per_prompt"].push_back(pp);
                 }
                 j["rows"].push_back(row);
+            }
+            if (!confirmed.empty()) {
+                j["confirmed"] = nlohmann::ordered_json::array();
+                for (size_t pi = 0; pi < confirmed.size(); ++pi)
+                    j["confirmed"].push_back({{"prompt", prompts[pi].name},
+                                              {"best_row", rows[confirmed[pi].best].label},
+                                              {"best_tree", rows[confirmed[pi].best].tree},
+                                              {"auto_tok_s", confirmed[pi].auto_tok_s},
+                                              {"best_tok_s", confirmed[pi].best_tok_s}});
             }
             std::ofstream out(args.json);
             out << j.dump(2) << "\n";
