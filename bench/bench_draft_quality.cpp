@@ -335,6 +335,16 @@ RunResult run_once(const specula::Model &model, const std::vector<int32_t> &prom
 // Depth levels shown: at least 5, more when the tree is deeper (the stats report 16 at most).
 int depth_levels(const std::vector<int32_t> &tree) { return std::min<int>(16, std::max<int>(5, int(tree.size()))); }
 
+// --regret: the fastest fixed row on prompt `pi` (neither AR nor auto nor the cold row), as an index into rows.
+size_t best_fixed_row(const std::vector<Row> &rows, size_t pi) {
+    size_t best = 0;  // row 0 is AR, never a fixed row
+    for (size_t ri = 0; ri < rows.size(); ++ri) {
+        const Row &r = rows[ri];
+        if (!r.ar && !r.is_auto && r.cold_draft.empty() && (best == 0 || r.prompt_tok_s[pi] > rows[best].prompt_tok_s[pi])) best = ri;
+    }
+    return best;
+}
+
 std::string depth_summary(const Row &r, int levels) {
     if (r.ar || r.rounds == 0) return "";
     std::string s;
@@ -603,13 +613,8 @@ int main(int argc, char **argv) {
 
             if (args.confirm > 0) {
                 Confirmed c;
-                size_t auto_ri = 0;
-                for (size_t ri = 0; ri < rows.size(); ++ri) {
-                    const Row &r = rows[ri];
-                    if (r.is_auto) auto_ri = ri;
-                    if (!r.ar && !r.is_auto && r.cold_draft.empty() && (c.best == 0 || r.prompt_tok_s[pi] > rows[c.best].prompt_tok_s[pi]))
-                        c.best = ri;
-                }
+                c.best = best_fixed_row(rows, pi);
+                const size_t auto_ri = size_t(std::find_if(rows.begin(), rows.end(), [](const Row &r) { return r.is_auto; }) - rows.begin());
                 std::vector<double> auto_s, best_s;
                 for (int32_t k = 0; k < args.confirm; ++k)
                     for (int first = 0; first < 2; ++first) {
@@ -685,9 +690,7 @@ int main(int argc, char **argv) {
                 if (!r.cold_draft.empty()) cold_row = &r;
             }
             for (size_t pi = 0; pi < prompts.size(); ++pi) {
-                const Row *best = nullptr;
-                for (const Row &r : rows)
-                    if (!r.ar && !r.is_auto && r.cold_draft.empty() && (best == nullptr || r.prompt_tok_s[pi] > best->prompt_tok_s[pi])) best = &r;
+                const Row *best = &rows[best_fixed_row(rows, pi)];
                 const double ratio = auto_row->prompt_tok_s[pi] / best->prompt_tok_s[pi];
                 const double cold = cold_row->prompt_tok_s[pi] / best->prompt_tok_s[pi];
                 ratios.push_back(ratio);
