@@ -143,3 +143,43 @@ TEST_CASE("beam tree scores full logits when a penalty or a sampled chain needs 
     CHECK(full_calls == 3);
     CHECK(tree.size() == 4);
 }
+
+TEST_CASE("beam tree: each node's first child is the draft's best token there, the one a chain drafts", "[speculative]") {
+    // --tree auto reads a tree's greedy path (DraftTree::first_child from the root) as the chain the draft would
+    // have drafted at that root (TreeTuner::record_greedy_path).
+    for (uint32_t seed : {4u, 5u, 6u}) {
+        const std::vector<float> table = make_table(seed);
+        for (const TreeShape &shape : {TreeShape{{2, 2, 2, 2, 2, 2}}, TreeShape{{4, 4, 4, 4}}, TreeShape{{32, 8}}, TreeShape{{60, 3}}}) {
+            DraftRequest req;
+            const std::vector<int32_t> ctx = {int32_t(seed)};
+            req.tokens = ctx;
+            req.shape = shape;
+            req.node_budget = 69;
+            const ScoreLevelFn full = [&](const DraftTree &t, int32_t first, int32_t count, float *logits) {
+                for (int32_t i = 0; i < count; ++i) full_row(table, t.token(first + i), logits + size_t(i) * kVocab);
+            };
+            DraftTree tree, chain;
+            tree.reset(ctx[0]);
+            build_beam_tree(req, tree, kVocab, kVocab, kVocab, full);
+            INFO("seed " << seed << ", shape " << shape.to_string());
+            for (int32_t n = 0; n < tree.size(); ++n) {
+                if (tree.is_leaf(n)) continue;
+                float logp[1];
+                int32_t best[1];
+                topk_row(table, tree.token(n), 1, logp, best);
+                CHECK(tree.token(tree.first_child(n)) == best[0]);
+            }
+            // The path of first children is the chain's prefix.
+            chain.reset(ctx[0]);
+            req.shape = TreeShape::chain(shape.depth());
+            build_beam_tree(req, chain, kVocab, kVocab, kVocab, full);
+            int32_t depth = 0;
+            for (int32_t node = tree.first_child(0); node >= 0; node = tree.first_child(node)) {
+                ++depth;
+                REQUIRE(depth < chain.size());
+                CHECK(tree.token(node) == chain.token(depth));
+            }
+            CHECK(depth >= 1);
+        }
+    }
+}

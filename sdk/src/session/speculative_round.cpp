@@ -348,6 +348,23 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
             if (chains_.size() >= 8) chains_.erase(chains_.begin());
             chains_.push_back({size_t(n_past), (merged ? m : n_nodes) - 1, model_depth, choice});
         }
+        // A model tree other than a chain: how deep the draft's greedy path in it (each node's first child) would
+        // have been accepted, for the chains' estimates (TreeTuner::record_greedy_path). Greedy only: a sampled
+        // chain draws its tokens, a tree's nodes do not say what it would have drawn.
+        if (!round.shape.widths.empty() && !round.shape.is_chain() && sampler.greedy() && !sampler.has_grammar()) {
+            const int32_t model_end = m > 0 ? m : n_nodes;
+            int32_t node = 0, levels = 0, accepted = 0;
+            for (;;) {
+                const int32_t best = tree_.first_child(node);
+                if (best < 0 || best >= model_end) break;
+                ++levels;
+                const int32_t token = size_t(accepted) < outcome.path.size() ? tree_.token(outcome.path[size_t(accepted)]) : outcome.bonus;
+                if (tree_.token(best) != token) break;
+                ++accepted;
+                node = best;
+            }
+            tuner_->record_greedy_path(choice, levels, accepted);
+        }
     }
 
     SpeculativeStats &st = stats_;

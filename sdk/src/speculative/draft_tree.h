@@ -30,6 +30,9 @@ public:
     // The child of `parent` carrying `token`, or -1.
     int32_t find_child(int32_t parent, int32_t token) const;
     bool is_leaf(int32_t node) const { return children_[size_t(node)].empty(); }
+    // The first child added under `node` (-1: none). A beam tree adds each parent's children best first
+    // (build_beam_tree), so this is the draft's best token there, the one a chain would draft.
+    int32_t first_child(int32_t node) const { return children_[size_t(node)].empty() ? -1 : children_[size_t(node)].front(); }
     // Adds `token` under `parent` unless that child exists already; returns the child's index either way.
     int32_t add(int32_t parent, int32_t token);
 

@@ -508,6 +508,14 @@ void TreeTuner::record_model_part(int32_t index, int32_t nodes, int32_t accepted
         update_arm(part, nodes, accepted);
 }
 
+void TreeTuner::record_greedy_path(int32_t index, int32_t levels, int32_t accepted) {
+    if (index < 0 || size_t(index) >= choices_.size() || levels <= 0) return;
+    const TreeShape &shape = choices_[size_t(index)].shape;
+    if (shape.widths.empty() || shape.is_chain()) return;  // a chain's own rounds count it (record, record_model_part)
+    dirty_ = true;
+    update_depths(std::min(levels, kMaxDepth), std::clamp(accepted, 0, levels));
+}
+
 void TreeTuner::update_arm(int32_t index, int32_t nodes, int32_t accepted) {
     Arm &a = arms_[size_t(index)];
     const double age = std::pow(kAgeDecay, double(rounds_ - a.updated));
