@@ -201,6 +201,15 @@ void report(const char *name, const Outcome &o) {
     CHECK(o.rate >= 0.97 * o.plain_rate);
 }
 
+// The index of the choice named `name` (TreeChoice::to_string); fails the test when there is none.
+int32_t choice_index(const TreeTuner &tuner, const std::string &name) {
+    const auto &choices = tuner.choices();
+    for (size_t i = 0; i < choices.size(); ++i)
+        if (choices[i].to_string() == name) return int32_t(i);
+    FAIL("no choice " << name);
+    return -1;
+}
+
 }  // namespace
 
 TEST_CASE("tree tuner: the candidate shapes", "[tree_tuner]") {
@@ -447,13 +456,7 @@ TEST_CASE("tree tuner: counterfactual n-gram rounds find n-grams that start payi
 
 TEST_CASE("tree tuner: a chain's round measures the chains merged with n-grams it holds or that hold it", "[tree_tuner]") {
     TreeTuner tuner(true, nullptr, true, 16);
-    const auto &choices = tuner.choices();
-    const auto find = [&](const std::string &name) {
-        for (size_t i = 0; i < choices.size(); ++i)
-            if (choices[i].to_string() == name) return int32_t(i);
-        FAIL("no choice " << name);
-        return -1;
-    };
+    const auto find = [&](const std::string &name) { return choice_index(tuner, name); };
     const int32_t chain4 = find("1,1,1,1"), ngram4 = find("ngram:4");
     const int32_t c2 = find("1,1+ngram:4"), c4 = find("1,1,1,1+ngram:4"), c6 = find("1,1,1,1,1,1+ngram:4"), c2big = find("1,1+ngram:16");
     tuner.record(0, 1, 0.0, 40.0, 0);
@@ -512,13 +515,7 @@ TEST_CASE("tree tuner: short completions with a good draft and n-grams that matc
 
 TEST_CASE("tree tuner: a tree's greedy path counts as a chain round, a chain's own round does not count twice", "[tree_tuner]") {
     TreeTuner tuner(true, nullptr, false, 0);
-    const auto &choices = tuner.choices();
-    const auto find = [&](const std::string &name) {
-        for (size_t i = 0; i < choices.size(); ++i)
-            if (choices[i].to_string() == name) return int32_t(i);
-        FAIL("no choice " << name);
-        return -1;
-    };
+    const auto find = [&](const std::string &name) { return choice_index(tuner, name); };
     const int32_t chain3 = find("1,1,1"), wide = find("2,2,2,2");
     tuner.record(0, 1, 0.0, 40.0, 0);
     const double before = tuner.expected_tokens(chain3);
@@ -544,7 +541,7 @@ TEST_CASE("tree tuner: a tree's greedy path counts as a chain round, a chain's o
 
 TEST_CASE("tree tuner: a tree's rounds measure the chains along its greedy path", "[tree_tuner]") {
     // The widened 1B pair on held-out code, where a beam's further candidates are right far less often than
-    // independent guesses would be (a tree of 2,2,2,2 accepted 2.9 tokens a round where its guess was ~4): the
+    // independent guesses would be (a tree of 2,2,2,2 accepted 2.9 tokens a round where its guess from the chains was ~3.5): the
     // trees' guesses are high while the chains' acceptance rests on a round or two, so a tree played from the
     // fourth round went on being played (20 rounds at 33 tok/s against the chain of 3's 42), the chains never
     // measured again. A tree's round now says how deep its greedy path, the chain, would have gone.

@@ -331,11 +331,12 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
         const int32_t m = drafter_->model_part_size();
         const bool merged = !round.shape.widths.empty() && round.ngram_nodes > 0 && m > 1;
         int32_t model_depth = int32_t(outcome.path.size());  // the model's tree alone, a chain round: the path
+        // The round's emitted tokens: the accepted path, then the bonus.
+        const auto emitted = [&](size_t i) { return i < outcome.path.size() ? tree_.token(outcome.path[i]) : outcome.bonus; };
         if (merged && !sampler.has_grammar()) {
             int32_t node = 0, depth = 0;
             for (size_t i = 0; i <= outcome.path.size(); ++i) {
-                const int32_t token = i < outcome.path.size() ? tree_.token(outcome.path[i]) : outcome.bonus;
-                const int32_t child = tree_.find_child(node, token);
+                const int32_t child = tree_.find_child(node, emitted(i));
                 if (child < 0 || child >= m) break;
                 node = child;
                 ++depth;
@@ -358,8 +359,7 @@ bool SpeculativeRound::run(int32_t choice, std::vector<int32_t> &tokens, TargetR
                 const int32_t best = tree_.first_child(node);
                 if (best < 0 || best >= model_end) break;
                 ++levels;
-                const int32_t token = size_t(accepted) < outcome.path.size() ? tree_.token(outcome.path[size_t(accepted)]) : outcome.bonus;
-                if (tree_.token(best) != token) break;
+                if (tree_.token(best) != emitted(size_t(accepted))) break;
                 ++accepted;
                 node = best;
             }
