@@ -32,13 +32,12 @@ inline float elem(const uint16_t *p, size_t i) { return half_to_float(p[i]); }
 // multiply-add per key in key order. Fused, because a multiply-add is one instruction where a multiply and an add
 // are two, and attention at long contexts is bound by them; std::fma is exact on every machine, so this stays the
 // reference for the SIMD copies bit for bit.
-// Key elements `step` apart: 1 for a key as stored, ldk for a column of transposed keys.
-template <class T> float score_scalar(const float *q, int32_t hd, const T *kt, size_t step = 1) {
+template <class T> float score_scalar(const float *q, int32_t hd, const T *kt) {
     float sum[8] = {};
     int32_t i = 0;
     for (; i + 8 <= hd; i += 8)
-        for (int l = 0; l < 8; ++l) sum[l] = std::fma(elem(kt, size_t(i + l) * step), q[i + l], sum[l]);
-    for (; i < hd; ++i) sum[0] = std::fma(elem(kt, size_t(i) * step), q[i], sum[0]);
+        for (int l = 0; l < 8; ++l) sum[l] = std::fma(elem(kt, size_t(i + l)), q[i + l], sum[l]);
+    for (; i < hd; ++i) sum[0] = std::fma(elem(kt, size_t(i)), q[i], sum[0]);
     return ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
 }
 
@@ -97,6 +96,8 @@ float exp_nonpositive(float x) {
     std::memcpy(&scale, &bits, 4);
     return y * scale;
 }
+
+inline float reduce_lanes_scalar(const float *s) { return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])); }
 
 float exp_weights_scalar(float *scores, int32_t n, float max) {
     float lane[8] = {};
@@ -364,101 +365,125 @@ void accumulate_avx2_rows(float *const *out, int32_t rows, int32_t hd, const flo
 #endif
 
 #ifdef SPECULA_ATTENTION_AVX2
-// 16 keys' elements [i0, i0 + 16) as 16 registers, one per key (F16 converted exactly; keys from n on: zeros).
-__attribute__((target("avx512f,avx2,f16c"))) inline __m512 load16(const float *p) { return _mm512_loadu_ps(p); }
-__attribute__((target("avx512f,avx2,f16c"))) inline __m512 load16(const uint16_t *p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+// Rows in lanes: KEYS keys per pass, each key's eight lane sums eight registers of 16 rows (24 accumulators for 3
+// keys), the queries' element i loaded once for the KEYS keys, each key element a broadcast folded into its
+// multiply-add. The tail elements (hd % 8) go into lane sum 0, the reduction is the reference's, then the scale.
+// F16 rows (H non-null) are converted on the way, keys into kf and values into vf (rows hd apart), a few keys at a
+// time between the multiply-adds: one streaming pass over the cache, and the rows later chunks read as F32.
+__attribute__((target("avx512f,avx2,f16c"))) inline void halves_row(const uint16_t *src, int32_t hd, float *dst) {
+    int32_t i = 0;
+    for (; i + 16 <= hd; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + i))));
+    for (; i < hd; ++i) dst[i] = half_to_float(src[i]);
 }
 
-// r[t] (key t's 16 elements) becomes r[j] (element j of the 16 keys): pairs of rows interleaved by floats, then by
-// pairs of floats (u[g][e]: lane k holds rows 4g..4g+3 at element 4k+e), then the 4x4 matrix of 128-bit lanes.
-__attribute__((target("avx512f"))) inline void transpose16x16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int p = 0; p < 8; ++p) {
-        t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
-        t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
-    }
-    for (int g = 0; g < 4; ++g) {
-        const __m512d lo01 = _mm512_castps_pd(t[4 * g]), hi01 = _mm512_castps_pd(t[4 * g + 1]);
-        const __m512d lo23 = _mm512_castps_pd(t[4 * g + 2]), hi23 = _mm512_castps_pd(t[4 * g + 3]);
-        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo01, lo23));
-        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo01, lo23));
-        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi01, hi23));
-        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi01, hi23));
-    }
-    for (int e = 0; e < 4; ++e) {
-        const __m512 v0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x44), v1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xEE);
-        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xEE);
-        r[0 + e] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-        r[4 + e] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-        r[8 + e] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-        r[12 + e] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-    }
-}
-
-template <class T>
-__attribute__((target("avx512f,avx2,f16c"))) void transpose_keys_avx512(const T *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) {
-    const int32_t body = hd & ~15;
-    for (int32_t t0 = 0; t0 < n; t0 += 16) {
-        const int32_t m = std::min<int32_t>(16, n - t0);
-        for (int32_t i0 = 0; i0 < body; i0 += 16) {
-            __m512 r[16];
-            for (int32_t t = 0; t < 16; ++t) r[t] = t < m ? load16(k + size_t(t0 + t) * stride + i0) : _mm512_setzero_ps();
-            transpose16x16(r);
-            for (int32_t j = 0; j < 16; ++j) _mm512_storeu_ps(kt + size_t(i0 + j) * ldk + size_t(t0), r[j]);
-        }
-        for (int32_t i = body; i < hd; ++i)
-            for (int32_t t = 0; t < 16; ++t) kt[size_t(i) * ldk + size_t(t0 + t)] = t < m ? elem(k + size_t(t0 + t) * stride, i) : 0.0f;
-    }
-}
-
-// R rows' scores of 16 keys per register: row r's eight lane sums are eight registers (lane t: key t0 + t), each
-// element's multiply-add one instruction for 16 keys; the reduction is the reference's, register by register.
-template <int R>
-__attribute__((target("avx512f"))) void scores_transposed_avx512(const float *const *q, int32_t hd, float scale, const float *kt, size_t ldk,
-                                                                  int32_t n, float *scores, size_t ld) {
+template <class H>
+__attribute__((target("avx512f,avx2,f16c"))) void lanes_scores_avx512(const float *qt, int32_t hd, float scale, const float *k, size_t stride,
+                                                                       int32_t n, float *st, const H *k16, const H *v16, float *vf) {
+    constexpr int KEYS = 3;
     const int32_t body = hd & ~7;
     const __m512 vscale = _mm512_set1_ps(scale);
-    for (int32_t t0 = 0; t0 < n; t0 += 16) {
-        const __mmask16 keep = n - t0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - t0)) - 1);
-        const float *kp = kt + t0;
-        __m512 a[R][8];
-        for (int r = 0; r < R; ++r)
-            for (int l = 0; l < 8; ++l) a[r][l] = _mm512_setzero_ps();
+    for (int32_t t0 = 0; t0 < n; t0 += KEYS) {
+        const int32_t m = std::min<int32_t>(KEYS, n - t0);
+        if constexpr (!std::is_same_v<H, float>)
+            for (int c = 0; c < m; ++c) {
+                // The next block's rows (the cache is head-major: they follow): fetched while this one computes.
+                const size_t ahead = size_t(t0 + c + n) * stride;
+                for (int32_t b = 0; b < hd * 2; b += 64) {
+                    _mm_prefetch(reinterpret_cast<const char *>(k16 + ahead) + b, _MM_HINT_T0);
+                    _mm_prefetch(reinterpret_cast<const char *>(v16 + ahead) + b, _MM_HINT_T0);
+                }
+                halves_row(k16 + size_t(t0 + c) * stride, hd, const_cast<float *>(k) + size_t(t0 + c) * size_t(hd));
+                halves_row(v16 + size_t(t0 + c) * stride, hd, vf + size_t(t0 + c) * size_t(hd));
+            }
+        const size_t kstride = std::is_same_v<H, float> ? stride : size_t(hd);
+        const float *kp[KEYS];
+        for (int c = 0; c < KEYS; ++c) kp[c] = k + size_t(t0 + std::min(c, m - 1)) * kstride;  // past the last key: it again, not kept
+        __m512 a[KEYS][8];
+        for (int c = 0; c < KEYS; ++c)
+            for (int l = 0; l < 8; ++l) a[c][l] = _mm512_setzero_ps();
         for (int32_t i = 0; i < body; i += 8)
             for (int l = 0; l < 8; ++l) {
-                __m512 x = _mm512_loadu_ps(kp + size_t(i + l) * ldk);
-                // In a register: folded into each row's multiply-add it would be loaded R times, and 512-bit
-                // loads, not multiply-adds, would bound the loop.
-                asm("" : "+v"(x));
-                for (int r = 0; r < R; ++r) a[r][l] = _mm512_fmadd_ps(x, _mm512_set1_ps(q[r][i + l]), a[r][l]);
+                __m512 x = _mm512_loadu_ps(qt + size_t(i + l) * kLaneRows);
+                asm("" : "+v"(x));  // once in a register for the KEYS keys (as a memory operand it would be loaded KEYS times)
+                for (int c = 0; c < KEYS; ++c) a[c][l] = _mm512_fmadd_ps(_mm512_set1_ps(kp[c][i + l]), x, a[c][l]);
             }
         for (int32_t i = body; i < hd; ++i) {
-            const __m512 x = _mm512_loadu_ps(kp + size_t(i) * ldk);
-            for (int r = 0; r < R; ++r) a[r][0] = _mm512_fmadd_ps(x, _mm512_set1_ps(q[r][i]), a[r][0]);
+            const __m512 x = _mm512_loadu_ps(qt + size_t(i) * kLaneRows);
+            for (int c = 0; c < KEYS; ++c) a[c][0] = _mm512_fmadd_ps(_mm512_set1_ps(kp[c][i]), x, a[c][0]);
         }
-        for (int r = 0; r < R; ++r) {
-            const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), _mm512_add_ps(a[r][2], a[r][3])),
-                                           _mm512_add_ps(_mm512_add_ps(a[r][4], a[r][5]), _mm512_add_ps(a[r][6], a[r][7])));
-            _mm512_mask_storeu_ps(scores + size_t(r) * ld + size_t(t0), keep, _mm512_mul_ps(s, vscale));
+        // Every pass reduces and stores all KEYS keys (st has room for KEYS - 1 more; those past n are rewritten or
+        // unused): a reduction over a run-time count would index the accumulators at run time and keep them in memory.
+        for (int c = 0; c < KEYS; ++c) {
+            const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[c][0], a[c][1]), _mm512_add_ps(a[c][2], a[c][3])),
+                                           _mm512_add_ps(_mm512_add_ps(a[c][4], a[c][5]), _mm512_add_ps(a[c][6], a[c][7])));
+            _mm512_storeu_ps(st + size_t(t0 + c) * kLaneRows, _mm512_mul_ps(s, vscale));
         }
     }
 }
-#endif
 
-// Without 512-bit registers: the same arithmetic as the reference, from the transposed keys.
-template <class T> void transpose_keys_scalar(const T *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) {
-    const int32_t padded = (n + 15) & ~15;
-    for (int32_t i = 0; i < hd; ++i)
-        for (int32_t t = 0; t < padded; ++t) kt[size_t(i) * ldk + size_t(t)] = t < n ? elem(k + size_t(t) * stride, i) : 0.0f;
+__attribute__((target("avx512f"))) void lanes_softmax_avx512(float *st, int32_t n, uint32_t mask, float *m, float *l, float *ot, int32_t hd) {
+    const __mmask16 keep = __mmask16(mask);
+    // The block's max per lane (fold's scores_max: the same value wherever no score is NaN).
+    __m512 bm = _mm512_loadu_ps(st);
+    for (int32_t t = 1; t < n; ++t) bm = _mm512_max_ps(bm, _mm512_loadu_ps(st + size_t(t) * kLaneRows));
+    const __m512 old = _mm512_loadu_ps(m);
+    const __mmask16 raise = _mm512_mask_cmp_ps_mask(keep, bm, old, _CMP_GT_OQ);
+    if (raise) {
+        alignas(64) float mv[16], bv[16], rv[16];
+        _mm512_store_ps(mv, old);
+        _mm512_store_ps(bv, bm);
+        bool rescale = false;
+        for (int r = 0; r < 16; ++r) {
+            rv[r] = 1.0f;
+            if ((raise >> r & 1) && mv[r] != -INFINITY) rv[r] = std::exp(mv[r] - bv[r]), rescale = true;
+        }
+        if (rescale) {
+            const __m512 rr = _mm512_load_ps(rv);
+            for (int32_t j = 0; j < hd; ++j) _mm512_storeu_ps(ot + size_t(j) * kLaneRows, _mm512_mul_ps(_mm512_loadu_ps(ot + size_t(j) * kLaneRows), rr));
+            _mm512_storeu_ps(l, _mm512_mul_ps(_mm512_loadu_ps(l), rr));
+        }
+        _mm512_storeu_ps(m, _mm512_mask_mov_ps(old, raise, bm));
+    }
+    // The weights and their eight lane sums by t % 8, reduced pairwise, as exp_weights.
+    const __m512 mx = _mm512_loadu_ps(m);
+    __m512 s[8];
+    for (int c = 0; c < 8; ++c) s[c] = _mm512_setzero_ps();
+    for (int32_t t = 0; t < n; ++t) {
+        const __m512 w = exp_nonpositive16(_mm512_sub_ps(_mm512_loadu_ps(st + size_t(t) * kLaneRows), mx));
+        _mm512_storeu_ps(st + size_t(t) * kLaneRows, w);
+        s[t % 8] = _mm512_add_ps(s[t % 8], w);
+    }
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])),
+                                     _mm512_add_ps(_mm512_add_ps(s[4], s[5]), _mm512_add_ps(s[6], s[7])));
+    const __m512 lv = _mm512_loadu_ps(l);
+    _mm512_storeu_ps(l, _mm512_mask_add_ps(lv, keep, lv, sum));
 }
 
-template <class T> void transpose_keys_any(const T *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) {
-#ifdef SPECULA_ATTENTION_AVX2
-    if (use_avx512()) return transpose_keys_avx512(k, stride, n, hd, kt, ldk);
-#endif
-    transpose_keys_scalar(k, stride, n, hd, kt, ldk);
+// J outputs per pass held in registers across the keys, each value element a broadcast into 16 rows' multiply-add.
+template <int J>
+__attribute__((target("avx512f"))) void lanes_accumulate_j(float *ot, const float *wt, const float *v, size_t stride, int32_t n, __mmask16 keep) {
+    __m512 o[J];
+    for (int c = 0; c < J; ++c) o[c] = _mm512_loadu_ps(ot + size_t(c) * kLaneRows);
+    for (int32_t t = 0; t < n; ++t) {
+        __m512 w = _mm512_loadu_ps(wt + size_t(t) * kLaneRows);
+        asm("" : "+v"(w));
+        const float *vt = v + size_t(t) * stride;
+        // Unmasked, so each value element is a broadcast folded into the multiply-add (a masked one takes a
+        // separate broadcast); the lanes outside keep are not stored back.
+        for (int c = 0; c < J; ++c) o[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(vt[c]), o[c]);
+    }
+    for (int c = 0; c < J; ++c) _mm512_mask_storeu_ps(ot + size_t(c) * kLaneRows, keep, o[c]);
 }
+
+__attribute__((target("avx512f"))) void lanes_accumulate_avx512(float *ot, int32_t hd, const float *wt, const float *v, size_t stride, int32_t n,
+                                                                 uint32_t mask) {
+    const __mmask16 keep = __mmask16(mask);
+    int32_t j = 0;
+    for (; j + 16 <= hd; j += 16) lanes_accumulate_j<16>(ot + size_t(j) * kLaneRows, wt, v + j, stride, n, keep);
+    for (; j + 4 <= hd; j += 4) lanes_accumulate_j<4>(ot + size_t(j) * kLaneRows, wt, v + j, stride, n, keep);
+    for (; j < hd; ++j) lanes_accumulate_j<1>(ot + size_t(j) * kLaneRows, wt, v + j, stride, n, keep);
+}
+#endif
 
 bool use_avx2() {
 #ifdef SPECULA_ATTENTION_AVX2
@@ -504,27 +529,79 @@ void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const floa
     accumulate_rows(out, rows, hd, weights, ld, v, stride, n);
 }
 
-bool attention_transposed_pays() { return use_avx512(); }
-void transpose_keys(const float *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) { transpose_keys_any(k, stride, n, hd, kt, ldk); }
-void transpose_keys(const uint16_t *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk) {
-    transpose_keys_any(k, stride, n, hd, kt, ldk);
+bool attention_lanes_available() { return use_avx512(); }
+
+void lanes_transpose_queries(const float *const *q, int32_t rows, int32_t hd, float *qt) {
+    for (int32_t i = 0; i < hd; ++i)
+        for (int32_t r = 0; r < kLaneRows; ++r) qt[size_t(i) * kLaneRows + size_t(r)] = r < rows ? q[r][i] : 0.0f;
 }
 
-void attention_scores_transposed(const float *const *q, int32_t rows, int32_t hd, float scale, const float *kt, size_t ldk, int32_t n,
-                                 float *scores, size_t ld) {
+// Without AVX-512 the lanes are plain loops over the rows: the reference's arithmetic, lane by lane.
+void lanes_scores(const float *qt, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *st) {
 #ifdef SPECULA_ATTENTION_AVX2
-    if (use_avx512()) {
-        // 3 rows per pass: 24 lane sums, the keys and 3 broadcasts in 32 registers.
-        int32_t r0 = 0;
-        for (; r0 + 3 <= rows; r0 += 3) scores_transposed_avx512<3>(q + r0, hd, scale, kt, ldk, n, scores + size_t(r0) * ld, ld);
-        if (rows - r0 == 2) scores_transposed_avx512<2>(q + r0, hd, scale, kt, ldk, n, scores + size_t(r0) * ld, ld);
-        if (rows - r0 == 1) scores_transposed_avx512<1>(q + r0, hd, scale, kt, ldk, n, scores + size_t(r0) * ld, ld);
-        return;
-    }
+    if (use_avx512()) return lanes_scores_avx512<float>(qt, hd, scale, k, stride, n, st, nullptr, nullptr, nullptr);
 #endif
-    // The reference itself, each key's elements read down its column of kt.
-    for (int32_t r = 0; r < rows; ++r)
-        for (int32_t t = 0; t < n; ++t) scores[size_t(r) * ld + size_t(t)] = score_scalar(q[r], hd, kt + t, ldk) * scale;
+    const int32_t body = hd & ~7;
+    for (int32_t r = 0; r < kLaneRows; ++r)
+        for (int32_t t = 0; t < n; ++t) {
+            const float *kt = k + size_t(t) * stride;
+            float sum[8] = {};
+            for (int32_t i = 0; i < hd; ++i) {
+                float &acc = sum[i < body ? i % 8 : 0];
+                acc = std::fma(kt[i], qt[size_t(i) * kLaneRows + size_t(r)], acc);
+            }
+            st[size_t(t) * kLaneRows + size_t(r)] = reduce_lanes_scalar(sum) * scale;
+        }
+}
+void lanes_scores(const float *qt, int32_t hd, float scale, const uint16_t *k, const uint16_t *v, size_t stride, int32_t n, float *st, float *kf,
+                  float *vf) {
+#ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx512()) return lanes_scores_avx512<uint16_t>(qt, hd, scale, kf, stride, n, st, k, v, vf);
+#endif
+    for (int32_t t = 0; t < n; ++t)
+        for (int32_t i = 0; i < hd; ++i) {
+            kf[size_t(t) * size_t(hd) + size_t(i)] = half_to_float(k[size_t(t) * stride + size_t(i)]);
+            vf[size_t(t) * size_t(hd) + size_t(i)] = half_to_float(v[size_t(t) * stride + size_t(i)]);
+        }
+    lanes_scores(qt, hd, scale, kf, size_t(hd), n, st);
+}
+void lanes_softmax(float *st, int32_t n, uint32_t mask, float *m, float *l, float *ot, int32_t hd) {
+#ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx512()) return lanes_softmax_avx512(st, n, mask, m, l, ot, hd);
+#endif
+    for (int32_t r = 0; r < kLaneRows; ++r) {
+        const bool keep = mask >> r & 1;
+        float bm = st[size_t(r)];
+        for (int32_t t = 1; t < n; ++t) bm = std::max(bm, st[size_t(t) * kLaneRows + size_t(r)]);
+        if (keep && bm > m[r]) {
+            if (m[r] != -INFINITY) {
+                const float rr = std::exp(m[r] - bm);
+                for (int32_t j = 0; j < hd; ++j) ot[size_t(j) * kLaneRows + size_t(r)] *= rr;
+                l[r] *= rr;
+            }
+            m[r] = bm;
+        }
+        float lane[8] = {};
+        for (int32_t t = 0; t < n; ++t) {
+            float &w = st[size_t(t) * kLaneRows + size_t(r)];
+            w = exp_nonpositive(w - m[r]);
+            lane[t % 8] += w;
+        }
+        if (keep) l[r] += reduce_lanes_scalar(lane);
+    }
+}
+void lanes_accumulate(float *ot, int32_t hd, const float *wt, const float *v, size_t stride, int32_t n, uint32_t mask) {
+#ifdef SPECULA_ATTENTION_AVX2
+    if (use_avx512()) return lanes_accumulate_avx512(ot, hd, wt, v, stride, n, mask);
+#endif
+    for (int32_t r = 0; r < kLaneRows; ++r) {
+        if (!(mask >> r & 1)) continue;
+        for (int32_t t = 0; t < n; ++t)
+            for (int32_t j = 0; j < hd; ++j) {
+                float &o = ot[size_t(j) * kLaneRows + size_t(r)];
+                o = std::fma(wt[size_t(t) * kLaneRows + size_t(r)], v[size_t(t) * stride + size_t(j)], o);
+            }
+    }
 }
 
 void attention_scores(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores) {

@@ -28,17 +28,27 @@ void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const floa
 void accumulate_weighted(float *const *out, int32_t rows, int32_t hd, const float *weights, size_t ld, const uint16_t *v, size_t stride,
                          int32_t n);
 
-// Many rows against the same keys (a tree's rows and a group's query heads: 64 per task when verifying 16 nodes):
-// the keys are transposed once into kt (element i of key t at kt[i * ldk + t], F32, lanes from n up to the next
-// multiple of 16 zeroed), and the scores then run 16 keys per register, each lane sum a register over 16 keys:
-// no horizontal reduction, one load of the keys for every two rows' multiply-adds. The same lane sums in the same
-// order, the same pairwise reduction: bit for bit attention_scores (tested). transpose_keys needs ldk >= n rounded
-// up to 16; attention_transposed_pays() says whether this machine has the 512-bit registers that make it faster.
-bool attention_transposed_pays();
-void transpose_keys(const float *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk);
-void transpose_keys(const uint16_t *k, size_t stride, int32_t n, int32_t hd, float *kt, size_t ldk);
-void attention_scores_transposed(const float *const *q, int32_t rows, int32_t hd, float scale, const float *kt, size_t ldk, int32_t n,
-                                 float *scores, size_t ld);
+// Rows in lanes (AVX-512): kLaneRows query rows side by side, lane r of every register holding row r, for the rows
+// of a tree (and a group's query heads) that share a block. The queries are transposed once per call (qt[i * 16 + r]
+// = q[r][i]) instead of the keys once per block, each key element is one broadcast multiplied into 16 rows, and the
+// softmax's steps (block max, rescale, exp weights and their eight lane sums, weighted values) run down the lanes with
+// no horizontal reduction. Per lane every operation is the reference's in the reference's order, so a row's bits are
+// those it gets alone (tested). Lanes outside `mask` (rows that do not reach the block, or padding) change nothing.
+constexpr int32_t kLaneRows = 16;
+constexpr int32_t kLaneScoreSlack = 2;
+bool attention_lanes_available();
+// qt[i * 16 + r] = q[r][i] for r < rows, zeros in the lanes from rows on.
+void lanes_transpose_queries(const float *const *q, int32_t rows, int32_t hd, float *qt);
+// st[t * 16 + r] = row r's score of key t (keys F32 at k + t * stride); st has room for kLaneScoreSlack more keys.
+void lanes_scores(const float *qt, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *st);
+// The same from F16 keys read in place, converting the keys into kf and the values into vf (rows hd apart) on the way.
+void lanes_scores(const float *qt, int32_t hd, float scale, const uint16_t *k, const uint16_t *v, size_t stride, int32_t n, float *st, float *kf,
+                  float *vf);
+// One block into the online softmax of the lanes in mask: the block's max per lane, the rescale of what was summed
+// under the old max (by std::exp, as fold does it), then st becomes the weights exp(st - max) and l += their sum.
+void lanes_softmax(float *st, int32_t n, uint32_t mask, float *m, float *l, float *ot, int32_t hd);
+// ot[j * 16 + r] = fma(wt[t * 16 + r], v_t[j], ot[j * 16 + r]) over the keys in order, for the lanes in mask.
+void lanes_accumulate(float *ot, int32_t hd, const float *wt, const float *v, size_t stride, int32_t n, uint32_t mask);
 
 // keys t = 0..n-1 at k + t * stride (floats, or halves read in place: the same bits as on the converted floats).
 void attention_scores(const float *q, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *scores);

@@ -8,17 +8,27 @@
 namespace specula::internal {
 
 BlockAttention::BlockAttention(int32_t hd)
-    : hd_(hd), k_(size_t(kAttentionBlock) * size_t(hd)), v_(k_.size()), kt_(k_.size()), scores_(size_t(kFoldRows) * size_t(kAttentionBlock)) {
+    : hd_(hd), k_(size_t(kAttentionBlock) * size_t(hd)), v_(k_.size()), scores_(size_t(kAttentionRowsAtOnce) * size_t(kAttentionBlock)),
+      st_(attention_lanes_available() ? size_t(kAttentionBlock + kLaneScoreSlack) * size_t(kLaneRows) : 0) {
     tail_.reserve(2 * size_t(kAttentionBlock));  // a partial block plus a tree path: no growth with context
 }
 
 void BlockAttention::reserve_rows(size_t rows) {
     max_.reserve(rows);
     sum_.reserve(rows);
+    if (attention_lanes_available()) {
+        const size_t lanes = (rows + size_t(kLaneRows) - 1) / size_t(kLaneRows) * size_t(kLaneRows);
+        qt_.reserve(lanes * size_t(hd_));
+        ot_.reserve(lanes * size_t(hd_));
+        lm_.reserve(lanes);
+        ll_.reserve(lanes);
+    }
 }
 
 size_t BlockAttention::bytes() const {
-    return (k_.capacity() + v_.capacity() + kt_.capacity() + scores_.capacity() + max_.capacity() + sum_.capacity()) * sizeof(float) +
+    return (k_.capacity() + v_.capacity() + scores_.capacity() + max_.capacity() + sum_.capacity() + qt_.capacity() +
+            ot_.capacity() + lm_.capacity() + ll_.capacity() + st_.capacity()) *
+               sizeof(float) +
            tail_.capacity() * sizeof(int32_t);
 }
 
@@ -57,12 +67,11 @@ BlockAttention::Block BlockAttention::load(const KvView &keys, const KvView &val
 // is what it would be alone.
 void BlockAttention::fold(const size_t *rows, int32_t n_rows, std::span<const AttentionQuery> queries, const Block &block, int32_t count,
                           float scale) {
-    const float *q[kFoldRows];
-    float *out[kFoldRows];
+    const float *q[kAttentionRowsAtOnce];
+    float *out[kAttentionRowsAtOnce];
     for (int32_t i = 0; i < n_rows; ++i) q[i] = queries[rows[i]].q, out[i] = queries[rows[i]].out;
     constexpr size_t ld = kAttentionBlock;
-    if (block.kt) attention_scores_transposed(q, n_rows, hd_, scale, block.kt, size_t(kAttentionBlock), count, scores_.data(), ld);
-    else if (block.k16) attention_scores(q, n_rows, hd_, scale, block.k16, block.stride, count, scores_.data(), ld);
+    if (block.k16) attention_scores(q, n_rows, hd_, scale, block.k16, block.stride, count, scores_.data(), ld);
     else attention_scores(q, n_rows, hd_, scale, block.k, block.stride, count, scores_.data(), ld);
     for (int32_t i = 0; i < n_rows; ++i) {
         float *scores = scores_.data() + size_t(i) * ld;
@@ -84,6 +93,69 @@ void BlockAttention::fold(const size_t *rows, int32_t n_rows, std::span<const At
     }
     if (block.v16) accumulate_weighted(out, n_rows, hd_, scores_.data(), ld, block.v16, block.stride, count);
     else accumulate_weighted(out, n_rows, hd_, scores_.data(), ld, block.v, block.stride, count);
+}
+
+void BlockAttention::lanes_begin(std::span<const AttentionQuery> queries, size_t lane_rows) {
+    const size_t chunks = lane_rows / size_t(kLaneRows) + (lane_rows % size_t(kLaneRows) != 0), hd = size_t(hd_), L = size_t(kLaneRows);
+    qt_.resize(chunks * L * hd);
+    ot_.resize(chunks * L * hd);
+    lm_.resize(chunks * L);
+    ll_.resize(chunks * L);
+    for (size_t c = 0; c < chunks; ++c) {
+        const size_t r0 = c * L, n = std::min(L, lane_rows - r0);
+        const float *q[kLaneRows];
+        for (size_t r = 0; r < n; ++r) q[r] = queries[r0 + r].q;
+        lanes_transpose_queries(q, int32_t(n), hd_, qt_.data() + c * L * hd);
+        float *ot = ot_.data() + c * L * hd;
+        for (size_t r = 0; r < L; ++r) {
+            // A window's first partial block may already be folded in (run's first loop): start from its state.
+            for (size_t j = 0; j < hd; ++j) ot[j * L + r] = r < n ? queries[r0 + r].out[j] : 0.0f;
+            lm_[r0 + r] = r < n ? max_[r0 + r] : -INFINITY;
+            ll_[r0 + r] = r < n ? sum_[r0 + r] : 0.0f;
+        }
+    }
+}
+
+// One shared block into every chunk of lanes that has a row reaching it: keys and values as F32 rows (F16 ones
+// converted once for all chunks), then the chunk's scores, softmax step and weighted values.
+void BlockAttention::lanes_fold(std::span<const AttentionQuery> queries, size_t lane_rows, const Block &block, int32_t b, float scale) {
+    constexpr int32_t B = kAttentionBlock;
+    const size_t L = size_t(kLaneRows), hd = size_t(hd_);
+    const float *k = block.k, *v = block.v;
+    size_t stride = block.stride;
+    bool converted = false;
+    for (size_t c = 0; c * L < lane_rows; ++c) {
+        uint32_t mask = 0;
+        for (size_t r = c * L; r < std::min(lane_rows, c * L + L); ++r) {
+            const AttentionQuery &q = queries[r];
+            const int32_t lo = (q.from + B - 1) / B, hi = std::max(q.run / B, lo);
+            if (lo <= b && b < hi) mask |= 1u << (r - c * L);
+        }
+        if (mask == 0) continue;
+        float *st = st_.data();
+        if (!k && !converted) {  // F16 read in place: the first chunk converts the keys and values (exactly) as it scores
+            lanes_scores(qt_.data() + c * L * hd, hd_, scale, block.k16, block.v16, block.stride, B, st, k_.data(), v_.data());
+            k = k_.data(), v = v_.data(), stride = hd, converted = true;
+        } else {
+            lanes_scores(qt_.data() + c * L * hd, hd_, scale, k, stride, B, st);
+        }
+        if (softcap_ > 0.0f) {  // fold's order: scale by 1 / cap, tanh, scale by cap
+            const float inv = 1.0f / softcap_;
+            for (size_t i = 0; i < size_t(B) * L; ++i) st[i] = std::tanh(st[i] * inv) * softcap_;
+        }
+        lanes_softmax(st, B, mask, lm_.data() + c * L, ll_.data() + c * L, ot_.data() + c * L * hd, hd_);
+        lanes_accumulate(ot_.data() + c * L * hd, hd_, st, v, stride, B, mask);
+    }
+}
+
+void BlockAttention::lanes_end(std::span<const AttentionQuery> queries, size_t lane_rows) {
+    const size_t L = size_t(kLaneRows), hd = size_t(hd_);
+    for (size_t r = 0; r < lane_rows; ++r) {
+        const float *ot = ot_.data() + r / L * L * hd + r % L;
+        for (size_t j = 0; j < hd; ++j) queries[r].out[j] = ot[j * L];
+        max_[r] = lm_[r];
+        sum_[r] = ll_[r];
+    }
 }
 
 void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first, float scale, std::span<const AttentionQuery> queries) {
@@ -123,27 +195,34 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
             fold_gathered(r);
         }
     }
-    // The blocks inside the contiguous runs: read once, folded into every row that reaches them (read by many rows,
-    // the keys are transposed once first and scored 16 per register: the same bits, attention_kernels.h).
+    // Rows in lanes: the first lane_rows rows, in chunks of kLaneRows (a last chunk of fewer than kLaneMinRows rows
+    // goes the per-row way below).
+    size_t lane_rows = 0;
+    if (attention_lanes_available() && nq >= size_t(kLaneMinRows)) {
+        lane_rows = nq / size_t(kLaneRows) * size_t(kLaneRows);
+        if (nq - lane_rows >= size_t(kLaneMinRows)) lane_rows = nq;
+    }
+    if (lane_rows > 0) lanes_begin(queries, lane_rows);
+    // The blocks inside the contiguous runs: read once, folded into every row that reaches them (the rows in lanes
+    // together, the others up to kAttentionRowsAtOnce at a time: the same bits, attention_kernels.h).
     for (int32_t b = shared_lo; b < shared_hi; ++b) {
-        const auto n_reach = std::count_if(queries.begin(), queries.end(), [&](const AttentionQuery &q) { return reaches(q, b); });
-        if (n_reach == 0) continue;
+        const auto n_reach = std::count_if(queries.begin() + std::ptrdiff_t(lane_rows), queries.end(), [&](const AttentionQuery &q) { return reaches(q, b); });
+        const bool lanes_reach =
+            std::any_of(queries.begin(), queries.begin() + std::ptrdiff_t(lane_rows), [&](const AttentionQuery &q) { return reaches(q, b); });
+        if (n_reach == 0 && !lanes_reach) continue;
         Block block = load(keys, values, first, b * B, nullptr, B);
-        if (n_reach >= kTransposedRows && attention_transposed_pays()) {
-            if (block.k16) transpose_keys(block.k16, block.stride, B, hd_, kt_.data(), size_t(B));
-            else transpose_keys(block.k, block.stride, B, hd_, kt_.data(), size_t(B));
-            block.kt = kt_.data();
-        }
-        const int32_t per_fold = block.kt ? kFoldRows : kAttentionRowsAtOnce;
-        size_t group[kFoldRows];
+        if (lanes_reach) lanes_fold(queries, lane_rows, block, b, scale);
+        if (n_reach == 0) continue;
+        size_t group[kAttentionRowsAtOnce];
         int32_t n_group = 0;
-        for (size_t r = 0; r < nq; ++r) {
+        for (size_t r = lane_rows; r < nq; ++r) {
             if (!reaches(queries[r], b)) continue;
             group[n_group++] = r;
-            if (n_group == per_fold) fold(group, n_group, queries, block, B, scale), n_group = 0;
+            if (n_group == kAttentionRowsAtOnce) fold(group, n_group, queries, block, B, scale), n_group = 0;
         }
         if (n_group > 0) fold(group, n_group, queries, block, B, scale);
     }
+    if (lane_rows > 0) lanes_end(queries, lane_rows);
     // Each row's remaining keys: the partial block of its run, then its listed slots, in blocks of B.
     for (size_t r = 0; r < nq; ++r) {
         const AttentionQuery &q = queries[r];

@@ -13,9 +13,10 @@
 // logical position (slot s is position s, and the listed slots continue the run), so the blocks from
 // ceil(from / B) on are the shared ones, and the partial block before them is gathered and folded first.
 //
-// A block read by kTransposedRows rows or more (a tree of 8+ nodes over a KV group of 4 query heads) has its keys
-// transposed once and scored 16 keys per register (attention_scores_transposed): each score is still the same
-// eight lane sums in the same order and the same pairwise reduction, so the path a block takes changes no bit.
+// Where 12 or more rows share a call (a tree of 3+ nodes over a KV group of 4 query heads), the shared blocks are
+// folded with the rows side by side in 16 lanes (attention_kernels.h: the queries transposed once per call, each
+// key element broadcast into 16 rows' multiply-adds, the softmax down the lanes): per lane the same operations in
+// the same order, so the path a row takes changes no bit.
 //
 // So a row's arithmetic depends only on its own key sequence, never on which other rows share the batch: a tree
 // node's output is bit-identical to decoding its path one token at a time (the lossless invariant), while the
@@ -33,13 +34,10 @@
 namespace specula::internal {
 
 constexpr int32_t kAttentionBlock = 64;
-// A shared block's keys are transposed once (attention_scores_transposed) when at least this many rows read it:
-// measured with bench_attention at 8K (1B shape, 4 query heads per KV head), 32 and 64 rows scored 15-20 % faster
-// that way, 8 and 16 rows 10-40 % slower (the transposition is not paid back).
-constexpr int32_t kTransposedRows = 32;
-// Rows folded together: kAttentionRowsAtOnce reading the keys as stored, more from transposed keys (whose kernel
-// takes 3 rows per pass).
-constexpr int32_t kFoldRows = 12;
+// Rows in lanes (attention_kernels.h) when at least this many rows share the call: measured with bench_attention at
+// 8K on the 1B shape (docs/benchmarks.md), 8 rows ran 1.9x faster one by one (half the lanes idle), 16 rows 1.4x
+// faster in lanes. The rows past the last whole chunk of kLaneRows go one by one when they are fewer than this.
+constexpr int32_t kLaneMinRows = 12;
 
 struct AttentionQuery {
     const float *q = nullptr;      // hd floats (one head, after RoPE)
@@ -74,16 +72,22 @@ private:
         const float *k = nullptr, *v = nullptr;        // F32 rows in place, or rows converted into k_ / v_
         const uint16_t *k16 = nullptr, *v16 = nullptr;  // or F16 rows in place (converted in the kernels' registers)
         size_t stride = 0;  // elements between consecutive keys (and values)
-        const float *kt = nullptr;  // or, for many rows, the keys transposed into kt_ (attention_kernels.h)
     };
     Block load(const KvView &keys, const KvView &values, int32_t first, int32_t first_slot, const int32_t *slots, int32_t count);
     void fold(const size_t *rows, int32_t n_rows, std::span<const AttentionQuery> queries, const Block &block, int32_t count, float scale);
+    // The rows [c * kLaneRows, ...) of chunk c in lanes: their state in (and back out of) qt_, ot_, lm_, ll_.
+    void lanes_begin(std::span<const AttentionQuery> queries, size_t lane_rows);
+    void lanes_fold(std::span<const AttentionQuery> queries, size_t lane_rows, const Block &block, int32_t b, float scale);
+    void lanes_end(std::span<const AttentionQuery> queries, size_t lane_rows);
 
     int32_t hd_;
     float softcap_ = 0.0f;
-    std::vector<float> k_, v_, kt_, scores_;  // scores_: kFoldRows rows of a block
+    std::vector<float> k_, v_, scores_;  // scores_: kAttentionRowsAtOnce rows of a block
     std::vector<float> max_, sum_;  // per query row
     std::vector<int32_t> tail_;     // one row's gathered slots
+    // Rows in lanes, per chunk of kLaneRows: queries transposed (hd x 16), outputs transposed (hd x 16), running
+    // max and sum (16 each); st_: one block's scores, then weights (kAttentionBlock x 16).
+    std::vector<float> qt_, ot_, lm_, ll_, st_;
 };
 
 }  // namespace specula::internal

@@ -118,40 +118,76 @@ TEST_CASE("attention kernels: several query rows at once give each row's bits al
     }
 }
 
-TEST_CASE("attention kernels: scores from transposed keys give the reference's bits", "[cpu][attention]") {
-    // Block attention transposes a shared block's keys once when many rows read it (a tree at long context) and
-    // decodes from the keys as stored: both must give the same bits, for F32 and F16 keys, any hd and count.
-    std::mt19937 rng(14);
+TEST_CASE("attention kernels: rows in lanes give each row's bits alone, at every SIMD level", "[cpu][attention]") {
+    // Block attention folds 12+ rows that share a block with the rows side by side in 16 lanes (scores, softmax step
+    // and weighted values down the lanes); decoding a row alone takes the per-row kernels. Same bits, lanes outside
+    // the mask untouched, F16 keys converted on the way equal to converted first.
+    const CpuIsa detected = detected_cpu_isa();
+    std::vector<CpuIsa> levels{CpuIsa::Scalar};
+    if (detected >= CpuIsa::Avx512Vnni) levels.push_back(CpuIsa::Avx512Vnni);
+    std::mt19937 rng(13);
     std::normal_distribution<float> g(0.0f, 1.0f);
-    INFO("isa " << cpu_isa_name(active_cpu_isa()) << (attention_transposed_pays() ? " (512-bit transposed kernel)" : " (reference order)"));
-    for (int32_t hd : {1, 7, 16, 40, 64, 72, 128, 136}) {
-        for (int32_t n : {1, 5, 15, 16, 17, 33, 64}) {
-            for (int32_t rows : {1, 2, 3, 4}) {
-                const size_t stride = size_t(hd) + 3, ld = size_t(n) + 2, ldk = 64;
-                std::vector<uint16_t> kh(stride * static_cast<size_t>(n));
-                std::vector<float> kf(kh.size());
-                for (size_t i = 0; i < kh.size(); ++i) kh[i] = float_to_half(g(rng) * 3.0f), kf[i] = half_to_float(kh[i]);
-                std::vector<float> q(static_cast<size_t>(rows * hd));
-                for (float &x : q) x = g(rng);
-                std::vector<const float *> qp;
-                for (int32_t r = 0; r < rows; ++r) qp.push_back(q.data() + r * hd);
-                for (bool half : {false, true}) {
-                    std::vector<float> kt(static_cast<size_t>(hd) * ldk, std::nanf("")), s(static_cast<size_t>(rows) * ld, -1.0f);
-                    if (half) transpose_keys(kh.data(), stride, n, hd, kt.data(), ldk);
-                    else transpose_keys(kf.data(), stride, n, hd, kt.data(), ldk);
-                    attention_scores_transposed(qp.data(), rows, hd, 0.125f, kt.data(), ldk, n, s.data(), ld);
-                    INFO("hd " << hd << " n " << n << " rows " << rows << " half " << half);
-                    for (int32_t i = 0; i < hd; ++i)  // the layout: element i of key t at kt[i * ldk + t], zeros to a multiple of 16
-                        for (int32_t t = 0; t < ((n + 15) & ~15); ++t)
-                            REQUIRE(kt[size_t(i) * ldk + size_t(t)] == (t < n ? kf[size_t(t) * stride + size_t(i)] : 0.0f));
-                    for (int32_t r = 0; r < rows; ++r) {
-                        std::vector<float> s_ref(static_cast<size_t>(n));
-                        attention_kernels_testing::scores_reference(qp[size_t(r)], hd, 0.125f, kf.data(), stride, n, s_ref.data());
-                        CHECK(std::memcmp(s.data() + size_t(r) * ld, s_ref.data(), size_t(n) * sizeof(float)) == 0);
-                        CHECK(s[size_t(r) * ld + size_t(n)] == -1.0f);  // nothing written past the keys
+    constexpr int32_t L = kLaneRows;
+    for (CpuIsa level : levels) {
+        set_cpu_isa_cap(level);
+        for (int32_t hd : {1, 7, 8, 16, 60, 64, 100, 128, 136}) {
+            for (int32_t n : {1, 3, 5, 64}) {
+                const size_t stride = size_t(hd) + 5;
+                std::vector<std::vector<float>> q(L, std::vector<float>(size_t(hd)));
+                const float *qp[L];
+                for (int32_t r = 0; r < L; ++r) {
+                    for (float &x : q[size_t(r)]) x = g(rng);
+                    qp[r] = q[size_t(r)].data();
+                }
+                std::vector<float> qt(size_t(hd) * L), ot(size_t(hd) * L), m(L, -INFINITY), l(L, 0.0f);
+                lanes_transpose_queries(qp, L, hd, qt.data());
+                // The per-row way: out, max and sum per row, as BlockAttention::fold does it.
+                std::vector<std::vector<float>> out(L, std::vector<float>(size_t(hd), 0.0f));
+                std::vector<float> m_ref(L, -INFINITY), l_ref(L, 0.0f);
+                for (uint32_t mask : {0xFFFFu, 0xB7E9u, 0x0001u}) {  // three blocks: every row, some, one
+                    std::vector<float> k(stride * size_t(n)), v(k.size());
+                    std::vector<uint16_t> kh(k.size()), vh(k.size());
+                    for (size_t i = 0; i < k.size(); ++i) {
+                        kh[i] = float_to_half(g(rng) * 3.0f), vh[i] = float_to_half(g(rng));
+                        k[i] = half_to_float(kh[i]), v[i] = half_to_float(vh[i]);
+                    }
+                    std::vector<float> st(size_t(n + kLaneScoreSlack) * L), st_h(st.size()), kf(size_t(hd) * size_t(n)), vf(kf.size());
+                    lanes_scores(qt.data(), hd, 0.125f, k.data(), stride, n, st.data());
+                    lanes_scores(qt.data(), hd, 0.125f, kh.data(), vh.data(), stride, n, st_h.data(), kf.data(), vf.data());
+                    INFO("isa " << cpu_isa_name(level) << " hd " << hd << " n " << n << " mask " << mask);
+                    REQUIRE(std::memcmp(st.data(), st_h.data(), size_t(n) * L * sizeof(float)) == 0);
+                    for (int32_t t = 0; t < n; ++t) {
+                        REQUIRE(std::memcmp(kf.data() + size_t(t) * size_t(hd), k.data() + size_t(t) * stride, size_t(hd) * sizeof(float)) == 0);
+                        REQUIRE(std::memcmp(vf.data() + size_t(t) * size_t(hd), v.data() + size_t(t) * stride, size_t(hd) * sizeof(float)) == 0);
+                    }
+                    lanes_softmax(st.data(), n, mask, m.data(), l.data(), ot.data(), hd);
+                    lanes_accumulate(ot.data(), hd, st.data(), vf.data(), size_t(hd), n, mask);
+                    for (int32_t r = 0; r < L; ++r) {
+                        if (!(mask >> r & 1)) continue;
+                        std::vector<float> s(static_cast<size_t>(n));
+                        attention_scores(qp[r], hd, 0.125f, k.data(), stride, n, s.data());
+                        for (int32_t t = 0; t < n; ++t) REQUIRE(std::memcmp(&s[size_t(t)], &st_h[size_t(t) * L + size_t(r)], sizeof(float)) == 0);
+                        const float bm = scores_max(s.data(), n);
+                        if (bm > m_ref[size_t(r)]) {
+                            if (m_ref[size_t(r)] != -INFINITY) {
+                                const float rr = std::exp(m_ref[size_t(r)] - bm);
+                                for (float &o : out[size_t(r)]) o *= rr;
+                                l_ref[size_t(r)] *= rr;
+                            }
+                            m_ref[size_t(r)] = bm;
+                        }
+                        l_ref[size_t(r)] += exp_weights(s.data(), n, m_ref[size_t(r)]);
+                        accumulate_weighted(out[size_t(r)].data(), hd, s.data(), v.data(), stride, n);
+                    }
+                    for (int32_t r = 0; r < L; ++r) {
+                        INFO("row " << r);
+                        REQUIRE(std::memcmp(&m[size_t(r)], &m_ref[size_t(r)], sizeof(float)) == 0);
+                        REQUIRE(std::memcmp(&l[size_t(r)], &l_ref[size_t(r)], sizeof(float)) == 0);
+                        for (int32_t j = 0; j < hd; ++j) REQUIRE(std::memcmp(&ot[size_t(j) * L + size_t(r)], &out[size_t(r)][size_t(j)], sizeof(float)) == 0);
                     }
                 }
             }
         }
     }
+    set_cpu_isa_cap(detected);
 }

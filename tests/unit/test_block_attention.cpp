@@ -338,15 +338,16 @@ TEST_CASE("tree verification at 8K context is bit-identical to plain decoding, e
     }
 }
 
-TEST_CASE("block attention: many rows (keys transposed once per block) give each row's bits alone", "[cpu][attention]") {
-    // A tree of 8+ nodes over a KV group reads each prefix block with kTransposedRows or more rows, and scores them
-    // from the transposed keys; decoding the same row alone reads the keys as stored. Same bits, every KV type.
+TEST_CASE("block attention: many rows (side by side in lanes) give each row's bits alone", "[cpu][attention]") {
+    // A tree of 3+ nodes over a KV group reads each prefix block with kLaneMinRows or more rows, folded in lanes
+    // (two whole chunks and a last one of 9 rows, here below kLaneMinRows: one by one); decoding the same row alone
+    // takes the per-row kernels. Same bits, every KV type.
     const KvType type = GENERATE(KvType::F32, KvType::F16, KvType::Q8_0);
     CAPTURE(kv_type_name(type));
     const KvCache kv = random_cache(type, 400, 3);
     std::mt19937 rng(6);
     std::normal_distribution<float> g(0.0f, 0.5f);
-    constexpr int32_t kRows = kTransposedRows + 9;
+    constexpr int32_t kRows = 2 * kLaneRows + 9;
     std::vector<float> qs(size_t(kRows) * kHd), batched(qs.size()), alone(kHd);
     for (float &x : qs) x = g(rng);
     std::vector<std::vector<int32_t>> lists(kRows);
