@@ -11,6 +11,12 @@
 
 namespace specula::internal {
 
+namespace {
+// Rows of one part per attention task (with their group's query heads): a tree of 16 nodes over a KV head is one task,
+// its prefix blocks read once.
+constexpr int32_t kAttentionRowsPerTask = 16;
+}  // namespace
+
 CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, ThreadPool &pool, KvCache *model_kv, bool caches_per_pass)
     : graph_(std::move(graph)), weights_(CpuWeights::for_graph(*graph_)), pool_(pool), model_kv_(model_kv), fixed_rows_(max_rows > 0) {
     const Graph &g = *graph_;
@@ -49,9 +55,11 @@ CpuExecutor::CpuExecutor(std::shared_ptr<const Graph> graph, int32_t max_rows, T
             expert_in_.reserve(slots * size_t(experts.widest));
             expert_out_.reserve(slots * size_t(experts.widest));
         }
-        for (auto &q : queries_) q.reserve(size_t(max_rows) * size_t(group));
+        // An attention task holds at most kAttentionRowsPerTask rows (attention()), each with its group's query heads.
+        const size_t task_rows = size_t(std::min(max_rows, kAttentionRowsPerTask)) * size_t(group);
+        for (auto &q : queries_) q.reserve(task_rows);
         for (BlockAttention &b : block_attention_) {
-            b.reserve_rows(size_t(max_rows) * size_t(group));
+            b.reserve_rows(task_rows);
             b.reserve_tail(size_t(g.local_kv_slots));
         }
     }
@@ -184,7 +192,7 @@ void CpuExecutor::attention(const Op &op, const Part *parts, size_t n_parts) {
     const HParams &hp = graph_->hp;
     const int32_t hd = hp.head_dim, group = hp.n_head / hp.n_head_kv;
     const float scale = graph_->attention_scale;
-    constexpr int32_t kRowsPerTask = 16;
+    constexpr int32_t kRowsPerTask = kAttentionRowsPerTask;
     auto chunks_of = [&](const Part &p) { return (p.count + kRowsPerTask - 1) / kRowsPerTask; };
     part_tasks_.resize(n_parts + 1);
     part_tasks_[0] = 0;
