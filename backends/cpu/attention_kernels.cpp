@@ -378,7 +378,7 @@ __attribute__((target("avx512f,avx2,f16c"))) inline void halves_row(const uint16
 
 template <class H>
 __attribute__((target("avx512f,avx2,f16c"))) void lanes_scores_avx512(const float *qt, int32_t hd, float scale, const float *k, size_t stride,
-                                                                       int32_t n, float *st, const H *k16, const H *v16, float *vf) {
+                                                                       int32_t n, float *st, const H *k16, const H *v16, float *kf, float *vf) {
     constexpr int KEYS = 3;
     const int32_t body = hd & ~7;
     const __m512 vscale = _mm512_set1_ps(scale);
@@ -392,12 +392,13 @@ __attribute__((target("avx512f,avx2,f16c"))) void lanes_scores_avx512(const floa
                     _mm_prefetch(reinterpret_cast<const char *>(k16 + ahead) + b, _MM_HINT_T0);
                     _mm_prefetch(reinterpret_cast<const char *>(v16 + ahead) + b, _MM_HINT_T0);
                 }
-                halves_row(k16 + size_t(t0 + c) * stride, hd, const_cast<float *>(k) + size_t(t0 + c) * size_t(hd));
+                halves_row(k16 + size_t(t0 + c) * stride, hd, kf + size_t(t0 + c) * size_t(hd));
                 halves_row(v16 + size_t(t0 + c) * stride, hd, vf + size_t(t0 + c) * size_t(hd));
             }
+        const float *keys = std::is_same_v<H, float> ? k : kf;
         const size_t kstride = std::is_same_v<H, float> ? stride : size_t(hd);
         const float *kp[KEYS];
-        for (int c = 0; c < KEYS; ++c) kp[c] = k + size_t(t0 + std::min(c, m - 1)) * kstride;  // past the last key: it again, not kept
+        for (int c = 0; c < KEYS; ++c) kp[c] = keys + size_t(t0 + std::min(c, m - 1)) * kstride;  // past the last key: it again, not kept
         __m512 a[KEYS][8];
         for (int c = 0; c < KEYS; ++c)
             for (int l = 0; l < 8; ++l) a[c][l] = _mm512_setzero_ps();
@@ -539,7 +540,7 @@ void lanes_transpose_queries(const float *const *q, int32_t rows, int32_t hd, fl
 // Without AVX-512 the lanes are plain loops over the rows: the reference's arithmetic, lane by lane.
 void lanes_scores(const float *qt, int32_t hd, float scale, const float *k, size_t stride, int32_t n, float *st) {
 #ifdef SPECULA_ATTENTION_AVX2
-    if (use_avx512()) return lanes_scores_avx512<float>(qt, hd, scale, k, stride, n, st, nullptr, nullptr, nullptr);
+    if (use_avx512()) return lanes_scores_avx512<float>(qt, hd, scale, k, stride, n, st, nullptr, nullptr, nullptr, nullptr);
 #endif
     const int32_t body = hd & ~7;
     for (int32_t r = 0; r < kLaneRows; ++r)
@@ -556,7 +557,7 @@ void lanes_scores(const float *qt, int32_t hd, float scale, const float *k, size
 void lanes_scores(const float *qt, int32_t hd, float scale, const uint16_t *k, const uint16_t *v, size_t stride, int32_t n, float *st, float *kf,
                   float *vf) {
 #ifdef SPECULA_ATTENTION_AVX2
-    if (use_avx512()) return lanes_scores_avx512<uint16_t>(qt, hd, scale, kf, stride, n, st, k, v, vf);
+    if (use_avx512()) return lanes_scores_avx512<uint16_t>(qt, hd, scale, nullptr, stride, n, st, k, v, kf, vf);
 #endif
     for (int32_t t = 0; t < n; ++t)
         for (int32_t i = 0; i < hd; ++i) {

@@ -116,21 +116,17 @@ void BlockAttention::lanes_begin(std::span<const AttentionQuery> queries, size_t
     }
 }
 
-// One shared block into every chunk of lanes that has a row reaching it: keys and values as F32 rows (F16 ones
-// converted once for all chunks), then the chunk's scores, softmax step and weighted values.
-void BlockAttention::lanes_fold(std::span<const AttentionQuery> queries, size_t lane_rows, const Block &block, int32_t b, float scale) {
+// One shared block into every chunk of lanes with a row reaching it (masks[c]: chunk c's rows that do): keys and
+// values as F32 rows (F16 ones converted once for all chunks), then the chunk's scores, softmax step and weighted
+// values.
+void BlockAttention::lanes_fold(size_t lane_rows, const uint32_t *masks, const Block &block, float scale) {
     constexpr int32_t B = kAttentionBlock;
     const size_t L = size_t(kLaneRows), hd = size_t(hd_);
     const float *k = block.k, *v = block.v;
     size_t stride = block.stride;
     bool converted = false;
     for (size_t c = 0; c * L < lane_rows; ++c) {
-        uint32_t mask = 0;
-        for (size_t r = c * L; r < std::min(lane_rows, c * L + L); ++r) {
-            const AttentionQuery &q = queries[r];
-            const int32_t lo = (q.from + B - 1) / B, hi = std::max(q.run / B, lo);
-            if (lo <= b && b < hi) mask |= 1u << (r - c * L);
-        }
+        const uint32_t mask = masks[c];
         if (mask == 0) continue;
         float *st = st_.data();
         if (!k && !converted) {  // F16 read in place: the first chunk converts the keys and values (exactly) as it scores
@@ -195,23 +191,25 @@ void BlockAttention::run(const KvView &keys, const KvView &values, int32_t first
             fold_gathered(r);
         }
     }
-    // Rows in lanes: the first lane_rows rows, in chunks of kLaneRows (a last chunk of fewer than kLaneMinRows rows
-    // goes the per-row way below).
+    // Rows in lanes: the first lane_rows rows, in chunks of kLaneRows (a last chunk of fewer than kLaneMinRows rows,
+    // and rows past kMaxLaneChunks chunks, go the per-row way below).
     size_t lane_rows = 0;
     if (attention_lanes_available() && nq >= size_t(kLaneMinRows)) {
         lane_rows = nq / size_t(kLaneRows) * size_t(kLaneRows);
         if (nq - lane_rows >= size_t(kLaneMinRows)) lane_rows = nq;
+        lane_rows = std::min(lane_rows, size_t(kMaxLaneChunks) * size_t(kLaneRows));  // more than a task's rows: the rest one by one
     }
     if (lane_rows > 0) lanes_begin(queries, lane_rows);
     // The blocks inside the contiguous runs: read once, folded into every row that reaches them (the rows in lanes
     // together, the others up to kAttentionRowsAtOnce at a time: the same bits, attention_kernels.h).
     for (int32_t b = shared_lo; b < shared_hi; ++b) {
         const auto n_reach = std::count_if(queries.begin() + std::ptrdiff_t(lane_rows), queries.end(), [&](const AttentionQuery &q) { return reaches(q, b); });
-        const bool lanes_reach =
-            std::any_of(queries.begin(), queries.begin() + std::ptrdiff_t(lane_rows), [&](const AttentionQuery &q) { return reaches(q, b); });
+        uint32_t masks[kMaxLaneChunks] = {}, lanes_reach = 0;  // per chunk of lanes: its rows that reach block b
+        for (size_t r = 0; r < lane_rows; ++r)
+            if (reaches(queries[r], b)) masks[r / size_t(kLaneRows)] |= 1u << (r % size_t(kLaneRows)), lanes_reach = 1;
         if (n_reach == 0 && !lanes_reach) continue;
         Block block = load(keys, values, first, b * B, nullptr, B);
-        if (lanes_reach) lanes_fold(queries, lane_rows, block, b, scale);
+        if (lanes_reach) lanes_fold(lane_rows, masks, block, scale);
         if (n_reach == 0) continue;
         size_t group[kAttentionRowsAtOnce];
         int32_t n_group = 0;

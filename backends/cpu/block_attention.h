@@ -38,6 +38,8 @@ constexpr int32_t kAttentionBlock = 64;
 // 8K on the 1B shape (docs/benchmarks.md), 8 rows ran 1.9x faster one by one (half the lanes idle), 16 rows 1.4x
 // faster in lanes. The rows past the last whole chunk of kLaneRows go one by one when they are fewer than this.
 constexpr int32_t kLaneMinRows = 12;
+// Chunks of lanes per call at most (the CPU executor's tasks hold up to 64 rows: 4 chunks).
+constexpr int32_t kMaxLaneChunks = 8;
 
 struct AttentionQuery {
     const float *q = nullptr;      // hd floats (one head, after RoPE)
@@ -77,7 +79,7 @@ private:
     void fold(const size_t *rows, int32_t n_rows, std::span<const AttentionQuery> queries, const Block &block, int32_t count, float scale);
     // The rows [c * kLaneRows, ...) of chunk c in lanes: their state in (and back out of) qt_, ot_, lm_, ll_.
     void lanes_begin(std::span<const AttentionQuery> queries, size_t lane_rows);
-    void lanes_fold(std::span<const AttentionQuery> queries, size_t lane_rows, const Block &block, int32_t b, float scale);
+    void lanes_fold(size_t lane_rows, const uint32_t *masks, const Block &block, float scale);
     void lanes_end(std::span<const AttentionQuery> queries, size_t lane_rows);
 
     int32_t hd_;

@@ -340,17 +340,17 @@ TEST_CASE("tree verification at 8K context is bit-identical to plain decoding, e
 
 TEST_CASE("block attention: many rows (side by side in lanes) give each row's bits alone", "[cpu][attention]") {
     // A tree of 3+ nodes over a KV group reads each prefix block with kLaneMinRows or more rows, folded in lanes
-    // (two whole chunks and a last one of 9 rows, here below kLaneMinRows: one by one); decoding the same row alone
-    // takes the per-row kernels. Same bits, every KV type.
+    // (two whole chunks and a last one of 9 rows, below kLaneMinRows: one by one; or more rows than kMaxLaneChunks
+    // chunks hold, the rest one by one); decoding the same row alone takes the per-row kernels. Same bits, every KV type.
     const KvType type = GENERATE(KvType::F32, KvType::F16, KvType::Q8_0);
-    CAPTURE(kv_type_name(type));
+    const int32_t kRows = GENERATE(2 * kLaneRows + 9, kMaxLaneChunks * kLaneRows + 13);
+    CAPTURE(kv_type_name(type), kRows);
     const KvCache kv = random_cache(type, 400, 3);
     std::mt19937 rng(6);
     std::normal_distribution<float> g(0.0f, 0.5f);
-    constexpr int32_t kRows = 2 * kLaneRows + 9;
     std::vector<float> qs(size_t(kRows) * kHd), batched(qs.size()), alone(kHd);
     for (float &x : qs) x = g(rng);
-    std::vector<std::vector<int32_t>> lists(kRows);
+    std::vector<std::vector<int32_t>> lists(static_cast<size_t>(kRows));
     std::vector<AttentionQuery> rows;
     for (int32_t r = 0; r < kRows; ++r) {
         const int32_t run = 256 + (r * 37) % 100;  // the blocks before 256 are read by every row
