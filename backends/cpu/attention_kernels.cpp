@@ -32,13 +32,16 @@ inline float elem(const uint16_t *p, size_t i) { return half_to_float(p[i]); }
 // multiply-add per key in key order. Fused, because a multiply-add is one instruction where a multiply and an add
 // are two, and attention at long contexts is bound by them; std::fma is exact on every machine, so this stays the
 // reference for the SIMD copies bit for bit.
+// The pairwise reduction of eight lane sums, the one every kernel ends with.
+inline float reduce_lanes(const float *s) { return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])); }
+
 template <class T> float score_scalar(const float *q, int32_t hd, const T *kt) {
     float sum[8] = {};
     int32_t i = 0;
     for (; i + 8 <= hd; i += 8)
         for (int l = 0; l < 8; ++l) sum[l] = std::fma(elem(kt, size_t(i + l)), q[i + l], sum[l]);
     for (; i < hd; ++i) sum[0] = std::fma(elem(kt, size_t(i)), q[i], sum[0]);
-    return ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+    return reduce_lanes(sum);
 }
 
 template <class T>
@@ -97,15 +100,13 @@ float exp_nonpositive(float x) {
     return y * scale;
 }
 
-inline float reduce_lanes_scalar(const float *s) { return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])); }
-
 float exp_weights_scalar(float *scores, int32_t n, float max) {
     float lane[8] = {};
     for (int32_t t = 0; t < n; ++t) {
         scores[t] = exp_nonpositive(scores[t] - max);
         lane[t % 8] += scores[t];
     }
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    return reduce_lanes(lane);
 }
 
 #ifdef SPECULA_ATTENTION_AVX2
@@ -141,7 +142,7 @@ __attribute__((target("avx2"))) float exp_weights_avx2(float *scores, int32_t n,
         scores[t] = exp_nonpositive(scores[t] - max);
         lane[t % 8] += scores[t];
     }
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    return reduce_lanes(lane);
 }
 
 // The same steps on 16 lanes (AVX-512): each lane's arithmetic is exp_nonpositive8's, so the bits are the same.
@@ -185,7 +186,7 @@ __attribute__((target("avx512f,avx2"))) float exp_weights_avx512(float *scores, 
         scores[t] = exp_nonpositive(scores[t] - max);
         lane[t % 8] += scores[t];
     }
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    return reduce_lanes(lane);
 }
 
 // The largest of n >= 1 scores, 16 at a time (the scalar loop's result wherever no score is NaN).
@@ -212,8 +213,6 @@ __attribute__((target("avx2"))) inline __m256 reduce_8x8(const __m256 *a) {
     const __m256 q4567 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
     return _mm256_add_ps(_mm256_permute2f128_ps(q0123, q4567, 0x20), _mm256_permute2f128_ps(q0123, q4567, 0x31));
 }
-
-inline float reduce_lanes(const float *s) { return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])); }
 
 // R rows' scores of n keys: keys two at a time, each loaded (and converted) once for all R rows, one 8-lane
 // register per row and key holding exactly the reference's lane sums; every eight keys' sums are reduced in
@@ -380,6 +379,7 @@ template <class H>
 __attribute__((target("avx512f,avx2,f16c"))) void lanes_scores_avx512(const float *qt, int32_t hd, float scale, const float *k, size_t stride,
                                                                        int32_t n, float *st, const H *k16, const H *v16, float *kf, float *vf) {
     constexpr int KEYS = 3;
+    static_assert(KEYS - 1 <= kLaneScoreSlack, "every pass stores KEYS scores");
     const int32_t body = hd & ~7;
     const __m512 vscale = _mm512_set1_ps(scale);
     for (int32_t t0 = 0; t0 < n; t0 += KEYS) {
@@ -551,7 +551,7 @@ void lanes_scores(const float *qt, int32_t hd, float scale, const float *k, size
                 float &acc = sum[i < body ? i % 8 : 0];
                 acc = std::fma(kt[i], qt[size_t(i) * kLaneRows + size_t(r)], acc);
             }
-            st[size_t(t) * kLaneRows + size_t(r)] = reduce_lanes_scalar(sum) * scale;
+            st[size_t(t) * kLaneRows + size_t(r)] = reduce_lanes(sum) * scale;
         }
 }
 void lanes_scores(const float *qt, int32_t hd, float scale, const uint16_t *k, const uint16_t *v, size_t stride, int32_t n, float *st, float *kf,
@@ -588,7 +588,7 @@ void lanes_softmax(float *st, int32_t n, uint32_t mask, float *m, float *l, floa
             w = exp_nonpositive(w - m[r]);
             lane[t % 8] += w;
         }
-        if (keep) l[r] += reduce_lanes_scalar(lane);
+        if (keep) l[r] += reduce_lanes(lane);
     }
 }
 void lanes_accumulate(float *ot, int32_t hd, const float *wt, const float *v, size_t stride, int32_t n, uint32_t mask) {

@@ -124,14 +124,13 @@ void BlockAttention::lanes_fold(size_t lane_rows, const uint32_t *masks, const B
     const size_t L = size_t(kLaneRows), hd = size_t(hd_);
     const float *k = block.k, *v = block.v;
     size_t stride = block.stride;
-    bool converted = false;
     for (size_t c = 0; c * L < lane_rows; ++c) {
         const uint32_t mask = masks[c];
         if (mask == 0) continue;
         float *st = st_.data();
-        if (!k && !converted) {  // F16 read in place: the first chunk converts the keys and values (exactly) as it scores
+        if (!k) {  // F16 read in place: the first chunk converts the keys and values (exactly) as it scores
             lanes_scores(qt_.data() + c * L * hd, hd_, scale, block.k16, block.v16, block.stride, B, st, k_.data(), v_.data());
-            k = k_.data(), v = v_.data(), stride = hd, converted = true;
+            k = k_.data(), v = v_.data(), stride = hd;
         } else {
             lanes_scores(qt_.data() + c * L * hd, hd_, scale, k, stride, B, st);
         }
