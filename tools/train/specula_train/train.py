@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from .data import WindowSampler, held_out_prefixes, list_files, tokenize_files
 from .draft import LongSpecDraft
 from .draft_io import export_draft, read_draft_gguf
+from .gguf import GgufReader
 from .indices import anchor_offset_positions, block_lags, noisy_lags
 from .target import TargetModel
 
@@ -123,10 +124,14 @@ def main(argv=None):
     sampler = WindowSampler(train, a.seq_len, seed=a.seed * 1000 + run.rank)
 
     draft = LongSpecDraft(cfg, n_ff=a.n_ff or None, window=a.window).to(run.device)
+    history = {}  # how the --init draft was trained, kept in the output's provenance (a recipe in stages)
     if a.init:
         state, window = read_draft_gguf(a.init)
         draft.load_state_dict(state, strict=True)
         draft.window = window
+        with GgufReader(a.init) as r:
+            history = {"longspec.training.init." + k[len("longspec.training."):]: v
+                       for k, v in r.metadata.items() if k.startswith("longspec.training.")}
     n_params = sum(p.numel() for p in draft.parameters())
     model = torch.nn.parallel.DistributedDataParallel(draft) if run.world > 1 else draft
     opt = torch.optim.AdamW(draft.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=a.wd)
@@ -196,28 +201,31 @@ def main(argv=None):
                     f"loss {v[2]:.4f} top-1 {v[3]:.3f}", step=step, val_loss=v[0], val_agree=v[1], val_far_loss=v[2],
                     val_far_agree=v[3])
             if run.rank == 0:
-                export_draft(draft, a.target, a.out, a.weight_type, extra=provenance(a, step, v))
+                export_draft(draft, a.target, a.out, a.weight_type, extra={**provenance(a, step, v, max_position), **history})
     v = validate()
     run.log(f"done: {step} steps in {time.time() - t0:.0f} s; val near top-1 {v[1]:.3f}, far top-1 {v[3]:.3f}",
             step=step, val_loss=v[0], val_agree=v[1], val_far_loss=v[2], val_far_agree=v[3], done=True,
             seconds=time.time() - t0)
     if run.rank == 0:
-        export_draft(draft, a.target, a.out, a.weight_type, extra=provenance(a, step, v))
+        export_draft(draft, a.target, a.out, a.weight_type, extra={**provenance(a, step, v, max_position), **history})
         run.log(f"wrote {a.out}")
     if run.world > 1:
         dist.destroy_process_group()
 
 
-def provenance(a, step: int, v) -> dict:
+def provenance(a, step: int, v, max_position: int) -> dict:
     return {
         "longspec.training.steps": step,
         "longspec.training.seq_len": a.seq_len,
         "longspec.training.batch": a.batch * int(os.environ.get("WORLD_SIZE", "1")),
         "longspec.training.anchor_offset": int(a.anchor_offset),
+        "longspec.training.max_position": max_position,  # the farthest position trained: what the draft may be used to
         "longspec.training.noisy": int(a.noisy),
         "longspec.training.lags": a.lags,
         "longspec.training.loss": a.loss,
+        "longspec.training.lr": float(a.lr),
         "longspec.training.val_top1": float(v[1]),
+        "longspec.training.val_far_top1": float(v[3]),
     }
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import REPO, model_path
 from specula_train import train
+from specula_train.gguf import GgufReader
 
 STORY = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
          "One day, she saw a big red ball. She ran to the ball and kicked it. The ball went up in the sky. "
@@ -45,6 +46,26 @@ def test_training_lowers_the_loss_and_writes_a_draft_the_sdk_loads(sdk, tmp_path
     ids = model.tokenize("Once upon a time", add_special=True)
     assert session.draft_logits(ids).shape == (model.n_vocab,)
     session.close()
+
+
+def test_a_second_stage_keeps_the_first_stages_recipe(tmp_path, story_dir):
+    # A recipe in stages (models/README.md: code-7m's draft, 256-token windows then 2048 from that draft): the
+    # output's provenance is its own stage's, and the --init draft's under longspec.training.init.*.
+    target = model_path("stories260K.gguf")
+    first, second = str(tmp_path / "a.gguf"), str(tmp_path / "b.gguf")
+    common = ["--target", target, "--data", story_dir, "--val-tokens", "200", "--max-tokens", "5000", "--eval-every", "0",
+              "--window", "32"]
+    train.main(common + ["--out", first, "--steps", "4", "--batch", "4", "--seq-len", "32", "--max-position", "256"])
+    train.main(common + ["--out", second, "--steps", "2", "--batch", "2", "--seq-len", "64", "--max-position", "512",
+                         "--lr", "1e-3", "--init", first])
+    with GgufReader(second) as r:
+        meta = r.metadata
+    assert meta["longspec.training.steps"] == 2 and meta["longspec.training.seq_len"] == 64
+    assert meta["longspec.training.max_position"] == 512
+    assert abs(meta["longspec.training.lr"] - 1e-3) < 1e-9
+    assert meta["longspec.training.init.steps"] == 4 and meta["longspec.training.init.seq_len"] == 32
+    assert meta["longspec.training.init.max_position"] == 256
+    assert "longspec.training.init.init.steps" not in meta  # the first stage started from nothing
 
 
 def test_torchrun_two_process_gloo(tmp_path, story_dir):
