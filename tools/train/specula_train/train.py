@@ -201,20 +201,21 @@ def main(argv=None):
                     f"loss {v[2]:.4f} top-1 {v[3]:.3f}", step=step, val_loss=v[0], val_agree=v[1], val_far_loss=v[2],
                     val_far_agree=v[3])
             if run.rank == 0:
-                export_draft(draft, a.target, a.out, a.weight_type, extra={**provenance(a, step, v, max_position), **history})
+                export_draft(draft, a.target, a.out, a.weight_type, extra=provenance(a, step, v, max_position, history))
     v = validate()
     run.log(f"done: {step} steps in {time.time() - t0:.0f} s; val near top-1 {v[1]:.3f}, far top-1 {v[3]:.3f}",
             step=step, val_loss=v[0], val_agree=v[1], val_far_loss=v[2], val_far_agree=v[3], done=True,
             seconds=time.time() - t0)
     if run.rank == 0:
-        export_draft(draft, a.target, a.out, a.weight_type, extra={**provenance(a, step, v, max_position), **history})
+        export_draft(draft, a.target, a.out, a.weight_type, extra=provenance(a, step, v, max_position, history))
         run.log(f"wrote {a.out}")
     if run.world > 1:
         dist.destroy_process_group()
 
 
-def provenance(a, step: int, v, max_position: int) -> dict:
-    return {
+def provenance(a, step: int, v, max_position: int, history: dict) -> dict:
+    """This stage's recipe, and `history`: the --init draft's, under longspec.training.init.*."""
+    return {**history,
         "longspec.training.steps": step,
         "longspec.training.seq_len": a.seq_len,
         "longspec.training.batch": a.batch * int(os.environ.get("WORLD_SIZE", "1")),
