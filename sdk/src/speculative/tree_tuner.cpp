@@ -45,6 +45,15 @@ constexpr int32_t kPlainRecheck = 8;
 // A shape's estimate rests on measurements (rather than its guess) while this many rounds of it count: its own
 // (decayed and aged; one round played ~140 rounds ago is half of one), for chains the tries of their last level.
 constexpr double kTrusted = 0.5;
+// Chains' acceptance before it is measured: a trained draft's token is right about 7 times in 10 (the widened pair's
+// LongSpec draft on held-out code: ~0.7-0.8 a level at 1K; at 8K 0.64 at depth 1 and ~0.9 below it), and that guess, and at a depth not tried yet the depth above's
+// estimate, count as two tries. With even odds counted as one try, the first chain of 1 rejected (one completion in
+// four for a draft right 0.75 of the time) put depth 1 at 0.25 and the chain below plain decoding, where probes are
+// rationed, and the completion went on plainly: at 8K (simulated, tests/unit/test_tree_tuner.cpp) 5 of 40
+// completions made 0.63-0.75x the best fixed shape; and two misses at depth 2 put it at 0.27, so that every deeper
+// chain looked no better than a chain of 1.
+constexpr double kPriorAccept = 0.7;
+constexpr double kPriorTries = 2.0;
 // A model drafter catches up with the tokens produced while it was idle (plain rounds, n-gram-only rounds) before
 // it drafts: a draft model evaluates all of them, LongSpec refills its window. A round that follows more than
 // kCleanBehind such tokens is a resume: its draft time, mostly catching up, is kept out of the draft-time fit (it
@@ -193,12 +202,13 @@ void TreeTuner::refresh() const {
         draft_coef_[2] = 0.025 * t1;
     }
 
-    // Chains: acceptance at each depth given the depth above (even odds before any chain; a depth not measured yet
-    // as good as the one above), and the expected tokens of a chain of each length.
-    double prior = 0.5, reach = 1.0;
+    // Chains: acceptance at each depth given the depth above (kPriorAccept before any chain; a depth not measured yet
+    // as good as the one above, each prior counted as kPriorTries tries), and the expected tokens of a chain of each
+    // length.
+    double prior = kPriorAccept, reach = 1.0;
     chain_tokens_[0] = 1.0;
     for (size_t d = 0; d < depth_hit_.size(); ++d) {
-        chain_accept_[d] = (depth_hit_[d] + prior) / (depth_try_[d] + 1.0);
+        chain_accept_[d] = (depth_hit_[d] + kPriorTries * prior) / (depth_try_[d] + kPriorTries);
         prior = chain_accept_[d];
         reach *= chain_accept_[d];
         chain_tokens_[d + 1] = chain_tokens_[d] + reach;
