@@ -182,6 +182,23 @@ Outcome run(const Machine &start, TreeTuner &tuner, int32_t tokens, uint32_t see
     return o;
 }
 
+// auto / best fixed over `n` completions of 128 tokens on m (seeds first, first + 1, ...), each from a new
+// tuner (a model drafter, and n-grams of 16 nodes when `ngram`) told the drafter's catch-up bound, as a session is.
+struct Ratios {
+    double mean = 0, worst = 1e9;
+};
+Ratios completions(const Machine &m, bool ngram, uint32_t first, int n) {
+    Ratios r;
+    for (uint32_t seed = first; seed < first + uint32_t(n); ++seed) {
+        TreeTuner tuner(true, nullptr, ngram, 16);
+        tuner.set_catch_up_bound(m.catch_up_bound);
+        const Outcome o = run(m, tuner, 128, seed);
+        r.mean += o.rate / o.best_rate / n;
+        r.worst = std::min(r.worst, o.rate / o.best_rate);
+    }
+    return r;
+}
+
 // The widened 1B pair completing held-out code (bench_draft_quality --regret): a 42 ms step, 3.7 ms a draft level,
 // chains accepted ~0.7 a level, n-grams matching at three roots in ten.
 Machine widened_pair() {
@@ -504,16 +521,9 @@ TEST_CASE("tree tuner: short completions with a good draft and n-grams that matc
     // rounds with a match, were played on every round (most of them plain passes), and one unlucky first probe of
     // the draft used up the 1% probe budget for the rest of the completion. The round is now chosen knowing
     // whether the n-grams match at its root, and probes may lose four plain steps on top of the 1%.
-    const Machine m = widened_pair();
-    double sum = 0, worst = 1e9;
-    for (uint32_t seed = 100; seed < 130; ++seed) {
-        TreeTuner tuner(true, nullptr, true, 16);
-        const Outcome o = run(m, tuner, 128, seed);
-        sum += o.rate / o.best_rate;
-        worst = std::min(worst, o.rate / o.best_rate);
-    }
-    INFO("auto / best fixed over 30 completions: mean " << sum / 30 << ", smallest " << worst);
-    CHECK(sum / 30 >= 0.9);
+    const Ratios r = completions(widened_pair(), true, 100, 30);
+    INFO("auto / best fixed over 30 completions: mean " << r.mean << ", smallest " << r.worst);
+    CHECK(r.mean >= 0.9);
 }
 
 TEST_CASE("tree tuner: a tree's greedy path counts as a chain round, a chain's own round does not count twice", "[tree_tuner]") {
@@ -576,15 +586,9 @@ TEST_CASE("tree tuner: the climb to the chain that pays, when the draft is surer
     Machine m = widened_pair();
     m.p_first = 0.7;
     m.p_model = 0.9;
-    double sum = 0, worst = 1e9;
-    for (uint32_t seed = 300; seed < 330; ++seed) {
-        TreeTuner tuner(true, nullptr, false, 0);
-        const Outcome o = run(m, tuner, 128, seed);
-        sum += o.rate / o.best_rate;
-        worst = std::min(worst, o.rate / o.best_rate);
-    }
-    INFO("auto / best fixed over 30 completions of 128 tokens: mean " << sum / 30 << ", smallest " << worst);
-    CHECK(sum / 30 >= 0.94);
+    const Ratios r = completions(m, false, 300, 30);
+    INFO("auto / best fixed over 30 completions of 128 tokens: mean " << r.mean << ", smallest " << r.worst);
+    CHECK(r.mean >= 0.94);
 }
 
 TEST_CASE("tree tuner: the costs follow the context as it grows", "[tree_tuner]") {
@@ -733,16 +737,9 @@ TEST_CASE("tree tuner: at 8K, a first chain rejected does not leave the completi
     m.catch_up = 0.15;
     m.catch_up_bound = 33;
     for (const bool ngram : {false, true}) {
-        double sum = 0, worst = 1e9;
-        for (uint32_t seed = 400; seed < 440; ++seed) {
-            TreeTuner tuner(true, nullptr, ngram, 16);
-            tuner.set_catch_up_bound(m.catch_up_bound);
-            const Outcome o = run(m, tuner, 128, seed);
-            sum += o.rate / o.best_rate;
-            worst = std::min(worst, o.rate / o.best_rate);
-        }
-        INFO((ngram ? "with n-grams" : "draft alone") << ": auto / best fixed over 40 completions of 128 tokens: mean " << sum / 40
-                                                      << ", smallest " << worst);
-        CHECK(sum / 40 >= 0.93);
+        const Ratios r = completions(m, ngram, 400, 40);
+        INFO((ngram ? "with n-grams" : "draft alone") << ": auto / best fixed over 40 completions of 128 tokens: mean " << r.mean
+                                                      << ", smallest " << r.worst);
+        CHECK(r.mean >= 0.93);
     }
 }

@@ -46,8 +46,8 @@ constexpr int32_t kPlainRecheck = 8;
 // (decayed and aged; one round played ~140 rounds ago is half of one), for chains the tries of their last level.
 constexpr double kTrusted = 0.5;
 // Chains' acceptance before it is measured: a trained draft's token is right about 7 times in 10 (the widened pair's
-// LongSpec draft on held-out code: ~0.7-0.8 a level at 1K; at 8K 0.64 at depth 1 and ~0.9 below it), and that guess, and at a depth not tried yet the depth above's
-// estimate, count as two tries. With even odds counted as one try, the first chain of 1 rejected (one completion in
+// LongSpec draft on held-out code: ~0.7-0.8 a level at 1K; at 8K 0.64 at depth 1 and ~0.9 below it), and that
+// guess, and at a depth not tried yet the depth above's estimate, count as two tries. With even odds counted as one try, the first chain of 1 rejected (one completion in
 // four for a draft right 0.75 of the time) put depth 1 at 0.25 and the chain below plain decoding, where probes are
 // rationed, and the completion went on plainly: at 8K (simulated, tests/unit/test_tree_tuner.cpp) 5 of 40
 // completions made 0.63-0.75x the best fixed shape; and two misses at depth 2 put it at 0.27, so that every deeper
