@@ -1,7 +1,8 @@
 // The SIMD kernels against the scalar reference kernels: random quantized matrices of odd sizes (row counts that
 // leave partial 16-row groups, several blocks per row), every instruction-set level this CPU has, batches of
-// 1 to 9 activations. The packed kernels promise bit-identical results (packed_gemm.h), so the test compares
-// bits, not a tolerance -- which also proves a token's logits do not depend on the batch it is computed in.
+// 1 to 17 and 37 activations (every width of the tiles, and tiles after tiles). The packed kernels promise
+// bit-identical results (packed_gemm.h), so the test compares bits, not a tolerance -- which also proves a token's
+// logits do not depend on the batch it is computed in.
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/packed/packed_matrix.h"
 #include "formats/half.h"
@@ -50,7 +51,7 @@ TEST_CASE("packed SIMD kernels equal the scalar reference kernels bit for bit", 
                         PackedGemmFn gemm = packed_gemm(c.type, isa);
                         REQUIRE(gemm != nullptr);
 
-                        for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 37}) {
+                        for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 37}) {
                             // Activations: normal values with a few outliers, quantized as matmul does.
                             std::normal_distribution<float> value(0.0f, 1.0f);
                             std::vector<float> x(size_t(n * cols));

@@ -66,7 +66,8 @@ template <int NX> void tile_q8_0(const Tile &t) {
         __m512i wv[8];
         for (int q = 0; q < 8; ++q) prefetch(qs + (k * 8 + q) * 64);
         for (int q = 0; q < 8; ++q) wv[q] = load(qs + (k * 8 + q) * 64);
-        for (int j = 0; j < NX; ++j) {
+#pragma GCC unroll 16
+        for (int j = 0; j < NX; ++j) {  // unrolled: the accumulators stay in registers
             const int8_t *xq = xb[j][k].qs;
             __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
             for (int q = 0; q < 8; q += 2) {
@@ -314,21 +315,25 @@ void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const Pac
     }
 }
 
-// Q8_0 in tiles of up to eight activations: its tile holds eight weight vectors and one accumulator per activation,
-// so eight activations still fit AVX-512's 32 registers, and each weight vector loaded serves eight dot products.
-// A batch of 5-7 (a chain of 4-6 drafted tokens verified) is one tile instead of four-wide plus one to three more
-// passes over the group, and 16 is two tiles instead of four. Each activation's arithmetic is the same in any tile.
+// Q8_0 in tiles of up to sixteen activations: its tile holds eight weight vectors and one accumulator per activation,
+// so sixteen activations still fit AVX-512's 32 registers, and each group of weight rows is walked once for a batch
+// of up to 16 (a verified chain or small tree, a prompt slice's 16 rows at a time). Two walks of the same group cost
+// more than their dot products: the second finds its bytes in cache, so no load from memory overlaps its work.
+// Each activation's arithmetic is the same in any tile.
+constexpr int kQ8_0MaxTile = 16;
+
 void gemm_q8_0(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y, int64_t ldy) {
-    static constexpr void (*kTiles[9])(const Tile &) = {nullptr,        tile_q8_0<1>, tile_q8_0<2>, tile_q8_0<3>, tile_q8_0<4>,
-                                                        tile_q8_0<5>, tile_q8_0<6>, tile_q8_0<7>, tile_q8_0<8>};
+    static constexpr void (*kTiles[kQ8_0MaxTile])(const Tile &) = {
+        tile_q8_0<1>,  tile_q8_0<2>,  tile_q8_0<3>,  tile_q8_0<4>,  tile_q8_0<5>,  tile_q8_0<6>,  tile_q8_0<7>,  tile_q8_0<8>,
+        tile_q8_0<9>,  tile_q8_0<10>, tile_q8_0<11>, tile_q8_0<12>, tile_q8_0<13>, tile_q8_0<14>, tile_q8_0<15>, tile_q8_0<16>};
     for (int64_t g = group_begin; g < group_end; ++g) {
         const int64_t r0 = g * 16;
         Tile t{w.data + size_t(g) * w.group_bytes, &w, &x, 0, nullptr, ldy, int(w.rows - r0 < 16 ? w.rows - r0 : 16)};
         for (int64_t m = 0; m < x.n;) {
-            const int64_t n = x.n - m < 8 ? x.n - m : 8;
+            const int64_t n = x.n - m < kQ8_0MaxTile ? x.n - m : kQ8_0MaxTile;
             t.m0 = m;
             t.y = y + m * ldy + r0;
-            kTiles[n](t);
+            kTiles[size_t(n - 1)](t);
             m += n;
         }
     }
