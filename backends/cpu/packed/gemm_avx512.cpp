@@ -12,7 +12,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-
 namespace specula::internal {
 namespace {
 // Decoding streams each weight once: ask for the bytes kPrefetch ahead of each load, so more misses are in flight
@@ -283,54 +282,20 @@ template <int NX> void tile_f32(const Tile &t) { tile_float<NX, widen_f32, 4>(t)
 template <int NX> void tile_f16(const Tile &t) { tile_float<NX, widen_f16, 2>(t); }
 template <int NX> void tile_bf16(const Tile &t) { tile_float<NX, widen_bf16, 2>(t); }
 
-// Runs a tile over every group and every activation: four activations at a time (each weight vector loaded once
-// serves four dot products), then the rest one by one. A pair's arithmetic does not depend on how many
-// activations share its tile, so a token's logits are the same in a batch of 1 or 128.
-// After the four-wide tiles, the two or three activations left share one tile (each weight vector loaded and
-// unpacked once for them; one at a time a batch of 2 or 3, a tree of one or two drafted nodes, cost two or three
-// passes of compute), and a last one goes alone.
-template <void (*T4)(const Tile &), void (*T3)(const Tile &), void (*T2)(const Tile &), void (*T1)(const Tile &), int kWide = 4>
-void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y, int64_t ldy) {
-    for (int64_t g = group_begin; g < group_end; ++g) {
-        const int64_t r0 = g * 16;
-        Tile t{w.data + size_t(g) * w.group_bytes, &w, &x, 0, nullptr, ldy, int(w.rows - r0 < 16 ? w.rows - r0 : 16)};
-        int64_t m = 0;
-        for (; m + kWide <= x.n; m += kWide) {
-            t.m0 = m;
-            t.y = y + m * ldy + r0;
-            T4(t);
-        }
-        const int64_t rest = x.n - m;
-        if (kWide == 4 && (rest == 2 || rest == 3)) {
-            t.m0 = m;
-            t.y = y + m * ldy + r0;
-            (rest == 3 ? T3 : T2)(t);
-            m = x.n;
-        }
-        for (; m < x.n; ++m) {
-            t.m0 = m;
-            t.y = y + m * ldy + r0;
-            T1(t);
-        }
-    }
-}
+using TileFn = void (*)(const Tile &);
 
-// Q8_0 in tiles of up to sixteen activations: its tile holds eight weight vectors and one accumulator per activation,
-// so sixteen activations still fit AVX-512's 32 registers, and each group of weight rows is walked once for a batch
-// of up to 16 (a verified chain or small tree, a prompt slice's 16 rows at a time). Two walks of the same group cost
-// more than their dot products: the second finds its bytes in cache, so no load from memory overlaps its work.
-// Each activation's arithmetic is the same in any tile.
-constexpr int kQ8_0MaxTile = 16;
-
-void gemm_q8_0(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y, int64_t ldy) {
-    static constexpr void (*kTiles[kQ8_0MaxTile])(const Tile &) = {
-        tile_q8_0<1>,  tile_q8_0<2>,  tile_q8_0<3>,  tile_q8_0<4>,  tile_q8_0<5>,  tile_q8_0<6>,  tile_q8_0<7>,  tile_q8_0<8>,
-        tile_q8_0<9>,  tile_q8_0<10>, tile_q8_0<11>, tile_q8_0<12>, tile_q8_0<13>, tile_q8_0<14>, tile_q8_0<15>, tile_q8_0<16>};
+// Runs tiles over every group and every activation: kTiles[n - 1] takes n activations (each weight vector loaded,
+// and unpacked, once for the n dot products), the batch in tiles of the widest and what is left in one narrower
+// tile, so each group is walked ceil(n / widest) times (a batch of 2 or 3, a tree of one or two drafted nodes, in one
+// walk, not two or three). A pair's arithmetic does not depend on how many activations share its tile, so a token's
+// logits are the same in a batch of 1 or 128.
+template <const auto &kTiles> void gemm(const PackedView &w, int64_t group_begin, int64_t group_end, const PackedActs &x, float *y, int64_t ldy) {
+    constexpr int64_t kWidest = int64_t(sizeof(kTiles) / sizeof(kTiles[0]));
     for (int64_t g = group_begin; g < group_end; ++g) {
         const int64_t r0 = g * 16;
         Tile t{w.data + size_t(g) * w.group_bytes, &w, &x, 0, nullptr, ldy, int(w.rows - r0 < 16 ? w.rows - r0 : 16)};
         for (int64_t m = 0; m < x.n;) {
-            const int64_t n = x.n - m < kQ8_0MaxTile ? x.n - m : kQ8_0MaxTile;
+            const int64_t n = x.n - m < kWidest ? x.n - m : kWidest;
             t.m0 = m;
             t.y = y + m * ldy + r0;
             kTiles[size_t(n - 1)](t);
@@ -339,19 +304,34 @@ void gemm_q8_0(const PackedView &w, int64_t group_begin, int64_t group_end, cons
     }
 }
 
+// Q8_0's tile holds eight weight vectors and one accumulator per activation, so sixteen activations still fit
+// AVX-512's 32 registers: a batch of up to 16 (a verified chain or small tree, a prompt slice 16 rows at a time)
+// walks each group once. Two walks of the same group cost more than their dot products: the second finds its bytes
+// in cache, so no load from memory overlaps its work. The other quantized types take four (their unpacked weights
+// take the registers); the float types keep eight accumulators per activation, so two fill the registers.
+constexpr TileFn kQ8_0Tiles[] = {tile_q8_0<1>, tile_q8_0<2>,  tile_q8_0<3>,  tile_q8_0<4>,  tile_q8_0<5>,  tile_q8_0<6>,
+                                 tile_q8_0<7>, tile_q8_0<8>,  tile_q8_0<9>,  tile_q8_0<10>, tile_q8_0<11>, tile_q8_0<12>,
+                                 tile_q8_0<13>, tile_q8_0<14>, tile_q8_0<15>, tile_q8_0<16>};
+constexpr TileFn kQ4_0Tiles[] = {tile_q4_0<1>, tile_q4_0<2>, tile_q4_0<3>, tile_q4_0<4>};
+constexpr TileFn kQ4_KTiles[] = {tile_q45_k<1>, tile_q45_k<2>, tile_q45_k<3>, tile_q45_k<4>};
+constexpr TileFn kQ5_KTiles[] = {tile_q45_k<1, true>, tile_q45_k<2, true>, tile_q45_k<3, true>, tile_q45_k<4, true>};
+constexpr TileFn kQ6_KTiles[] = {tile_q6_k<1>, tile_q6_k<2>, tile_q6_k<3>, tile_q6_k<4>};
+constexpr TileFn kF32Tiles[] = {tile_f32<1>, tile_f32<2>};
+constexpr TileFn kF16Tiles[] = {tile_f16<1>, tile_f16<2>};
+constexpr TileFn kBF16Tiles[] = {tile_bf16<1>, tile_bf16<2>};
+
 }  // namespace
 
 PackedGemmFn packed_gemm_avx512(uint32_t type) {
     switch (type) {
-    case uint32_t(TensorType::Q8_0): return gemm_q8_0;
-    case uint32_t(TensorType::Q4_0): return gemm<tile_q4_0<4>, tile_q4_0<3>, tile_q4_0<2>, tile_q4_0<1>>;
-    case uint32_t(TensorType::Q4_K): return gemm<tile_q45_k<4>, tile_q45_k<3>, tile_q45_k<2>, tile_q45_k<1>>;
-    case uint32_t(TensorType::Q5_K): return gemm<tile_q45_k<4, true>, tile_q45_k<3, true>, tile_q45_k<2, true>, tile_q45_k<1, true>>;
-    case uint32_t(TensorType::Q6_K): return gemm<tile_q6_k<4>, tile_q6_k<3>, tile_q6_k<2>, tile_q6_k<1>>;
-    // The float types keep eight accumulators per activation: two activations per tile fill the registers.
-    case uint32_t(TensorType::F32): return gemm<tile_f32<2>, tile_f32<1>, tile_f32<1>, tile_f32<1>, 2>;
-    case uint32_t(TensorType::F16): return gemm<tile_f16<2>, tile_f16<1>, tile_f16<1>, tile_f16<1>, 2>;
-    case uint32_t(TensorType::BF16): return gemm<tile_bf16<2>, tile_bf16<1>, tile_bf16<1>, tile_bf16<1>, 2>;
+    case uint32_t(TensorType::Q8_0): return gemm<kQ8_0Tiles>;
+    case uint32_t(TensorType::Q4_0): return gemm<kQ4_0Tiles>;
+    case uint32_t(TensorType::Q4_K): return gemm<kQ4_KTiles>;
+    case uint32_t(TensorType::Q5_K): return gemm<kQ5_KTiles>;
+    case uint32_t(TensorType::Q6_K): return gemm<kQ6_KTiles>;
+    case uint32_t(TensorType::F32): return gemm<kF32Tiles>;
+    case uint32_t(TensorType::F16): return gemm<kF16Tiles>;
+    case uint32_t(TensorType::BF16): return gemm<kBF16Tiles>;
     }
     return nullptr;
 }
